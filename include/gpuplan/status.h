@@ -1,0 +1,83 @@
+// Errors are values. Every fallible library call returns a Result<T>: either the value or an Error
+// that says what was wrong, what to do, and which field or file position it concerns. The CLI maps
+// ErrorCode to an exit status and the server to an HTTP status, both from the one table below.
+#pragma once
+
+#include <cassert>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace gpuplan {
+
+enum class ErrorCode {
+  kUsage,          // the request is malformed: a missing or bad option, a wrong type
+  kNotFound,       // a GPU, profile, model or file that does not exist
+  kAmbiguous,      // a name that matches several entries
+  kInvalidData,    // a data file (catalog, model, fleet, offers) that breaks its contract
+  kInvalidLayout,  // a MIG layout the driver would refuse
+  kInternal,       // a bug: should never reach a user
+};
+
+struct Error {
+  ErrorCode code = ErrorCode::kInternal;
+  std::string message;  // what was wrong and what to do about it
+  std::string field;    // the option, key or "file: entry: field" it concerns; may be empty
+};
+
+// Exit status of the CLI for an error: 2 usage, 3 not found or ambiguous, 4 invalid data,
+// 5 invalid MIG layout, 1 internal.
+int exit_code(ErrorCode code);
+// HTTP status of the server for an error: 400, 404, 409, 422, 500.
+int http_status(ErrorCode code);
+// Stable machine name ("usage", "not_found", ...), used in JSON error bodies.
+const char* error_code_name(ErrorCode code);
+
+inline Error usage_error(std::string message, std::string field = {}) {
+  return Error{ErrorCode::kUsage, std::move(message), std::move(field)};
+}
+inline Error not_found_error(std::string message, std::string field = {}) {
+  return Error{ErrorCode::kNotFound, std::move(message), std::move(field)};
+}
+inline Error invalid_data_error(std::string message, std::string field = {}) {
+  return Error{ErrorCode::kInvalidData, std::move(message), std::move(field)};
+}
+
+// A value or an Error. Small on purpose: std::expected is C++23.
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}          // NOLINT(google-explicit-constructor)
+  Result(Error error) : v_(std::move(error)) {}      // NOLINT(google-explicit-constructor)
+
+  bool ok() const { return v_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+  const T& value() const& { assert(ok()); return std::get<0>(v_); }
+  T& value() & { assert(ok()); return std::get<0>(v_); }
+  T&& value() && { assert(ok()); return std::get<0>(std::move(v_)); }
+  const T& operator*() const& { return value(); }
+  T& operator*() & { return value(); }
+  const T* operator->() const { return &value(); }
+  T* operator->() { return &value(); }
+  const Error& error() const { assert(!ok()); return std::get<1>(v_); }
+
+ private:
+  std::variant<T, Error> v_;
+};
+
+// Result<void>.
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  Status(Error error) : error_(std::move(error)), ok_(false) {}  // NOLINT(google-explicit-constructor)
+  static Status Ok() { return {}; }
+  bool ok() const { return ok_; }
+  explicit operator bool() const { return ok_; }
+  const Error& error() const { return error_; }
+
+ private:
+  Error error_;
+  bool ok_ = true;
+};
+
+}  // namespace gpuplan

@@ -1,0 +1,228 @@
+// catalog.list, catalog.show and compare.
+#include <algorithm>
+#include <cmath>
+
+#include "api/commands.h"
+#include "api/request.h"
+#include "gpuplan/target.h"
+
+namespace gpuplan::api {
+
+namespace {
+
+Json source_json(const Catalog& catalog, const std::string& id) {
+  const Source* s = catalog.find_source(id);
+  if (!s) return Json{{"id", id}};
+  Json j{{"id", s->id}, {"title", s->title}, {"url", s->url}};
+  if (!s->revision.empty()) j["revision"] = s->revision;
+  j["kind"] = s->kind;
+  return j;
+}
+
+Json value_json(const Figure& f) {
+  if (f.number) {
+    const double v = *f.number;
+    if (v == std::floor(v) && std::fabs(v) < 1e15) return static_cast<long long>(v);
+    return v;
+  }
+  if (f.flag) return *f.flag;
+  return f.text;
+}
+
+// Rounds for display in derived metrics (4 significant digits are plenty for ratios).
+double round_sig(double v, int digits = 4) {
+  if (v == 0 || !std::isfinite(v)) return v;
+  const double scale = std::pow(10.0, digits - 1 - static_cast<int>(std::floor(std::log10(std::fabs(v)))));
+  return std::round(v * scale) / scale;
+}
+
+Json mig_json(const Catalog& catalog, const MigTable& t) {
+  Json profiles = Json::array();
+  for (const auto& p : t.profiles) {
+    Json pj{{"name", p.name},
+            {"profile_id", p.profile_id},
+            {"memory_slices", p.memory_slices},
+            {"compute_slices", p.compute_slices},
+            {"memory_mib", p.memory_mib},
+            {"sm_count", p.sm_count},
+            {"copy_engines", p.copy_engines},
+            {"decoders", p.decoders},
+            {"jpeg", p.jpeg},
+            {"ofa", p.ofa},
+            {"max_count", p.max_count},
+            {"placements", Json::array()},
+            {"media_extensions", p.media_extensions},
+            {"source", source_json(catalog, p.source_id)}};
+    for (int s : p.placement_starts) pj["placements"].push_back(Json{{"start", s}, {"size", p.memory_slices}});
+    if (!p.note.empty()) pj["note"] = p.note;
+    profiles.push_back(std::move(pj));
+  }
+  return Json{{"table", t.id},
+              {"max_instances", t.max_instances},
+              {"memory_slices", t.memory_slices},
+              {"compute_slices", t.compute_slices},
+              {"min_driver", t.min_driver},
+              {"source", source_json(catalog, t.source_id)},
+              {"profiles", std::move(profiles)}};
+}
+
+Result<Json> catalog_list(const Context& ctx, const Json& body) {
+  Request req(body);
+  if (auto s = req.check_keys({"vendor", "architecture", "min_memory_gb", "mig", "include_mig"}); !s) return s.error();
+  auto vendor = req.string("vendor");
+  auto arch = req.string("architecture");
+  auto min_mem = req.number("min_memory_gb", 0);
+  auto mig_only = req.flag("mig", false);
+  auto include_mig = req.flag("include_mig", false);
+  if (!vendor) return vendor.error();
+  if (!arch) return arch.error();
+  if (!min_mem) return min_mem.error();
+  if (!mig_only) return mig_only.error();
+  if (!include_mig) return include_mig.error();
+  Json rows = Json::array();
+  for (const auto& ref : ctx.catalog->all_targets(*include_mig)) {
+    const Gpu& g = *ref.gpu;
+    if (!vendor->empty() && g.vendor != *vendor) continue;
+    if (!arch->empty() && g.architecture != *arch) continue;
+    if (*mig_only && !ref.mig_table) continue;
+    Target t{ref, 1, Link::kPcie};
+    const double mem_gb = t.memory_total_bytes() / kBytesPerGb;
+    const double marketing_gb = ref.profile ? mem_gb : g.number("memory_gb", mem_gb);
+    if (marketing_gb < *min_mem) continue;
+    Json row{{"id", ref.id()},
+             {"name", t.name()},
+             {"vendor", g.vendor},
+             {"architecture", g.architecture},
+             {"form_factor", g.form_factor},
+             {"memory_gb", round_sig(marketing_gb)},
+             {"memory_bandwidth_gbps", round_sig(t.memory_bandwidth_gbps())}};
+    auto rate = [&](Precision p) -> Json {
+      auto v = t.peak_tflops(p);
+      return v ? Json(round_sig(*v)) : Json(nullptr);
+    };
+    row["bf16_tensor_tflops"] = rate(Precision::kBf16);
+    row["fp8_tensor_tflops"] = rate(Precision::kFp8);
+    row["tdp_w"] = round_sig(t.tdp_w());
+    row["mig"] = ref.mig_table != nullptr;
+    row["mig_profile"] = ref.profile != nullptr;
+    rows.push_back(std::move(row));
+  }
+  return Json{{"gpus", std::move(rows)}};
+}
+
+Result<Json> catalog_show(const Context& ctx, const Json& body) {
+  Request req(body);
+  if (auto s = req.check_keys({"gpu", "explain"}); !s) return s.error();
+  auto name = req.string("gpu");
+  auto explain = req.flag("explain", false);
+  if (!name) return name.error();
+  if (!explain) return explain.error();
+  if (name->empty()) return usage_error("give a GPU or MIG profile, e.g. a100-40gb-sxm4 or a100-40gb-sxm4/3g.20gb", "gpu");
+  auto ref = ctx.catalog->resolve(*name);
+  if (!ref) return ref.error();
+  const Gpu& g = *ref->gpu;
+  Target t{*ref, 1, Link::kPcie};
+  Json specs = Json::object();
+  for (const auto& f : target_figures(*ctx.catalog, *ref)) specs[f.key] = figure_json(*ctx.catalog, f, *explain);
+  Json out{{"id", ref->id()},
+           {"name", t.name()},
+           {"vendor", g.vendor},
+           {"architecture", g.architecture},
+           {"chip", g.chip},
+           {"form_factor", g.form_factor},
+           {"interface", g.interface},
+           {"lifecycle", g.lifecycle},
+           {"aliases", g.aliases},
+           {"parent", ref->profile ? Json(g.id) : Json(nullptr)},
+           {"data_file", g.file},
+           {"specs", std::move(specs)}};
+  if (ref->profile) {
+    out["mig"] = nullptr;
+    Json p = mig_json(*ctx.catalog, *ref->mig_table)["profiles"];
+    for (const auto& pj : p) {
+      if (pj["name"] == ref->profile->name) out["mig_profile"] = pj;
+    }
+  } else {
+    out["mig"] = ref->mig_table ? mig_json(*ctx.catalog, *ref->mig_table) : Json(nullptr);
+  }
+  return out;
+}
+
+// Derived metrics for a comparison. Each has a name with its unit.
+struct Derived {
+  const char* name;
+  const char* unit;
+  const char* explain;
+};
+
+Result<Json> compare(const Context& ctx, const Json& body) {
+  Request req(body);
+  if (auto s = req.check_keys({"gpu"}); !s) return s.error();
+  auto names = req.strings("gpu");
+  if (!names) return names.error();
+  if (names->empty()) return usage_error("compare needs at least one GPU or MIG profile", "gpu");
+  std::vector<TargetRef> refs;
+  for (const auto& n : *names) {
+    auto r = ctx.catalog->resolve(n);
+    if (!r) return r.error();
+    refs.push_back(*r);
+  }
+  // Keys shown, in contract order, limited to numeric figures some target has.
+  std::vector<std::string> keys;
+  std::vector<std::vector<Figure>> figs;
+  for (const auto& r : refs) figs.push_back(target_figures(*ctx.catalog, r));
+  for (const auto& k : ctx.catalog->spec_keys()) {
+    bool any = false;
+    for (const auto& fv : figs) {
+      for (const auto& f : fv) any = any || (f.key == k.key && (f.number || !f.text.empty()));
+    }
+    if (any) keys.push_back(k.key);
+  }
+  Json targets = Json::array();
+  std::vector<std::map<std::string, double>> numbers(refs.size());
+  for (size_t i = 0; i < refs.size(); ++i) {
+    Target t{refs[i], 1, Link::kPcie};
+    Json specs = Json::object();
+    for (const auto& f : figs[i]) {
+      specs[f.key] = value_json(f);
+      if (f.number) numbers[i][f.key] = *f.number;
+    }
+    // Derived metrics: ridge point (FLOP per byte at which a kernel turns compute-bound), per watt.
+    Json derived = Json::object();
+    const double bw = t.memory_bandwidth_gbps();
+    const double watts = t.tdp_w();
+    for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kBf16, Precision::kFp8, Precision::kInt8}) {
+      auto rate = p == Precision::kFp32 ? std::optional<double>(t.ref.gpu->number("fp32_tflops", 0) * t.compute_fraction())
+                                        : t.peak_tflops(p);
+      if (!rate || *rate <= 0) continue;
+      const std::string name(precision_name(p));
+      if (bw > 0) derived["ridge_" + name + "_flop_per_byte"] = round_sig(*rate * 1e12 / (bw * 1e9));
+      if (watts > 0) derived[name + "_tflops_per_w"] = round_sig(*rate / watts);
+    }
+    if (watts > 0 && bw > 0) derived["bandwidth_gbps_per_w"] = round_sig(bw / watts);
+    if (watts > 0) derived["memory_gb_per_w"] = round_sig(t.memory_total_bytes() / kBytesPerGb / watts);
+    for (auto it = derived.begin(); it != derived.end(); ++it) numbers[i]["derived." + it.key()] = it.value().get<double>();
+    targets.push_back(Json{{"id", refs[i].id()}, {"name", t.name()}, {"specs", std::move(specs)}, {"derived", std::move(derived)}});
+  }
+  // Difference in percent against the first target, for every numeric figure both have.
+  for (size_t i = 1; i < refs.size(); ++i) {
+    Json diff = Json::object();
+    for (const auto& [k, v] : numbers[i]) {
+      auto it = numbers[0].find(k);
+      if (it == numbers[0].end() || it->second == 0 || k == "release_year") continue;
+      diff[k] = round_sig((v - it->second) / it->second * 100.0, 3);
+    }
+    targets[i]["diff_percent_vs_first"] = std::move(diff);
+  }
+  return Json{{"baseline", refs[0].id()}, {"keys", keys}, {"targets", std::move(targets)}};
+}
+
+}  // namespace
+
+void register_catalog_commands(CommandTable& table) {
+  table.push_back({"catalog.list", catalog_list});
+  table.push_back({"catalog.show", catalog_show});
+  table.push_back({"compare", compare});
+}
+
+}  // namespace gpuplan::api

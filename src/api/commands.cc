@@ -1,0 +1,89 @@
+#include "api/commands.h"
+
+#include "gpuplan/catalog.h"
+
+namespace gpuplan {
+
+namespace {
+const api::CommandTable& table() {
+  static const api::CommandTable commands = [] {
+    api::CommandTable t;
+    api::register_catalog_commands(t);
+    return t;
+  }();
+  return commands;
+}
+}  // namespace
+
+Result<Json> run_command(const Context& ctx, std::string_view command, const Json& request) {
+  if (!ctx.catalog) return Error{ErrorCode::kInternal, "no catalog loaded", ""};
+  for (const auto& c : table()) {
+    if (c.name == command) {
+      try {
+        return c.fn(ctx, request.is_null() ? Json::object() : request);
+      } catch (const std::exception& e) {
+        // A library function must return errors as values; this is the last line of defence.
+        return Error{ErrorCode::kInternal, std::string("internal error in ") + c.name + ": " + e.what(), ""};
+      }
+    }
+  }
+  std::string list;
+  for (const auto& c : table()) list += (list.empty() ? "" : ", ") + c.name;
+  return usage_error("unknown command '" + std::string(command) + "'; commands are " + list, "command");
+}
+
+std::vector<std::string> command_names() {
+  std::vector<std::string> out;
+  for (const auto& c : table()) out.push_back(c.name);
+  return out;
+}
+
+Json error_json(const Error& error) {
+  Json e{{"code", error_code_name(error.code)}, {"message", error.message}};
+  e["field"] = error.field.empty() ? Json(nullptr) : Json(error.field);
+  return Json{{"error", std::move(e)}};
+}
+
+Json figure_json(const Catalog& catalog, const Figure& f, bool explain) {
+  Json j;
+  if (f.number) {
+    const double v = *f.number;
+    j["value"] = (v == static_cast<double>(static_cast<long long>(v)) && v < 1e15) ? Json(static_cast<long long>(v)) : Json(v);
+  } else if (f.flag) {
+    j["value"] = *f.flag;
+  } else {
+    j["value"] = f.text;
+  }
+  j["unit"] = f.unit;
+  const Source* s = catalog.find_source(f.source_id);
+  Json src{{"id", f.source_id}};
+  if (s) {
+    src["title"] = s->title;
+    src["url"] = s->url;
+    if (!s->revision.empty()) src["revision"] = s->revision;
+    src["kind"] = s->kind;
+  }
+  j["source"] = std::move(src);
+  j["checked"] = f.checked;
+  j["verified"] = s && s->authoritative();
+  j["derived"] = f.is_derived();
+  j["derivation"] = f.is_derived() ? Json(f.derived) : Json(nullptr);
+  Json conflicts = Json::array();
+  for (const auto& c : f.conflicts) {
+    const Source* cs = catalog.find_source(c.source_id);
+    Json cj{{"value", c.value}, {"source", Json{{"id", c.source_id}}}, {"note", c.note}};
+    if (cs) {
+      cj["source"]["title"] = cs->title;
+      cj["source"]["url"] = cs->url;
+    }
+    conflicts.push_back(std::move(cj));
+  }
+  j["conflicts"] = std::move(conflicts);
+  if (explain) {
+    const SpecKey* k = catalog.find_spec_key(f.key);
+    j["explain"] = k ? k->explain : "";
+  }
+  return j;
+}
+
+}  // namespace gpuplan

@@ -1,0 +1,21 @@
+// The registry behind run_command. Each command family registers its functions here.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gpuplan/api.h"
+
+namespace gpuplan::api {
+
+using CommandFn = std::function<Result<Json>(const Context&, const Json&)>;
+struct Command {
+  std::string name;
+  CommandFn fn;
+};
+using CommandTable = std::vector<Command>;
+
+void register_catalog_commands(CommandTable& table);
+
+}  // namespace gpuplan::api

@@ -1,0 +1,108 @@
+#include "gpuplan/target.h"
+
+#include <array>
+
+namespace gpuplan {
+
+namespace {
+struct PrecisionRow {
+  Precision p;
+  std::string_view name;
+  std::string_view key;
+};
+constexpr std::array<PrecisionRow, 8> kPrecisions = {{
+    {Precision::kFp64, "fp64", "fp64_tensor_tflops"},
+    {Precision::kFp32, "fp32", "fp32_tflops"},
+    {Precision::kTf32, "tf32", "tf32_tensor_tflops"},
+    {Precision::kBf16, "bf16", "bf16_tensor_tflops"},
+    {Precision::kFp16, "fp16", "fp16_tensor_tflops"},
+    {Precision::kFp8, "fp8", "fp8_tensor_tflops"},
+    {Precision::kInt8, "int8", "int8_tensor_tops"},
+    {Precision::kInt4, "int4", "int4_tensor_tops"},
+}};
+
+// PCIe x16 payload bandwidth per direction, GB/s: 16 lanes x 16/32/64 GT/s x 128b/130b encoding.
+// Source: PCI-SIG specifications (Gen4 16 GT/s, Gen5 32 GT/s, Gen6 64 GT/s with FLIT, ~same efficiency).
+double pcie_x16_gbps(int gen) {
+  switch (gen) {
+    case 3: return 15.75;
+    case 4: return 31.5;
+    case 5: return 63.0;
+    case 6: return 121.0;
+    default: return 15.75;
+  }
+}
+}  // namespace
+
+std::string_view precision_name(Precision p) {
+  for (const auto& r : kPrecisions) {
+    if (r.p == p) return r.name;
+  }
+  return "?";
+}
+
+std::string_view throughput_key(Precision p) {
+  for (const auto& r : kPrecisions) {
+    if (r.p == p) return r.key;
+  }
+  return "";
+}
+
+Result<Precision> parse_precision(std::string_view name) {
+  for (const auto& r : kPrecisions) {
+    if (r.name == name) return r.p;
+  }
+  return usage_error("unknown precision '" + std::string(name) + "'; use fp64, fp32, tf32, bf16, fp16, fp8, int8 or int4",
+                     "precision");
+}
+
+std::string Target::name() const {
+  if (!ref.gpu) return {};
+  return ref.profile ? ref.gpu->name + " MIG " + ref.profile->name : ref.gpu->name;
+}
+
+double Target::memory_total_bytes() const {
+  if (ref.profile) return ref.profile->memory_mib * kBytesPerMib;
+  const double mib = ref.gpu->number("memory_total_mib", 0);
+  if (mib > 0) return mib * kBytesPerMib;
+  // No nvidia-smi figure: fall back to the marketing size in GiB-as-printed, which is how NVIDIA's
+  // "80 GB" parts report (81920 MiB). Derived; shown as such by the printers.
+  return ref.gpu->number("memory_gb", 0) * kBytesPerGib;
+}
+
+double Target::memory_bandwidth_gbps() const {
+  const double full = ref.gpu->number("memory_bandwidth_gbps", 0);
+  if (ref.profile && ref.mig_table) {
+    return full * ref.profile->memory_slices / ref.mig_table->memory_slices;
+  }
+  return full;
+}
+
+int Target::sm_count() const {
+  if (ref.profile) return ref.profile->sm_count;
+  return static_cast<int>(ref.gpu->number("sm_count", 0));
+}
+
+double Target::compute_fraction() const {
+  if (!ref.profile) return 1.0;
+  const double full_sms = ref.gpu->number("sm_count", 0);
+  if (full_sms > 0 && ref.profile->sm_count > 0) return ref.profile->sm_count / full_sms;
+  return static_cast<double>(ref.profile->compute_slices) / (ref.mig_table ? ref.mig_table->compute_slices : 7);
+}
+
+std::optional<double> Target::peak_tflops(Precision p) const {
+  const Figure* f = ref.gpu->spec(throughput_key(p));
+  if (p == Precision::kFp64 && !f) f = ref.gpu->spec("fp64_tflops");
+  if (!f || !f->number || *f->number <= 0) return std::nullopt;
+  return *f->number * compute_fraction();
+}
+
+double Target::tdp_w() const { return ref.gpu->number("tdp_w", 0) * compute_fraction(); }
+
+double Target::link_gbps() const {
+  const double nvlink = ref.gpu->number("nvlink_gbps", 0);
+  if (link == Link::kNvlink && nvlink > 0) return nvlink / 2;  // NVIDIA quotes both directions summed
+  return pcie_x16_gbps(static_cast<int>(ref.gpu->number("pcie_gen", 4)));
+}
+
+}  // namespace gpuplan

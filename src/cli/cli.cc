@@ -1,0 +1,125 @@
+#include "cli/cli.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace gpuplan::cli {
+
+namespace {
+std::string key_of(const std::string& name) {
+  std::string k = name;
+  std::replace(k.begin(), k.end(), '-', '_');
+  return k;
+}
+}  // namespace
+
+Opt& CliCommand::value(const std::string& name, const std::string& help, bool positional) {
+  opts.push_back(Opt{key_of(name), OptKind::kValue, nullptr, {}, {}, false});
+  Opt& o = opts.back();
+  o.option = app->add_option(positional ? name + ",--" + name : "--" + name, o.value, help);
+  return o;
+}
+
+Opt& CliCommand::list(const std::string& name, const std::string& help, bool positional) {
+  opts.push_back(Opt{key_of(name), OptKind::kList, nullptr, {}, {}, false});
+  Opt& o = opts.back();
+  o.option = app->add_option(positional ? name + ",--" + name : "--" + name, o.values, help);
+  return o;
+}
+
+Opt& CliCommand::flag(const std::string& name, const std::string& help) {
+  opts.push_back(Opt{key_of(name), OptKind::kFlag, nullptr, {}, {}, false});
+  Opt& o = opts.back();
+  o.option = app->add_flag("--" + name, o.flag, help);
+  return o;
+}
+
+Json CliCommand::request() const {
+  Json req = Json::object();
+  for (const auto& o : opts) {
+    if (o.option->count() == 0) continue;
+    switch (o.kind) {
+      case OptKind::kValue: req[o.key] = o.value; break;
+      case OptKind::kList: req[o.key] = o.values; break;
+      case OptKind::kFlag: req[o.key] = o.flag; break;
+    }
+  }
+  return req;
+}
+
+std::string fmt_value(const Json& v, int precision) {
+  if (v.is_null()) return "-";
+  if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
+  if (v.is_number_integer()) return std::to_string(v.get<long long>());
+  if (v.is_number()) {
+    const double d = v.get<double>();
+    char buf[64];
+    if (d != 0 && (std::fabs(d) >= 1e6 || std::fabs(d) < 1e-3)) {
+      std::snprintf(buf, sizeof buf, "%.*g", precision, d);
+    } else {
+      std::snprintf(buf, sizeof buf, "%.*g", std::max(precision, static_cast<int>(std::log10(std::fabs(d) + 1)) + 1), d);
+    }
+    return buf;
+  }
+  if (v.is_string()) return v.get<std::string>();
+  return v.dump();
+}
+
+namespace {
+// Display width in terminal columns: count UTF-8 lead bytes only.
+size_t display_width(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+}  // namespace
+
+std::string render_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+                         const std::vector<bool>& right_align) {
+  std::vector<size_t> width(header.size(), 0);
+  for (size_t c = 0; c < header.size(); ++c) width[c] = display_width(header[c]);
+  for (const auto& r : rows) {
+    for (size_t c = 0; c < r.size() && c < width.size(); ++c) width[c] = std::max(width[c], display_width(r[c]));
+  }
+  std::ostringstream os;
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (size_t c = 0; c < width.size(); ++c) {
+      const std::string cell = c < cells.size() ? cells[c] : "";
+      const size_t pad = width[c] - display_width(cell);
+      const bool right = c < right_align.size() && right_align[c];
+      if (right) out += std::string(pad, ' ') + cell;
+      else out += cell + (c + 1 < width.size() ? std::string(pad, ' ') : "");
+      if (c + 1 < width.size()) out += "  ";
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    os << out << "\n";
+  };
+  line(header);
+  std::vector<std::string> rule;
+  for (size_t w : width) rule.push_back(std::string(w, '-'));
+  line(rule);
+  for (const auto& r : rows) line(r);
+  return os.str();
+}
+
+std::string render_csv(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  auto cell = [](const std::string& s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string q = "\"";
+    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
+  std::ostringstream os;
+  for (size_t i = 0; i < header.size(); ++i) os << (i ? "," : "") << cell(header[i]);
+  os << "\n";
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size(); ++i) os << (i ? "," : "") << cell(r[i]);
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace gpuplan::cli

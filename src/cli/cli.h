@@ -1,0 +1,58 @@
+// The CLI is a thin main: it turns arguments into a request (keys = long options without dashes),
+// calls gpuplan::run_command, and prints the result as text, JSON or CSV.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpuplan/api.h"
+
+namespace gpuplan::cli {
+
+enum class OptKind { kValue, kList, kFlag };
+
+struct Opt {
+  std::string key;  // request key: the long option without dashes, '-' -> '_'
+  OptKind kind;
+  CLI::Option* option = nullptr;
+  std::string value;
+  std::vector<std::string> values;
+  bool flag = false;
+};
+
+struct OutputFormat {
+  bool json = false;
+  bool csv = false;
+};
+
+using Renderer = std::function<std::string(const Json& result, const Json& request, const OutputFormat& fmt)>;
+
+struct CliCommand {
+  std::string command;  // run_command name
+  CLI::App* app = nullptr;
+  std::deque<Opt> opts;  // deque: CLI11 keeps pointers to the storage
+  Renderer render;
+  std::vector<std::string> positional_keys;
+
+  // Adds --name (value), a positional when `positional`, or both.
+  Opt& value(const std::string& name, const std::string& help, bool positional = false);
+  Opt& list(const std::string& name, const std::string& help, bool positional = false);
+  Opt& flag(const std::string& name, const std::string& help);
+  // The request made from the options that were given.
+  Json request() const;
+};
+
+// Each command family adds its subcommands.
+void add_catalog_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
+
+// Text helpers shared by renderers.
+std::string render_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+                         const std::vector<bool>& right_align = {});
+std::string render_csv(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
+std::string fmt_value(const Json& v, int precision = 4);
+
+}  // namespace gpuplan::cli

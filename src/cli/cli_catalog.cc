@@ -1,0 +1,181 @@
+// `gpuplan catalog list|show` and `gpuplan compare`.
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "cli/cli.h"
+
+namespace gpuplan::cli {
+
+namespace {
+
+std::string render_list(const Json& result, const Json&, const OutputFormat& fmt) {
+  std::vector<std::string> header = {"id", "name", "arch", "form", "memory_gb", "bandwidth_gbps", "bf16_tflops",
+                                     "fp8_tflops", "tdp_w", "mig"};
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& g : result["gpus"]) {
+    rows.push_back({g["id"].get<std::string>(), g["name"].get<std::string>(), g["architecture"].get<std::string>(),
+                    g["form_factor"].get<std::string>(), fmt_value(g["memory_gb"]), fmt_value(g["memory_bandwidth_gbps"]),
+                    fmt_value(g["bf16_tensor_tflops"]), fmt_value(g["fp8_tensor_tflops"]), fmt_value(g["tdp_w"]),
+                    g["mig_profile"].get<bool>() ? "slice" : (g["mig"].get<bool>() ? "yes" : "no")});
+  }
+  if (fmt.csv) return render_csv(header, rows);
+  std::string out = render_table(header, rows, {false, false, false, false, true, true, true, true, true, false});
+  out += "\nThroughput is dense (no sparsity), per device. `gpuplan catalog show <id>` gives every figure with its source.\n";
+  return out;
+}
+
+std::string render_show(const Json& r, const Json& request, const OutputFormat& fmt) {
+  const bool explain = request.contains("explain") && request["explain"].get<bool>();
+  std::ostringstream os;
+  std::vector<std::string> header = {"figure", "value", "unit", "source", "checked", "how"};
+  std::vector<std::vector<std::string>> rows;
+  std::map<std::string, Json> sources;
+  for (auto it = r["specs"].begin(); it != r["specs"].end(); ++it) {
+    const Json& f = it.value();
+    sources[f["source"]["id"].get<std::string>()] = f["source"];
+    rows.push_back({it.key(), fmt_value(f["value"]), f["unit"].get<std::string>(), f["source"]["id"].get<std::string>(),
+                    f["checked"].get<std::string>(), f["derived"].get<bool>() ? "derived" : (f["verified"].get<bool>() ? "datasheet" : "reported")});
+  }
+  if (fmt.csv) return render_csv(header, rows);
+  os << r["name"].get<std::string>() << "  (" << r["id"].get<std::string>() << ")\n";
+  os << "  " << r["architecture"].get<std::string>() << " " << r["chip"].get<std::string>() << ", "
+     << r["form_factor"].get<std::string>();
+  if (!r["interface"].get<std::string>().empty()) os << ", host " << r["interface"].get<std::string>();
+  if (!r["lifecycle"].get<std::string>().empty()) os << ", lifecycle " << r["lifecycle"].get<std::string>();
+  os << "\n";
+  if (!r["aliases"].empty()) {
+    os << "  also known as:";
+    for (const auto& a : r["aliases"]) os << " \"" << a.get<std::string>() << "\"";
+    os << "\n";
+  }
+  os << "\n" << render_table(header, rows);
+  // Derivations, conflicts and explanations, figure by figure.
+  std::ostringstream notes;
+  for (auto it = r["specs"].begin(); it != r["specs"].end(); ++it) {
+    const Json& f = it.value();
+    const bool has_conflicts = !f["conflicts"].empty();
+    if (!f["derived"].get<bool>() && !has_conflicts && !explain) continue;
+    notes << "  " << it.key() << " = " << fmt_value(f["value"]) << " " << f["unit"].get<std::string>() << "\n";
+    if (explain && f.contains("explain")) notes << "      what it means: " << f["explain"].get<std::string>() << "\n";
+    if (f["derived"].get<bool>()) notes << "      derived: " << f["derivation"].get<std::string>() << "\n";
+    for (const auto& c : f["conflicts"]) {
+      notes << "      conflicting claim (not used): " << c["value"].get<std::string>() << " in "
+            << c["source"]["id"].get<std::string>();
+      if (!c["note"].get<std::string>().empty()) notes << " (" << c["note"].get<std::string>() << ")";
+      notes << "\n";
+      sources[c["source"]["id"].get<std::string>()] = c["source"];
+    }
+  }
+  if (!notes.str().empty()) os << "\nNotes\n" << notes.str();
+  os << "\nSources\n";
+  for (const auto& [id, s] : sources) {
+    os << "  [" << id << "] " << (s.contains("title") ? s["title"].get<std::string>() : "");
+    if (s.contains("revision")) os << " (" << s["revision"].get<std::string>() << ")";
+    if (s.contains("url")) os << "\n      " << s["url"].get<std::string>();
+    os << "\n";
+  }
+  if (r.contains("mig") && r["mig"].is_object()) {
+    const Json& m = r["mig"];
+    os << "\nMIG: up to " << m["max_instances"].get<int>() << " instances on " << m["memory_slices"].get<int>()
+       << " memory slices and " << m["compute_slices"].get<int>() << " compute slices (driver >= "
+       << m["min_driver"].get<std::string>() << "; source " << m["source"]["id"].get<std::string>() << ")\n";
+    std::vector<std::vector<std::string>> prow;
+    for (const auto& p : m["profiles"]) {
+      std::string starts;
+      for (const auto& pl : p["placements"]) starts += (starts.empty() ? "" : ",") + std::to_string(pl["start"].get<int>());
+      prow.push_back({p["name"].get<std::string>(), std::to_string(p["profile_id"].get<int>()),
+                      fmt_value(p["memory_mib"]), std::to_string(p["sm_count"].get<int>()),
+                      std::to_string(p["memory_slices"].get<int>()) + "/" + std::to_string(p["compute_slices"].get<int>()),
+                      std::to_string(p["max_count"].get<int>()), "{" + starts + "}:" + std::to_string(p["memory_slices"].get<int>())});
+    }
+    os << render_table({"profile", "id", "memory_mib", "sms", "mem/compute slices", "max", "placements"}, prow,
+                       {false, true, true, true, true, true, false});
+  }
+  if (r.contains("mig_profile")) {
+    os << "\nA MIG instance of " << r["parent"].get<std::string>()
+       << ": memory and SMs are the instance's own; bandwidth, throughput and power are the parent's, scaled by its share.\n";
+  }
+  return os.str();
+}
+
+std::string render_compare(const Json& r, const Json&, const OutputFormat& fmt) {
+  std::vector<std::string> header = {"figure"};
+  for (const auto& t : r["targets"]) header.push_back(t["id"].get<std::string>());
+  std::vector<std::vector<std::string>> rows;
+  auto add_row = [&](const std::string& label, auto getter) {
+    std::vector<std::string> row = {label};
+    bool any = false;
+    for (size_t i = 0; i < r["targets"].size(); ++i) {
+      const Json& t = r["targets"][i];
+      Json v = getter(t);
+      any = any || !v.is_null();
+      std::string cell = fmt_value(v);
+      if (i > 0 && !v.is_null() && t.contains("diff_percent_vs_first")) {
+        const Json& d = t["diff_percent_vs_first"];
+        if (d.contains(label)) {
+          const double pct = d[label].get<double>();
+          char buf[32];
+          std::snprintf(buf, sizeof buf, " (%+.0f%%)", pct);
+          cell += buf;
+        }
+      }
+      row.push_back(cell);
+    }
+    if (any) rows.push_back(row);
+  };
+  for (const auto& k : r["keys"]) {
+    const std::string key = k.get<std::string>();
+    add_row(key, [&](const Json& t) { return t["specs"].contains(key) ? t["specs"][key] : Json(nullptr); });
+  }
+  std::vector<std::string> dkeys;
+  for (const auto& t : r["targets"]) {
+    for (auto it = t["derived"].begin(); it != t["derived"].end(); ++it) {
+      if (std::find(dkeys.begin(), dkeys.end(), it.key()) == dkeys.end()) dkeys.push_back(it.key());
+    }
+  }
+  for (const auto& dk : dkeys) {
+    add_row("derived." + dk, [&](const Json& t) { return t["derived"].contains(dk) ? t["derived"][dk] : Json(nullptr); });
+  }
+  if (fmt.csv) return render_csv(header, rows);
+  std::vector<bool> right(header.size(), true);
+  right[0] = false;
+  return render_table(header, rows, right) +
+         "\nPercentages compare each column with the first. Throughput is dense. ridge = FLOP per byte of memory "
+         "traffic at which a kernel stops being bandwidth-bound.\n";
+}
+
+}  // namespace
+
+void add_catalog_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
+  CLI::App* catalog = app.add_subcommand("catalog", "GPUs and MIG profiles in the catalog, with sources");
+  catalog->require_subcommand(1);
+
+  auto list = std::make_unique<CliCommand>();
+  list->command = "catalog.list";
+  list->app = catalog->add_subcommand("list", "List GPUs (and with --include-mig, MIG profiles)");
+  list->value("vendor", "Only this vendor (nvidia)");
+  list->value("architecture", "Only this architecture (ampere, ada, hopper, ...)");
+  list->value("min-memory-gb", "Only GPUs with at least this much memory, GB");
+  list->flag("mig", "Only MIG-capable GPUs");
+  list->flag("include-mig", "Also list every MIG profile as a target of its own");
+  list->render = render_list;
+  commands.push_back(std::move(list));
+
+  auto show = std::make_unique<CliCommand>();
+  show->command = "catalog.show";
+  show->app = catalog->add_subcommand("show", "Every figure of a GPU or MIG profile, with unit, source and date");
+  show->value("gpu", "GPU id, alias or GPU/profile (a100-40gb-sxm4/3g.20gb)", true).option->required();
+  show->flag("explain", "Explain what each figure means for AI work");
+  show->render = render_show;
+  commands.push_back(std::move(show));
+
+  auto cmp = std::make_unique<CliCommand>();
+  cmp->command = "compare";
+  cmp->app = app.add_subcommand("compare", "Compare GPUs and MIG profiles side by side");
+  cmp->list("gpu", "GPUs or MIG profiles to compare", true).option->required();
+  cmp->render = render_compare;
+  commands.push_back(std::move(cmp));
+}
+
+}  // namespace gpuplan::cli

@@ -1,0 +1,53 @@
+// gpuplan: the command-line interface. A thin main over the library (see cli/cli.h).
+#include <iostream>
+
+#include "cli/cli.h"
+#include "gpuplan/api.h"
+
+int main(int argc, char** argv) {
+  using namespace gpuplan;
+  CLI::App app{"gpuplan: choose, size, share and rent GPUs for AI work, with every figure sourced"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "gpuplan 0.1.0");
+  std::vector<std::string> catalog_dirs;
+  cli::OutputFormat fmt;
+  app.add_option("--catalog", catalog_dirs, "Folder of catalog YAML files that add or override entries")
+      ->check(CLI::ExistingDirectory);
+  app.add_flag("--json", fmt.json, "Print the result as JSON (the same document the HTTP API returns)");
+  app.add_flag("--csv", fmt.csv, "Print tables as CSV");
+
+  std::vector<std::unique_ptr<cli::CliCommand>> commands;
+  cli::add_catalog_commands(app, commands);
+  // Options given after the subcommand (`gpuplan catalog list --json`) reach the top level too.
+  app.fallthrough(true);
+  for (auto* sub : app.get_subcommands({})) sub->fallthrough(true);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : exit_code(ErrorCode::kUsage);
+  }
+
+  auto report = [&](const Error& err) {
+    if (fmt.json) std::cerr << error_json(err).dump(2) << "\n";
+    else std::cerr << "gpuplan: error: " << err.message << "\n";
+    return exit_code(err.code);
+  };
+
+  auto catalog = Catalog::load(catalog_dirs);
+  if (!catalog) return report(catalog.error());
+  Context ctx{*catalog};
+
+  for (const auto& c : commands) {
+    if (!c->app->parsed()) continue;
+    const Json request = c->request();
+    auto result = run_command(ctx, c->command, request);
+    if (!result) return report(result.error());
+    if (fmt.json) std::cout << result->dump(2) << "\n";
+    else std::cout << c->render(*result, request, fmt);
+    return 0;
+  }
+  std::cerr << app.help();
+  return exit_code(ErrorCode::kUsage);
+}
