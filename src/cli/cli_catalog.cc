@@ -56,7 +56,9 @@ std::string render_show(const Json& r, const Json& request, const OutputFormat& 
     const Json& f = it.value();
     const bool has_conflicts = !f["conflicts"].empty();
     if (!f["derived"].get<bool>() && !has_conflicts && !explain) continue;
-    notes << "  " << it.key() << " = " << fmt_value(f["value"]) << " " << f["unit"].get<std::string>() << "\n";
+    notes << "  " << it.key() << " = " << fmt_value(f["value"]);
+    if (!f["unit"].get<std::string>().empty()) notes << " " << f["unit"].get<std::string>();
+    notes << "\n";
     if (explain && f.contains("explain")) notes << "      what it means: " << f["explain"].get<std::string>() << "\n";
     if (f["derived"].get<bool>()) notes << "      derived: " << f["derivation"].get<std::string>() << "\n";
     for (const auto& c : f["conflicts"]) {
