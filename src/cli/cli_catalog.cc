@@ -39,10 +39,13 @@ std::string render_show(const Json& r, const Json& request, const OutputFormat& 
   }
   if (fmt.csv) return render_csv(header, rows);
   os << r["name"].get<std::string>() << "  (" << r["id"].get<std::string>() << ")\n";
-  os << "  " << r["architecture"].get<std::string>() << " " << r["chip"].get<std::string>() << ", "
-     << r["form_factor"].get<std::string>();
-  if (!r["interface"].get<std::string>().empty()) os << ", host " << r["interface"].get<std::string>();
-  if (!r["lifecycle"].get<std::string>().empty()) os << ", lifecycle " << r["lifecycle"].get<std::string>();
+  std::string arch = r["architecture"].get<std::string>();
+  if (!r["chip"].get<std::string>().empty()) arch += " " + r["chip"].get<std::string>();
+  std::vector<std::string> parts = {arch, r["form_factor"].get<std::string>()};
+  if (!r["interface"].get<std::string>().empty()) parts.push_back("host " + r["interface"].get<std::string>());
+  if (!r["lifecycle"].get<std::string>().empty()) parts.push_back("lifecycle " + r["lifecycle"].get<std::string>());
+  os << " ";
+  for (size_t i = 0; i < parts.size(); ++i) os << (i ? ", " : " ") << parts[i];
   os << "\n";
   if (!r["aliases"].empty()) {
     os << "  also known as:";
