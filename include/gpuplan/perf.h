@@ -47,9 +47,9 @@ std::string_view perf_engine_name(PerfEngine engine);
 // The efficiency assumptions. Defaults are named constants with sources (src/perf/constants.h); a user
 // who measured their own GPU overrides them with `--efficiency key=value,...` (parse_efficiency).
 struct PerfEfficiency {
-  double gemm_peak_fraction;       // large bf16/fp16/tf32 GEMMs: achieved / dense peak
-  double gemm_fp8_peak_fraction;   // large fp8 GEMMs: achieved / dense fp8 peak
-  double gemm_half_rows;           // GEMM rows (tokens) at which a GEMM reaches half its large-size rate
+  double gemm_peak_fraction;      // large bf16/fp16/tf32 GEMMs: achieved / dense peak
+  double gemm_fp8_peak_fraction;  // large fp8 GEMMs: achieved / dense fp8 peak
+  double gemm_half_intensity;  // arithmetic intensity 1/(1/M+1/N+1/K) at which a GEMM reaches half its large-size rate
   double dequant_gemm_fraction;    // compute-bound rate of a matmul that dequantizes 4/8-bit weights in its loop
   double attention_peak_fraction;  // flash attention: achieved / dense peak of its precision
   double bandwidth_fraction;       // large streaming kernels: achieved / peak memory bandwidth

@@ -52,6 +52,10 @@ struct CliCommand {
 // Each command family adds its subcommands.
 void add_catalog_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
+void add_perf_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
+
+// --model takes a zoo id or the path of a config.json: the CLI reads the file and sends it inline.
+Result<Json> read_model_file(Json request);
 
 // Text helpers shared by renderers.
 std::string render_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<cli::CliCommand>> commands;
   cli::add_catalog_commands(app, commands);
   cli::add_fit_commands(app, commands);
+  cli::add_perf_commands(app, commands);
   // Options given after the subcommand (`gpuplan catalog list --json`) reach the top level too.
   std::function<void(CLI::App*)> fall = [&](CLI::App* a) {
     a->fallthrough(true);

@@ -6,17 +6,20 @@
 namespace gpuplan::perf {
 
 // --- matmuls ---------------------------------------------------------------------------------------
-// Best achieved / dense peak of one large bf16 GEMM in cuBLAS: A100 SXM 271.2/312 = 0.87, A100 PCIe
-// 252.9/312 = 0.81, H100 SXM 794.5/989 = 0.80 (ml-engineering "Maximum Achievable Matmul FLOPS" table,
-// stas00/ml-engineering compute/accelerator/README.md). 0.80: the Hopper figure, the lower of the three,
-// because sustained power limits clocks below the boost clock the peak is quoted at.
-inline constexpr double kGemmPeakFraction = 0.80;
-// Same table, fp8 (e4m3): H100 SXM 1402.6/1979 = 0.71, H200 SXM 1453.4/1979 = 0.73.
-inline constexpr double kGemmFp8PeakFraction = 0.72;
-// Rows (tokens) at which a GEMM reaches half its large-size rate: eff(M) = eff_max x M / (M + this).
-// A 128-row CTA tile is underfilled below M = 128 and cuBLAS falls back to narrower tiles / split-K
-// (NVIDIA "Matrix Multiplication Background User's Guide", tile and wave quantization).
-inline constexpr double kGemmHalfRows = 32;
+// GEMM efficiency = eff_max x I / (I + kGemmHalfIntensity), I = 1 / (1/M + 1/N + 1/K) the GEMM's
+// arithmetic intensity (FLOPs per element moved / 2): small or skinny GEMMs underfill the CTA tiles and
+// spend longer in prologue/epilogue (NVIDIA "Matrix Multiplication Background User's Guide": tile and
+// wave quantization; throughput rises with each dimension and saturates in the thousands). Half-rate
+// intensity 64: a 64-row tile, the smallest that cuBLAS's tensor-core kernels fill.
+inline constexpr double kGemmHalfIntensity = 64;
+// eff_max for bf16/fp16/tf32: the best measured cuBLAS matmuls are A100 SXM 271.2/312 = 0.87, A100 PCIe
+// 252.9/312 = 0.81, H100 SXM 794.5/989 = 0.80 at intensities I = 790-950 where the curve gives 0.93
+// (ml-engineering "Maximum Achievable Matmul FLOPS" table, stas00/ml-engineering
+// compute/accelerator/README.md): 0.80 / 0.93 = 0.86, from the Hopper figure, the lowest, because sustained
+// power limits clocks below the boost clock the peak is quoted at.
+inline constexpr double kGemmPeakFraction = 0.86;
+// Same table, fp8 (e4m3): H100 SXM 1402.6/1979 = 0.71, H200 SXM 1453.4/1979 = 0.73; / 0.93 = 0.77.
+inline constexpr double kGemmFp8PeakFraction = 0.77;
 // A matmul that dequantizes 4/8-bit weights inside its main loop (AWQ/GPTQ/Marlin/GGUF MMQ) reaches
 // about half the dense rate once compute-bound (Frantar et al. 2024, "MARLIN", Fig. 1: ~fp16 speed only
 // with Marlin; AWQ/exllama kernels at 0.3-0.6 of cuBLAS fp16 for batch >= 64).
@@ -41,6 +44,11 @@ inline constexpr double kBandwidthFraction = 0.87;
 // activation adds 3 x intermediate (gated: read gate and up, write one) per token.
 inline constexpr double kElementwiseHiddenPasses = 12;
 inline constexpr double kElementwiseIntermediatePasses = 3;
+// Eager PyTorch runs norms, rotary, activations and residual adds as separate unfused kernels, RMSNorm
+// upcast to fp32 (transformers' LlamaRMSNorm: pow, mean, rsqrt, mul, mul, cast): about 3x the bytes
+// of the fused kernels Megatron-Core, TensorRT-LLM and vLLM use (Megatron-LM fused layer norm / bias-GeLU
+// kernels, Shoeybi et al. 2019 and NVIDIA Apex docs).
+inline constexpr double kEagerElementwiseFactor = 3;
 // --- fixed costs -----------------------------------------------------------------------------------
 // Fixed cost per kernel: launch gap inside a CUDA graph (~1-2 us) plus ramp-up and tail of a small
 // kernel (~3-4 us) (NVIDIA CUDA graphs blog 2019: 2-3 us per launch in graphs; Nsight traces of decode

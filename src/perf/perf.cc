@@ -42,6 +42,11 @@ double kernels_per_layer(PerfEngine e) {
   return 10;
 }
 
+// Engines with fused norm / activation / residual kernels.
+bool fused_elementwise(PerfEngine e) {
+  return e != PerfEngine::kTransformers && e != PerfEngine::kPytorch && e != PerfEngine::kDeepspeed;
+}
+
 // Host work per decode step outside the kernels: scheduling, sampling, detokenisation, Python.
 // vLLM 0.6 (V0 engine, no multi-step): ~1.5-2 ms at batch 1 (vLLM blog "vLLM v0.6.0", Sep 2024: CPU
 // overhead was most of the step before 0.6); TensorRT-LLM's C++ runtime and llama.cpp's ~0.2-0.3 ms.
@@ -100,7 +105,7 @@ struct Rates {
   double head_flops;       // LM head and router: kept in 16 bits by every quantized format
   double cuda_core_flops;  // GEMV kernels on CUDA cores (fp32 FMA), what engines pick for a few rows
   double bandwidth;        // achievable bytes/s
-  double half_rows;
+  double half_intensity;
   double kernel_seconds;
   double allreduce_bw;  // bus bandwidth of tensor-parallel all-reduces
   double allreduce_latency;
@@ -135,7 +140,7 @@ Rates make_rates(const PerfDevice& d, const PerfWorkload& w, const PerfEfficienc
   r.head_flops = (p == Precision::kTf32 || p == Precision::kFp32) ? r.gemm_flops : attn_peak * eff.gemm_peak_fraction;
   r.cuda_core_flops = d.peak(Precision::kFp32) * eff.gemm_peak_fraction;
   r.bandwidth = d.bandwidth_bytes_per_second * eff.bandwidth_fraction;
-  r.half_rows = eff.gemm_half_rows;
+  r.half_intensity = eff.gemm_half_intensity;
   r.kernel_seconds = w.cuda_graphs ? eff.kernel_seconds : std::max(eff.kernel_seconds, kEagerKernelSeconds);
   r.allreduce_bw = d.link_bytes_per_second * eff.link_fraction;
   r.allreduce_latency = d.nvlink ? kAllReduceLatencySeconds : kAllReduceLatencyPcieSeconds;
@@ -152,7 +157,8 @@ double conv_flops(const PerfDevice& d, Precision p, const PerfEfficiency& eff) {
 // One GEMM: M rows (tokens) x K inputs x N outputs, weights of `w_bytes` per element.
 void gemm(Cost& c, const Rates& r, double m, double n, double k, double w_bytes, double a_bytes, double flop_rate) {
   if (m <= 0 || n <= 0 || k <= 0) return;
-  const double eff_m = m / (m + r.half_rows);
+  const double intensity = 1.0 / (1.0 / m + 1.0 / n + 1.0 / k);  // FLOPs per element moved, /2
+  const double eff_m = intensity / (intensity + r.half_intensity);
   double t_c = 2.0 * m * n * k / (flop_rate * eff_m);
   // Engines pick the faster kernel: for a few rows a CUDA-core GEMV beats an underfilled tensor-core tile.
   if (r.cuda_core_flops > 0) t_c = std::min(t_c, 2.0 * m * n * k / r.cuda_core_flops);
@@ -259,7 +265,7 @@ LayerCosts layer_costs(const PerfArch& a, const PerfWorkload& w, const Rates& r,
       (a.experts > 0 ? dbl(a.experts_per_token) * a.expert_params_per_layer / h / (a.gated_mlp ? 3.0 : 2.0) : 0);
   const double ew_bytes =
       tokens * ab * (kElementwiseHiddenPasses * h + kElementwiseIntermediatePasses * inter_active / tp);
-  lc.elementwise.memory += ew_bytes / r.bandwidth;
+  lc.elementwise.memory += ew_bytes * (fused_elementwise(w.engine) ? 1.0 : kEagerElementwiseFactor) / r.bandwidth;
   // Tensor parallel: one all-reduce after attention, one after the MLP.
   if (w.tp > 1) lc.comm.comm += 2 * allreduce_seconds(tokens * h * ab, w.tp, r.allreduce_bw, r.allreduce_latency);
   return lc;
@@ -363,7 +369,7 @@ std::string_view perf_engine_name(PerfEngine engine) {
 }
 
 PerfEfficiency default_efficiency() {
-  return PerfEfficiency{kGemmPeakFraction,    kGemmFp8PeakFraction,   kGemmHalfRows,
+  return PerfEfficiency{kGemmPeakFraction,    kGemmFp8PeakFraction,   kGemmHalfIntensity,
                         kDequantGemmFraction, kAttentionPeakFraction, kBandwidthFraction,
                         kLinkFraction,        kKernelSeconds,         -1.0,
                         kTrainingOverlap};
@@ -380,7 +386,8 @@ struct EffKey {
 constexpr EffKey kEffKeys[] = {
     {"gemm", &PerfEfficiency::gemm_peak_fraction, 1, 0.01, 1, "large 16-bit GEMM / dense peak"},
     {"gemm_fp8", &PerfEfficiency::gemm_fp8_peak_fraction, 1, 0.01, 1, "large fp8/int8 GEMM / dense peak"},
-    {"gemm_half_rows", &PerfEfficiency::gemm_half_rows, 1, 0, 1e6, "GEMM rows at half the large-size rate"},
+    {"gemm_half_intensity", &PerfEfficiency::gemm_half_intensity, 1, 0, 1e6,
+     "GEMM intensity 1/(1/M+1/N+1/K) at half the large-size rate"},
     {"dequant", &PerfEfficiency::dequant_gemm_fraction, 1, 0.01, 1, "dequantizing matmul / dense rate"},
     {"attention", &PerfEfficiency::attention_peak_fraction, 1, 0.01, 1, "flash attention / dense peak"},
     {"bandwidth", &PerfEfficiency::bandwidth_fraction, 1, 0.01, 1, "streaming kernel / peak bandwidth"},
@@ -670,7 +677,9 @@ ServingPerf predict_serving(const PerfArch& a, const PerfDevice& d, const PerfWo
 
 TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const PerfWorkload& w, const PerfEfficiency& eff) {
   TrainPerf t;
-  const Rates r = make_rates(d, w, eff);
+  Rates r = make_rates(d, w, eff);
+  // Training kernels are large: launches run ahead asynchronously and only the per-kernel gap remains.
+  r.kernel_seconds = eff.kernel_seconds;
   const double tp = std::max(1, w.tp), pp = std::max(1, w.pp), dp = std::max(1, w.dp);
   const double mb = dbl(std::max<int64_t>(1, w.micro_batch));
   const double global = w.global_batch > 0 ? dbl(w.global_batch) : mb * dp;

@@ -101,7 +101,7 @@ PerfRowPrediction predict_perf_row(const Catalog& catalog, const Json& row) {
     if (setup.error().code == ErrorCode::kNotFound) return skip("model not in zoo: " + model);
     return skip("workload: " + setup.error().message);
   }
-  const PerfWorkload w = perf::workload_for(*setup, device);
+  const PerfWorkload w = perf::workload_for(*setup, device, target.count);
   const PerfArch& a = setup->arch;
   const bool per_gpu = row.value("per_gpu", false);
   const double gpus = std::max(1, target.count);
@@ -120,7 +120,7 @@ PerfRowPrediction predict_perf_row(const Catalog& catalog, const Json& row) {
   if (metric == "prefill_tokens_per_second") return done(inf.prefill_tokens_per_second, inf.prefill_bound);
   if (metric == "decode_tokens_per_second") {
     // With a stated prompt, published speeds are generated tokens over the whole generation time.
-    const bool whole = req.contains("input_tokens") && req.contains("output_tokens");
+    const bool whole = setup->lengths_given;
     const double v = whole ? static_cast<double>(w.output_tokens) / inf.total_seconds : inf.decode_tokens_per_second;
     return done(v, inf.decode_bound);
   }
@@ -130,7 +130,10 @@ PerfRowPrediction predict_perf_row(const Catalog& catalog, const Json& row) {
     if (setup->batch_given) {
       v = inf.throughput_tokens_per_second;
     } else {
-      const int64_t max_batch = perf::estimate_max_batch(*setup, w, target);
+      perf::MemoryCache memory(*setup);
+      auto verdict = memory.verdict(target);
+      if (!verdict) return skip("memory: " + verdict.error().message);
+      const int64_t max_batch = verdict->serving_max_batch;
       if (max_batch < 1) return skip("the model does not fit for serving on this target");
       const ServingPerf s = predict_serving(a, device, w, eff, max_batch, 0);
       v = s.max_throughput_tokens_per_second;
