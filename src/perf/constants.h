@@ -12,6 +12,14 @@ namespace gpuplan::perf {
 // wave quantization; throughput rises with each dimension and saturates in the thousands). Half-rate
 // intensity 64: a 64-row tile, the smallest that cuBLAS's tensor-core kernels fill.
 inline constexpr double kGemmHalfIntensity = 64;
+// Output tile of one CTA of a large tensor-core GEMM (cuBLAS/CUTLASS 128x128 and 128x256 tiles on
+// Ampere and Hopper); tiles run in waves of one per SM, and a partial last wave leaves SMs idle (NVIDIA
+// "Matrix Multiplication Background User's Guide", "Wave quantization"). Hopper and Blackwell GEMMs in
+// cuBLAS 12 / CUTLASS 3 are persistent, warp-specialized kernels with a tile scheduler (and stream-K)
+// that spread the last wave's work, so wave quantization is applied to earlier GPUs only (CUTLASS
+// docs, "Efficient GEMM in CUDA" and "Hopper warp-specialized persistent kernels").
+inline constexpr double kGemmTileRows = 128;
+inline constexpr double kGemmTileCols = 256;
 // eff_max for bf16/fp16/tf32: the best measured cuBLAS matmuls are A100 SXM 271.2/312 = 0.87, A100 PCIe
 // 252.9/312 = 0.81, H100 SXM 794.5/989 = 0.80 at intensities I = 790-950 where the curve gives 0.93
 // (ml-engineering "Maximum Achievable Matmul FLOPS" table, stas00/ml-engineering
