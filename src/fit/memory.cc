@@ -41,9 +41,11 @@ constexpr int64_t kTgiPrefillTokens = 4096;
 constexpr int64_t kLlamaCppUbatchTokens = 512;
 // Inference logits of the sampled position: fp32 logits + one fp32 working copy (softmax / processors).
 constexpr double kInferLogitBytes = 8;
-// Training logits per element: bf16 logits (2) + fp32 upcast (4) + log-softmax output saved for the
-// backward (4): transformers ForCausalLMLoss / torch.nn.functional.cross_entropy.
-constexpr double kTrainLogitBytes = 10;
+// Training logits per element at the start of backward: bf16 logits kept in the model output (2) +
+// log-softmax output saved by cross_entropy on the fp32 upcast (4) + the gradient flowing into
+// log-softmax (4) + the gradient it produces (4): transformers ForCausalLMLoss (logits.float()) and
+// torch.nn.functional.cross_entropy; the fp32 upcast itself is freed after the forward.
+constexpr double kTrainLogitBytes = 14;
 // torchtune computes the loss with CEWithChunkedOutputLoss (num_output_chunks = 8): the bf16 logits
 // (2 B) stay, the fp32 upcast and log-softmax exist for one chunk at a time (torchtune/modules/loss).
 constexpr double kTorchtuneLogitChunks = 8;
@@ -190,16 +192,20 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
   }
   t.layer_input_bytes = n * h * e;
   const double layers = static_cast<double>(m.layers);
-  switch (w.checkpointing) {
-    case Checkpointing::kNone: t.total = layers * t.per_layer_bytes; break;
-    case Checkpointing::kSelective: t.total = layers * (t.per_layer_bytes - t.score_bytes); break;
-    case Checkpointing::kFull: t.total = layers * t.layer_input_bytes + t.per_layer_bytes; break;
-  }
-  // Pipeline 1F1B: the first stage holds pp micro-batches of its L/pp layers = L layers' worth.
   const double logit_bytes = w.engine == Engine::kPytorch ? 2.0 + (kTrainLogitBytes - 2.0) / kTorchtuneLogitChunks
                                                             : kTrainLogitBytes;
   t.logits_bytes = m.kind == ModelKind::kDecoder ? n * static_cast<double>(m.vocab) * logit_bytes / tp : 0;
-  t.total += t.logits_bytes;
+  // The live set at the worst moment. Without full recomputation every layer's activations are held
+  // when the loss's backward runs. With it only the layer inputs stay; the loss's buffers are freed
+  // before the first layer is recomputed, so the one recomputed layer and the logits never coexist.
+  // Pipeline 1F1B: the first stage holds pp micro-batches of its L/pp layers = L layers' worth.
+  switch (w.checkpointing) {
+    case Checkpointing::kNone: t.total = layers * t.per_layer_bytes + t.logits_bytes; break;
+    case Checkpointing::kSelective: t.total = layers * (t.per_layer_bytes - t.score_bytes) + t.logits_bytes; break;
+    case Checkpointing::kFull:
+      t.total = layers * t.layer_input_bytes + std::max(t.per_layer_bytes, t.logits_bytes);
+      break;
+  }
   return t;
 }
 
