@@ -497,7 +497,9 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
             format_gib(p.weights.total_bytes);
   }
   if (w.tp > 1 || w.pp > 1) wexp += split + " = " + format_gib(p.weights_per_gpu_bytes) + " per GPU";
-  if (w.zero >= 3 && w.task != Task::kInfer) wexp += ", sharded over " + num(w.data_parallel()) + " GPUs (ZeRO-3)";
+  if (w.zero >= 3 && w.task != Task::kInfer) {
+    wexp += ", sharded over " + num(w.data_parallel()) + " GPUs (ZeRO-3) = " + format_gib(m.weights_bytes) + " per GPU";
+  }
   out.push_back({"weights_bytes", m.weights_bytes, wexp});
 
   if (md.kind == ModelKind::kDecoder && w.task == Task::kInfer) {
@@ -515,26 +517,37 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
     out.push_back({"kv_cache_bytes", m.kv_cache_bytes, kexp});
   }
   std::string aexp;
-  if (w.task == Task::kInfer) {
+  if (w.task == Task::kInfer && md.kind == ModelKind::kCnn) {
+    aexp = "Activations: input and output of the largest layer, " + num(md.cnn_max_layer_elements_per_sample) +
+           " elements per sample x 2 x batch " + num(static_cast<double>(w.batch)) + " x " + num(activation_bytes(w)) +
+           " B = " + format_gib(m.activations_bytes);
+  } else if (w.task == Task::kInfer) {
     const InferAct a = inference_activations(p, w.batch, w.context);
     aexp = "Activations: largest step " + num(a.tokens) + " tokens x (" + (md.gated_mlp ? "3" : "2") + " x " +
            num(static_cast<double>(md.intermediate)) + " MLP + 3 x " + num(static_cast<double>(md.hidden)) + " hidden) x " +
            num(activation_bytes(w)) + " B" + (w.tp > 1 ? " (MLP / tp)" : "") + " + logits " + format_gib(a.logits_bytes) +
            " = " + format_gib(m.activations_bytes);
+  } else if (md.kind == ModelKind::kCnn) {
+    aexp = "Activations: every layer output kept for backward, " + num(md.cnn_activation_elements_per_sample) +
+           " elements per sample x batch " + num(static_cast<double>(w.batch)) + " x " + num(activation_bytes(w)) +
+           " B = " + format_gib(m.activations_bytes);
   } else {
     const TrainAct a = training_activations(p, w.batch, w.context);
     aexp = "Activations (Korthikanti et al. 2022, " + std::string(checkpointing_name(w.checkpointing)) +
            " checkpointing" + (w.flash_attention ? ", flash attention" : ", eager attention") + "): " +
-           num(static_cast<double>(md.layers)) + " layers x " + format_gib(a.per_layer_bytes) + " per layer" +
-           (w.checkpointing == Checkpointing::kFull ? " recomputed; kept: layer inputs " + format_gib(a.layer_input_bytes) + " each"
-                                                   : std::string()) +
-           " + logits " + format_gib(a.logits_bytes) + " = " + format_gib(m.activations_bytes);
+           (w.checkpointing == Checkpointing::kFull
+                ? num(static_cast<double>(md.layers)) + " layer inputs x " + format_gib(a.layer_input_bytes) +
+                      " + max(one layer recomputed " + format_gib(a.per_layer_bytes) + ", loss buffers " +
+                      format_gib(a.logits_bytes) + ")"
+                : num(static_cast<double>(md.layers)) + " layers x " + format_gib(a.per_layer_bytes) +
+                      " + loss buffers (logits) " + format_gib(a.logits_bytes)) +
+           " = " + format_gib(m.activations_bytes);
   }
   out.push_back({"activations_bytes", m.activations_bytes, aexp});
   if (w.task != Task::kInfer) {
     out.push_back({"gradients_bytes", m.gradients_bytes,
                    "Gradients: " + billions(w.task == Task::kTrain ? p.trainable_parameters_per_gpu : p.adapter_parameters) +
-                       " trainable params" + (w.zero >= 2 && w.task == Task::kTrain ? " / " + num(w.data_parallel()) + " (ZeRO-2)" : "") +
+                       " trainable params" + (w.zero >= 2 && w.task == Task::kTrain ? " / " + num(w.data_parallel()) + " (ZeRO-" + num(w.zero) + ")" : "") +
                        " = " + format_gib(m.gradients_bytes)});
     out.push_back({"optimizer_bytes", m.optimizer_bytes,
                    "Optimizer (" + std::string(optimizer_name(w.optimizer)) + ")" +
