@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<cli::CliCommand>> commands;
   cli::add_catalog_commands(app, commands);
   cli::add_fit_commands(app, commands);
+  cli::add_offer_commands(app, commands);
   // Options given after the subcommand (`gpuplan catalog list --json`) reach the top level too.
   std::function<void(CLI::App*)> fall = [&](CLI::App* a) {
     a->fallthrough(true);
@@ -55,7 +56,9 @@ int main(int argc, char** argv) {
 
   for (const auto& c : commands) {
     if (!c->app->parsed()) continue;
-    Json request = c->request();
+    auto built = c->request();
+    if (!built) return report(built.error());
+    Json request = std::move(built).value();
     if (c->prepare) {
       auto prepared = c->prepare(std::move(request));
       if (!prepared) return report(prepared.error());
