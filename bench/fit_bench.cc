@@ -26,7 +26,8 @@ Workload workload(nlohmann::ordered_json request) {
 // largest batch and context (bisection) per target.
 void BM_FitAllTargets(benchmark::State& state) {
   const auto targets = all_targets(1);
-  const PreparedWorkload p = *prepare(workload({{"model", "llama-3.1-70b"}, {"weights", "int4-awq"}, {"context", 8192}}));
+  const PreparedWorkload p =
+      *prepare(workload({{"model", "llama-3.1-70b"}, {"weights", "int4-awq"}, {"context", 8192}}));
   for (auto _ : state) {
     for (const auto& t : targets) benchmark::DoNotOptimize(fit_target(p, t));
   }

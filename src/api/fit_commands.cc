@@ -95,8 +95,9 @@ Result<Json> fit(const Context& ctx, const Json& body) {
     Workload wc = *w;
     wc.count = count;
     if (wc.count < wc.tp * wc.pp) {
-      return usage_error("a target of " + std::to_string(count) + " GPUs cannot hold tp x pp = " +
-                             std::to_string(wc.tp * wc.pp) + "; give --gpu NAMExN with N >= " + std::to_string(wc.tp * wc.pp),
+      return usage_error("a target of " + std::to_string(count) +
+                             " GPUs cannot hold tp x pp = " + std::to_string(wc.tp * wc.pp) +
+                             "; give --gpu NAMExN with N >= " + std::to_string(wc.tp * wc.pp),
                          "gpu");
     }
     auto p = prepare(wc);
