@@ -59,6 +59,10 @@ constexpr double kMasterWeightBytes = 4;
 // torch.optim.AdamW(foreach=True), the default of transformers/torchtune: the step materialises
 // sqrt(v) for every parameter at once (torch/optim/adamw.py _multi_tensor_adamw), 4 B per parameter.
 constexpr double kForeachAdamTempBytes = 4;
+// DeepSpeed ZeRO keeps an fp32 copy of the gradient partition for the optimizer step: model states of
+// 2 + 2 + 16/dp B per parameter for stages 1-2 and 18/dp for stage 3 (DeepSpeed docs, "Memory
+// Requirements": estimate_zero2_model_states_mem_needs / estimate_zero3_model_states_mem_needs).
+constexpr double kDeepSpeedFp32GradBytes = 4;
 
 double gib(double bytes) { return bytes / kBytesPerGib; }
 
@@ -191,7 +195,12 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
   // Attention: normed input (shared by q, k, v), q, k, v, attention output (input of o_proj).
   const double attn = (h + (q + 2.0 * kv + q) / tp) * e;
   // MLP: normed input, then gated: gate, up, act(gate), product; plain: fc1 output, activation output.
-  const double mlp = (h + (m.gated_mlp ? 4.0 : 2.0) * inner / tp) * e;
+  // Autograd saves a linear layer's input only when its weight needs a gradient: with LoRA the input
+  // of a frozen, untargeted down projection (the gated product / activation output) is not kept.
+  const bool adapters = w.task == Task::kLora || w.task == Task::kQlora;
+  const double down_input = adapters && !(w.lora_targets & kLoraDown) ? 0.0 : 1.0;
+  const double mlp_in = adapters && !(w.lora_targets & (kLoraGate | kLoraUp)) ? 0.0 : h;
+  const double mlp = (mlp_in + ((m.gated_mlp ? 3.0 : 1.0) + down_input) * inner / tp) * e;
   t.per_layer_bytes = n * (norms + attn + mlp);
   const bool eager = !w.flash_attention || m.architecture == "bloom";
   if (eager) {
@@ -393,6 +402,7 @@ MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_
                    : w.optimizer == Optimizer::kAdamw8bit ? kAdam8bitStateBytes
                                                           : kSgdStateBytes;
     if (mixed) state += kMasterWeightBytes;
+    if (w.engine == Engine::kDeepspeed && w.zero >= 1 && mixed) state += kDeepSpeedFp32GradBytes;
     r.optimizer_bytes = params * state / (w.zero >= 1 ? dp : 1.0);
     r.gradients_bytes = params * param_bytes / (w.zero >= 2 ? dp : 1.0);
     if (w.zero >= 3) {

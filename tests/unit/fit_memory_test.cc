@@ -235,3 +235,38 @@ TEST(FitValidation, MemoryBoundHolds) {
 
 }  // namespace
 }  // namespace gpuplan
+
+namespace gpuplan {
+namespace {
+
+// Every zoo model in every format and task gives finite, positive numbers on every target, and the
+// reported largest batch really is the largest.
+TEST(FitSweep, EveryZooModelFormatAndTask) {
+  const auto targets = Catalog::embedded()->all_targets(true);
+  ASSERT_FALSE(targets.empty());
+  for (const auto& e : zoo_entries()) {
+    for (const auto& f : weight_formats()) {
+      for (const char* task : {"infer", "train", "lora", "qlora"}) {
+        nlohmann::ordered_json req = {{"model", e.id}, {"weights", std::string(f.name)}, {"task", task}, {"context", 1024}};
+        auto w = parse_workload(req);
+        if (!w.ok()) {
+          EXPECT_EQ(w.error().code, ErrorCode::kUsage) << e.id << " " << f.name << " " << task;
+          continue;
+        }
+        auto p = prepare(*w);
+        ASSERT_TRUE(p.ok());
+        const MemoryBreakdown m = estimate_memory(*p);
+        ASSERT_TRUE(std::isfinite(m.total_bytes) && m.total_bytes > 0) << e.id << " " << f.name << " " << task;
+        EXPECT_GT(m.weights_bytes, 0) << e.id << " " << f.name;
+        const Target t{targets[static_cast<size_t>(e.id.size()) % targets.size()], 1, Link::kPcie};
+        const TargetFit fit = fit_target(*p, t);
+        if (fit.max_batch > 0) {
+          EXPECT_LE(estimate_memory(*p, fit.max_batch, w->context).total_bytes, fit.limit_bytes) << e.id << " " << f.name;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpuplan
