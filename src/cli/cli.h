@@ -13,7 +13,7 @@
 
 namespace gpuplan::cli {
 
-enum class OptKind { kValue, kList, kFlag };
+enum class OptKind { kValue, kList, kFlag, kFiles };
 
 struct Opt {
   std::string key;  // request key: the long option without dashes, '-' -> '_'
@@ -45,8 +45,10 @@ struct CliCommand {
   Opt& value(const std::string& name, const std::string& help, bool positional = false);
   Opt& list(const std::string& name, const std::string& help, bool positional = false);
   Opt& flag(const std::string& name, const std::string& help);
-  // The request made from the options that were given.
-  Json request() const;
+  // Paths whose contents go into the request as [{name, text}] (the library never reads files).
+  Opt& files(const std::string& name, const std::string& help);
+  // The request made from the options that were given; fails when a file cannot be read.
+  Result<Json> request() const;
 };
 
 // Each command family adds its subcommands.
@@ -56,6 +58,7 @@ void add_perf_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& 
 
 // --model takes a zoo id or the path of a config.json: the CLI reads the file and sends it inline.
 Result<Json> read_model_file(Json request);
+void add_offer_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 
 // Text helpers shared by renderers.
 std::string render_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,

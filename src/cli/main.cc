@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   cli::add_catalog_commands(app, commands);
   cli::add_fit_commands(app, commands);
   cli::add_perf_commands(app, commands);
+  cli::add_offer_commands(app, commands);
   // Options given after the subcommand (`gpuplan catalog list --json`) reach the top level too.
   std::function<void(CLI::App*)> fall = [&](CLI::App* a) {
     a->fallthrough(true);
@@ -56,7 +57,9 @@ int main(int argc, char** argv) {
 
   for (const auto& c : commands) {
     if (!c->app->parsed()) continue;
-    Json request = c->request();
+    auto built = c->request();
+    if (!built) return report(built.error());
+    Json request = std::move(built).value();
     if (c->prepare) {
       auto prepared = c->prepare(std::move(request));
       if (!prepared) return report(prepared.error());
