@@ -37,6 +37,10 @@ struct CliCommand {
   std::deque<Opt> opts;  // deque: CLI11 keeps pointers to the storage
   Renderer render;
   std::vector<std::string> positional_keys;
+  // Optional: rewrites the request before it runs (e.g. reads the files named by options).
+  std::function<Result<Json>(Json request)> prepare;
+  // Optional: the exit status of a successful result (e.g. 5 for an invalid MIG layout).
+  std::function<int(const Json& result)> status;
 
   // Adds --name (value), a positional when `positional`, or both.
   Opt& value(const std::string& name, const std::string& help, bool positional = false);
@@ -48,6 +52,7 @@ struct CliCommand {
 
 // Each command family adds its subcommands.
 void add_catalog_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
+void add_mig_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 
 // Text helpers shared by renderers.
 std::string render_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
