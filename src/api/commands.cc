@@ -10,6 +10,7 @@ const api::CommandTable& table() {
     api::CommandTable t;
     api::register_catalog_commands(t);
     api::register_mig_commands(t);
+    api::register_offer_commands(t);
     return t;
   }();
   return commands;

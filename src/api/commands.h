@@ -18,5 +18,6 @@ using CommandTable = std::vector<Command>;
 
 void register_catalog_commands(CommandTable& table);
 void register_mig_commands(CommandTable& table);
+void register_offer_commands(CommandTable& table);
 
 }  // namespace gpuplan::api

@@ -125,13 +125,21 @@ Result<Json> mig_layouts(const Context& ctx, const Json& body) {
   return Json{{"target", ref->gpu->id}, {"table", t.id}, {"count", layouts.size()}, {"layouts", std::move(layouts)}};
 }
 
-// A fleet or requests input: an inline object, or YAML text (the CLI reads the file into it).
-Result<std::string> input_text(const Request& req, const char* key) {
+// A fleet or requests input: an inline object, YAML text, or one file as [{name, text}] (what the
+// CLI's --fleet FILE sends: the library never reads files). The name goes into error messages.
+struct Input {
+  std::string name;
+  std::string text;
+};
+Result<Input> input_text(const Request& req, const char* key) {
   if (!req.has(key)) return usage_error(std::string("give --") + key + " FILE (or '" + key + "' inline)", key);
   const Json& v = req.raw(key);
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_object()) return v.dump();
-  return usage_error(std::string("'") + key + "' must be YAML text or an object", key);
+  if (v.is_string()) return Input{key, v.get<std::string>()};
+  if (v.is_object()) return Input{key, v.dump()};
+  if (v.is_array() && v.size() == 1 && v[0].is_object() && v[0].contains("text") && v[0]["text"].is_string()) {
+    return Input{v[0].value("name", std::string(key)), v[0]["text"].get<std::string>()};
+  }
+  return usage_error(std::string("'") + key + "' must be YAML text, an object, or one file [{name, text}]", key);
 }
 
 Json unit_json(const mig::Fleet& fleet, const std::vector<mig::PackRequest>& requests, const mig::GpuPlan& plan,
@@ -203,27 +211,21 @@ Json pack_json(const mig::Fleet& fleet, const std::vector<mig::PackRequest>& req
 
 Result<Json> mig_pack(const Context& ctx, const Json& body) {
   Request req(body);
-  if (auto s = req.check_keys({"fleet", "requests", "fleet_file", "requests_file", "keep_existing", "export"}); !s) {
-    return s.error();
-  }
+  if (auto s = req.check_keys({"fleet", "requests", "keep_existing", "export"}); !s) return s.error();
   auto fleet_text = input_text(req, "fleet");
   if (!fleet_text) return fleet_text.error();
   auto requests_text = input_text(req, "requests");
   if (!requests_text) return requests_text.error();
-  auto fleet_file = req.string("fleet_file", "fleet");
-  auto requests_file = req.string("requests_file", "requests");
   auto keep = req.flag("keep_existing", false);
   auto format = req.string("export", "");
-  if (!fleet_file) return fleet_file.error();
-  if (!requests_file) return requests_file.error();
   if (!keep) return keep.error();
   if (!format) return format.error();
   if (!format->empty() && *format != "mig-parted" && *format != "k8s" && *format != "slurm") {
     return usage_error("'export' is one of mig-parted, k8s, slurm", "export");
   }
-  auto fleet = mig::parse_fleet(*ctx.catalog, *fleet_file, *fleet_text);
+  auto fleet = mig::parse_fleet(*ctx.catalog, fleet_text->name, fleet_text->text);
   if (!fleet) return fleet.error();
-  auto requests = mig::parse_requests(*ctx.catalog, *requests_file, *requests_text);
+  auto requests = mig::parse_requests(*ctx.catalog, requests_text->name, requests_text->text);
   if (!requests) return requests.error();
   mig::PackOptions options;
   options.keep_existing = *keep;

@@ -13,7 +13,7 @@
 
 namespace gpuplan::cli {
 
-enum class OptKind { kValue, kList, kFlag };
+enum class OptKind { kValue, kList, kFlag, kFiles };
 
 struct Opt {
   std::string key;  // request key: the long option without dashes, '-' -> '_'
@@ -37,8 +37,6 @@ struct CliCommand {
   std::deque<Opt> opts;  // deque: CLI11 keeps pointers to the storage
   Renderer render;
   std::vector<std::string> positional_keys;
-  // Optional: rewrites the request before it runs (e.g. reads the files named by options).
-  std::function<Result<Json>(Json request)> prepare;
   // Optional: the exit status of a successful result (e.g. 5 for an invalid MIG layout).
   std::function<int(const Json& result)> status;
 
@@ -46,13 +44,16 @@ struct CliCommand {
   Opt& value(const std::string& name, const std::string& help, bool positional = false);
   Opt& list(const std::string& name, const std::string& help, bool positional = false);
   Opt& flag(const std::string& name, const std::string& help);
-  // The request made from the options that were given.
-  Json request() const;
+  // Paths whose contents go into the request as [{name, text}] (the library never reads files).
+  Opt& files(const std::string& name, const std::string& help);
+  // The request made from the options that were given; fails when a file cannot be read.
+  Result<Json> request() const;
 };
 
 // Each command family adds its subcommands.
 void add_catalog_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 void add_mig_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
+void add_offer_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 
 // Text helpers shared by renderers.
 std::string render_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,

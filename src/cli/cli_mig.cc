@@ -1,5 +1,4 @@
 // `gpuplan mig profiles|check|layouts|pack`.
-#include <fstream>
 #include <sstream>
 
 #include "cli/cli.h"
@@ -110,19 +109,6 @@ std::string render_pack(const Json& r, const Json&, const OutputFormat& fmt) {
   return os.str();
 }
 
-// Reads the file named by request[key] into the request; the file name goes to <key>_file.
-Status read_into(Json& request, const char* key) {
-  if (!request.contains(key)) return Status::Ok();
-  const std::string path = request[key].get<std::string>();
-  std::ifstream in(path);
-  if (!in) return not_found_error("cannot read " + std::string(key) + " file '" + path + "'", key);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  request[key] = ss.str();
-  request[std::string(key) + "_file"] = path;
-  return Status::Ok();
-}
-
 }  // namespace
 
 void add_mig_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
@@ -156,15 +142,10 @@ void add_mig_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& c
   auto pack = std::make_unique<CliCommand>();
   pack->command = "mig.pack";
   pack->app = mig->add_subcommand("pack", "Place MIG requests on the fewest GPUs of a fleet");
-  pack->value("fleet", "fleet YAML file (nodes, GPUs, existing instances)").option->required();
-  pack->value("requests", "requests YAML file").option->required();
+  pack->files("fleet", "fleet YAML file (nodes, GPUs, existing instances)").option->required();
+  pack->files("requests", "requests YAML file").option->required();
   pack->flag("keep-existing", "Never move a busy instance; propose reconfigurations of idle ones");
   pack->value("export", "Print a config instead of the plan: mig-parted, k8s or slurm");
-  pack->prepare = [](Json request) -> Result<Json> {
-    if (auto s = read_into(request, "fleet"); !s) return s.error();
-    if (auto s = read_into(request, "requests"); !s) return s.error();
-    return request;
-  };
   pack->render = render_pack;
   commands.push_back(std::move(pack));
 }

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<cli::CliCommand>> commands;
   cli::add_catalog_commands(app, commands);
   cli::add_mig_commands(app, commands);
+  cli::add_offer_commands(app, commands);
   // Options given after the subcommand (`gpuplan catalog list --json`) reach the top level too.
   std::function<void(CLI::App*)> fall = [&](CLI::App* a) {
     a->fallthrough(true);
@@ -55,12 +56,9 @@ int main(int argc, char** argv) {
 
   for (const auto& c : commands) {
     if (!c->app->parsed()) continue;
-    Json request = c->request();
-    if (c->prepare) {
-      auto prepared = c->prepare(std::move(request));
-      if (!prepared) return report(prepared.error());
-      request = std::move(*prepared);
-    }
+    auto built = c->request();
+    if (!built) return report(built.error());
+    const Json& request = *built;
     auto result = run_command(ctx, c->command, request);
     if (!result) return report(result.error());
     if (fmt.json) std::cout << result->dump(2) << "\n";
