@@ -111,15 +111,17 @@ Result<Json> mig_layouts(const Context& ctx, const Json& body) {
   const MigTable& t = *ref->mig_table;
   auto model = mig::table_model(t);
   if (!model) return Error{ErrorCode::kInternal, "MIG table " + t.id + " is too large", ""};
-  // One entry per combination (profile counts), placed with the least stranded capacity.
+  // One entry per combination (profile counts), placed with the least stranded capacity; with
+  // --maximal, only combinations with a placement that leaves room for no further instance.
   Json layouts = Json::array();
   for (const auto& [counts, indices] : model->by_counts) {
     if (std::all_of(counts.begin(), counts.end(), [](int c) { return c == 0; })) continue;
-    int best = indices.front();
+    int best = -1;
     for (int i : indices) {
-      if (model->stranded_total(i) < model->stranded_total(best)) best = i;
+      if (*maximal && !mig::is_maximal(t, model->layouts[i])) continue;
+      if (best < 0 || model->stranded_total(i) < model->stranded_total(best)) best = i;
     }
-    if (*maximal && !mig::is_maximal(t, model->layouts[best])) continue;
+    if (best < 0) continue;
     layouts.push_back(placements_json(t, model->layouts[best]));
   }
   return Json{{"target", ref->gpu->id}, {"table", t.id}, {"count", layouts.size()}, {"layouts", std::move(layouts)}};
