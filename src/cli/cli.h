@@ -49,6 +49,11 @@ struct CliCommand {
 // Each command family adds its subcommands.
 void add_catalog_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 
+// `gpuplan serve` (cli_serve.cc): added like the others, run instead of a command when given.
+void add_serve_command(CLI::App& app);
+bool serve_requested();
+int run_serve(const Context& ctx);
+
 // Text helpers shared by renderers.
 std::string render_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
                          const std::vector<bool>& right_align = {});

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
 
   std::vector<std::unique_ptr<cli::CliCommand>> commands;
   cli::add_catalog_commands(app, commands);
+  cli::add_serve_command(app);
   // Options given after the subcommand (`gpuplan catalog list --json`) reach the top level too.
   app.fallthrough(true);
   for (auto* sub : app.get_subcommands({})) sub->fallthrough(true);
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   auto catalog = Catalog::load(catalog_dirs);
   if (!catalog) return report(catalog.error());
   Context ctx{*catalog};
+  if (cli::serve_requested()) return cli::run_serve(ctx);
 
   for (const auto& c : commands) {
     if (!c->app->parsed()) continue;
