@@ -160,12 +160,16 @@ Result<Figure> parse_figure(const std::string& file, const YAML::Node& node, con
   f.key = key.key;
   f.unit = key.unit;
   const std::string field = "specs." + key.key;
-  YAML::Node value_node = node;
-  if (node.IsMap()) {
+  // yaml-cpp nodes have reference semantics: assigning one to another overwrites the target, so the
+  // value node is bound once, never reassigned.
+  if (!node.IsMap()) {
+    return data_error(file, node, entry, field, "expected {value: ..., source: ...}; every figure needs a source");
+  }
+  const YAML::Node value_node = node["value"];
+  {
     if (auto s = check_keys(file, node, entry, {"value", "source", "checked", "derived", "conflicts", "note"}); !s) {
       return s.error();
     }
-    value_node = node["value"];
     auto source = yaml::get_string(file, node, entry, "source", true);
     if (!source) return data_error(file, node, entry, field + ".source", "every figure needs a source id");
     f.source_id = *source;
@@ -188,8 +192,6 @@ Result<Figure> parse_figure(const std::string& file, const YAML::Node& node, con
         f.conflicts.push_back(Conflict{*v, *src, *note});
       }
     }
-  } else {
-    return data_error(file, node, entry, field, "expected {value: ..., source: ...}; every figure needs a source");
   }
   if (!value_node || !value_node.IsScalar()) return data_error(file, node, entry, field + ".value", "required value is missing");
   f.text = value_node.Scalar();
@@ -430,6 +432,21 @@ Status Catalog::finalize() {
       }
     }
   }
+  // Catalog order: by architecture generation, then release year, then id (stable across files).
+  auto generation = [](const std::string& arch) {
+    static const char* kOrder[] = {"kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell"};
+    for (size_t i = 0; i < std::size(kOrder); ++i) {
+      if (arch == kOrder[i]) return static_cast<int>(i);
+    }
+    return static_cast<int>(std::size(kOrder));
+  };
+  std::stable_sort(gpus_.begin(), gpus_.end(), [&](const Gpu& a, const Gpu& b) {
+    const int ga = generation(a.architecture), gb = generation(b.architecture);
+    if (ga != gb) return ga < gb;
+    const double ya = a.number("release_year", 0), yb = b.number("release_year", 0);
+    if (ya != yb) return ya < yb;
+    return a.id < b.id;
+  });
   // Name index: exact names first, then per-GPU tokens.
   exact_index_.clear();
   gpu_tokens_.clear();

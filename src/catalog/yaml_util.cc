@@ -131,3 +131,41 @@ Result<YAML::Node> parse(const std::string& file, std::string_view text) {
 }
 
 }  // namespace gpuplan::yaml
+
+namespace gpuplan::yaml {
+
+nlohmann::ordered_json to_json(const YAML::Node& node) {
+  using J = nlohmann::ordered_json;
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return nullptr;
+    case YAML::NodeType::Sequence: {
+      J arr = J::array();
+      for (const auto& item : node) arr.push_back(to_json(item));
+      return arr;
+    }
+    case YAML::NodeType::Map: {
+      J obj = J::object();
+      for (const auto& kv : node) obj[kv.first.as<std::string>()] = to_json(kv.second);
+      return obj;
+    }
+    case YAML::NodeType::Scalar:
+      break;
+  }
+  const std::string& s = node.Scalar();
+  if (node.Tag() == "!") return s;  // quoted: always a string
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  if (s == "null" || s == "~" || s == "Null" || s == "NULL") return nullptr;
+  if (!s.empty()) {
+    char* end = nullptr;
+    const long long i = std::strtoll(s.c_str(), &end, 10);
+    if (end == s.c_str() + s.size()) return i;
+    const double d = std::strtod(s.c_str(), &end);
+    if (end == s.c_str() + s.size() && std::isfinite(d)) return d;
+  }
+  return s;
+}
+
+}  // namespace gpuplan::yaml

@@ -42,3 +42,13 @@ Result<std::vector<int>> get_int_list(const std::string& file, const YAML::Node&
 Result<YAML::Node> parse(const std::string& file, std::string_view text);
 
 }  // namespace gpuplan::yaml
+
+#include <nlohmann/json.hpp>
+
+namespace gpuplan::yaml {
+
+// A YAML document as JSON: plain scalars become numbers, booleans or null when they read as such
+// (YAML 1.2 core schema), quoted scalars stay strings.
+nlohmann::ordered_json to_json(const YAML::Node& node);
+
+}  // namespace gpuplan::yaml

@@ -39,10 +39,13 @@ std::string render_show(const Json& r, const Json& request, const OutputFormat& 
   }
   if (fmt.csv) return render_csv(header, rows);
   os << r["name"].get<std::string>() << "  (" << r["id"].get<std::string>() << ")\n";
-  os << "  " << r["architecture"].get<std::string>() << " " << r["chip"].get<std::string>() << ", "
-     << r["form_factor"].get<std::string>();
-  if (!r["interface"].get<std::string>().empty()) os << ", host " << r["interface"].get<std::string>();
-  if (!r["lifecycle"].get<std::string>().empty()) os << ", lifecycle " << r["lifecycle"].get<std::string>();
+  std::string arch = r["architecture"].get<std::string>();
+  if (!r["chip"].get<std::string>().empty()) arch += " " + r["chip"].get<std::string>();
+  std::vector<std::string> parts = {arch, r["form_factor"].get<std::string>()};
+  if (!r["interface"].get<std::string>().empty()) parts.push_back("host " + r["interface"].get<std::string>());
+  if (!r["lifecycle"].get<std::string>().empty()) parts.push_back("lifecycle " + r["lifecycle"].get<std::string>());
+  os << " ";
+  for (size_t i = 0; i < parts.size(); ++i) os << (i ? ", " : " ") << parts[i];
   os << "\n";
   if (!r["aliases"].empty()) {
     os << "  also known as:";
@@ -56,7 +59,9 @@ std::string render_show(const Json& r, const Json& request, const OutputFormat& 
     const Json& f = it.value();
     const bool has_conflicts = !f["conflicts"].empty();
     if (!f["derived"].get<bool>() && !has_conflicts && !explain) continue;
-    notes << "  " << it.key() << " = " << fmt_value(f["value"]) << " " << f["unit"].get<std::string>() << "\n";
+    notes << "  " << it.key() << " = " << fmt_value(f["value"]);
+    if (!f["unit"].get<std::string>().empty()) notes << " " << f["unit"].get<std::string>();
+    notes << "\n";
     if (explain && f.contains("explain")) notes << "      what it means: " << f["explain"].get<std::string>() << "\n";
     if (f["derived"].get<bool>()) notes << "      derived: " << f["derivation"].get<std::string>() << "\n";
     for (const auto& c : f["conflicts"]) {

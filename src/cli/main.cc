@@ -1,4 +1,6 @@
 // gpuplan: the command-line interface. A thin main over the library (see cli/cli.h).
+#include <algorithm>
+#include <functional>
 #include <iostream>
 
 #include "cli/cli.h"
@@ -20,8 +22,11 @@ int main(int argc, char** argv) {
   cli::add_catalog_commands(app, commands);
   cli::add_serve_command(app);
   // Options given after the subcommand (`gpuplan catalog list --json`) reach the top level too.
-  app.fallthrough(true);
-  for (auto* sub : app.get_subcommands({})) sub->fallthrough(true);
+  std::function<void(CLI::App*)> fall = [&](CLI::App* a) {
+    a->fallthrough(true);
+    for (auto* sub : a->get_subcommands({})) fall(sub);
+  };
+  fall(&app);
 
   try {
     app.parse(argc, argv);
@@ -30,7 +35,15 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : exit_code(ErrorCode::kUsage);
   }
 
-  auto report = [&](const Error& err) {
+  auto report = [&](Error err) {
+    // The library names request keys ('min_memory_gb'); on the command line they are options.
+    if (!err.field.empty() && err.field.find(' ') == std::string::npos) {
+      std::string option = "--" + err.field;
+      std::replace(option.begin(), option.end(), '_', '-');
+      for (size_t pos; (pos = err.message.find("'" + err.field + "'")) != std::string::npos;) {
+        err.message.replace(pos, err.field.size() + 2, option);
+      }
+    }
     if (fmt.json) std::cerr << error_json(err).dump(2) << "\n";
     else std::cerr << "gpuplan: error: " << err.message << "\n";
     return exit_code(err.code);

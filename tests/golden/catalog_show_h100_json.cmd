@@ -1,0 +1,1 @@
+catalog show "NVIDIA H100 80GB HBM3" --json

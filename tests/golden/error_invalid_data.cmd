@@ -1,0 +1,1 @@
+catalog list --catalog tests/fixtures/broken_catalog

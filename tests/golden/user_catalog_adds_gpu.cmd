@@ -1,0 +1,1 @@
+catalog show x200 --catalog tests/fixtures/extra_catalog
