@@ -20,9 +20,8 @@ constexpr const char* kVersion = "0.1.0";
 constexpr int kMaxJsonDepth = 64;
 
 // Commands the API documents but a build may not have yet: asking for one is a 404 that says so.
-constexpr std::array kKnownCommands = {"catalog.list", "catalog.show", "compare",     "fit",      "perf",
-                                       "mig.profiles", "mig.check",    "mig.layouts", "mig.pack", "plan",
-                                       "validate"};
+constexpr std::array kKnownCommands = {"catalog.list", "catalog.show", "compare",  "fit",  "perf",    "mig.profiles",
+                                       "mig.check",    "mig.layouts",  "mig.pack", "plan", "validate"};
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
@@ -86,9 +85,12 @@ bool too_deep(std::string_view body) {
   bool escaped = false;
   for (char c : body) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -121,7 +123,9 @@ struct Asset {
 };
 
 std::string content_type_for(std::string_view path) {
-  auto ends = [&](std::string_view ext) { return path.size() >= ext.size() && path.substr(path.size() - ext.size()) == ext; };
+  auto ends = [&](std::string_view ext) {
+    return path.size() >= ext.size() && path.substr(path.size() - ext.size()) == ext;
+  };
   if (ends(".html")) return "text/html; charset=utf-8";
   if (ends(".js")) return "text/javascript; charset=utf-8";
   if (ends(".css")) return "text/css; charset=utf-8";
@@ -247,8 +251,8 @@ Router::Router(Runner runner, std::vector<std::string> commands, Options options
     : runner_(std::make_shared<const Runner>(std::move(runner))),
       commands_(std::move(commands)),
       options_(std::move(options)) {
-  const int threads = options_.threads > 0 ? options_.threads
-                                           : static_cast<int>(std::max(4U, std::thread::hardware_concurrency()));
+  const int threads =
+      options_.threads > 0 ? options_.threads : static_cast<int>(std::max(4U, std::thread::hardware_concurrency()));
   pool_ = std::make_unique<ComputePool>(threads, static_cast<size_t>(threads) * 64);
 }
 Router::~Router() = default;
@@ -284,9 +288,9 @@ HttpResponse Router::api(const HttpRequest& req, std::string_view path) const {
   }
   const auto segs = split_path(path.substr(kPrefix.size()));
   if (!get && !post) {
-    auto res = error_response(405, "method_not_allowed",
-                              "use GET or POST; " + req.method + " is not served (and no cross-origin access)",
-                              "method");
+    auto res =
+        error_response(405, "method_not_allowed",
+                       "use GET or POST; " + req.method + " is not served (and no cross-origin access)", "method");
     res.headers.emplace_back("Allow", "GET, HEAD, POST");
     return res;
   }
@@ -328,9 +332,9 @@ HttpResponse Router::api(const HttpRequest& req, std::string_view path) const {
                               "Content-Type");
       }
       if (too_deep(req.body)) {
-        return json_response(400, error_json(usage_error("malformed JSON: nested deeper than " +
-                                                             std::to_string(kMaxJsonDepth) + " levels",
-                                                         "body")));
+        return json_response(
+            400, error_json(usage_error(
+                     "malformed JSON: nested deeper than " + std::to_string(kMaxJsonDepth) + " levels", "body")));
       }
       try {
         request = Json::parse(req.body);
@@ -340,10 +344,10 @@ HttpResponse Router::api(const HttpRequest& req, std::string_view path) const {
         return json_response(400, error_json(usage_error("malformed JSON: " + what, "body")));
       }
       if (!request.is_object()) {
-        return json_response(
-            400, error_json(usage_error("the request body must be a JSON object of options, e.g. "
-                                        "{\"gpu\": [\"a100-40gb-sxm4\"]}; got " + std::string(request.type_name()),
-                                        "body")));
+        return json_response(400, error_json(usage_error("the request body must be a JSON object of options, e.g. "
+                                                         "{\"gpu\": [\"a100-40gb-sxm4\"]}; got " +
+                                                             std::string(request.type_name()),
+                                                         "body")));
       }
     }
   }
@@ -364,10 +368,9 @@ HttpResponse Router::api(const HttpRequest& req, std::string_view path) const {
   if (std::find(commands_.begin(), commands_.end(), command) == commands_.end()) {
     const bool known = std::find(kKnownCommands.begin(), kKnownCommands.end(), command) != kKnownCommands.end();
     if (known) {
-      return error_response(404, "unknown_command",
-                            "'" + command + "' is not available in this build of gpuplan; it has: " +
-                                join(commands_, 0, ','),
-                            "command");
+      return error_response(
+          404, "unknown_command",
+          "'" + command + "' is not available in this build of gpuplan; it has: " + join(commands_, 0, ','), "command");
     }
     return error_response(404, "not_found",
                           "no API route " + req.method + " " + req.path + "; the routes are in /api/v1/openapi.json",

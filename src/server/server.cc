@@ -3,15 +3,22 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <csignal>
 #include <iostream>
 #include <thread>
 
 namespace gpuplan::server {
 
+// Pending connections the kernel queues before the server accepts them: enough for a burst of a few
+// hundred clients (the load benchmark opens 256 at once); the kernel caps it at net.core.somaxconn.
+constexpr int kListenBacklog = 1024;
+
 struct Server::Impl {
   Router router;
   httplib::Server http;
+  int listen_fd = -1;
   explicit Impl(Router r) : router(std::move(r)) {}
 };
 
@@ -29,6 +36,14 @@ Server::Server(Router router) : impl_(std::make_unique<Impl>(std::move(router)))
   http.set_keep_alive_timeout(2);
   http.set_keep_alive_max_count(100);
   http.set_tcp_nodelay(true);
+  // httplib listens with a backlog of 5 (compiled into Debian's library), so a burst of connections
+  // overflows the accept queue and waits for SYN retransmits. Keep the socket to listen again with a
+  // real backlog after binding (see bind()). This replaces httplib's default, which sets SO_REUSEADDR.
+  http.set_socket_options([impl = impl_.get()](int fd) {
+    int yes = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    impl->listen_fd = fd;
+  });
 
   auto handler = [this](const httplib::Request& in, httplib::Response& out) {
     HttpRequest req;
@@ -58,26 +73,26 @@ Server::Server(Router router) : impl_(std::make_unique<Impl>(std::move(router)))
   // responses it would send empty get the same JSON error body as the rest.
   http.set_error_handler(httplib::Server::HandlerWithResponse(
       [](const httplib::Request&, httplib::Response& res) -> httplib::Server::HandlerResponse {
-    if (!res.body.empty() || res.status == 304) return httplib::Server::HandlerResponse::Unhandled;
-    std::string code = "bad_request";
-    std::string message = "the request is not valid HTTP";
-    if (res.status == 413) {
-      code = "payload_too_large";
-      message = "the request body is too large";
-    } else if (res.status == 414) {
-      code = "uri_too_long";
-      message = "the request URI is too long";
-    } else if (res.status == 404) {
-      code = "not_found";
-      message = "no such resource";
-    } else if (res.status >= 500) {
-      code = "internal";
-      message = "internal server error";
-    }
-    HttpResponse e = error_response(res.status, code, message);
-    res.set_content(e.body, e.content_type);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+        if (!res.body.empty() || res.status == 304) return httplib::Server::HandlerResponse::Unhandled;
+        std::string code = "bad_request";
+        std::string message = "the request is not valid HTTP";
+        if (res.status == 413) {
+          code = "payload_too_large";
+          message = "the request body is too large";
+        } else if (res.status == 414) {
+          code = "uri_too_long";
+          message = "the request URI is too long";
+        } else if (res.status == 404) {
+          code = "not_found";
+          message = "no such resource";
+        } else if (res.status >= 500) {
+          code = "internal";
+          message = "internal server error";
+        }
+        HttpResponse e = error_response(res.status, code, message);
+        res.set_content(e.body, e.content_type);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     HttpResponse e = error_response(500, "internal", "internal server error");
     res.status = 500;
@@ -100,6 +115,7 @@ Result<int> Server::bind() {
   } else if (!impl_->http.bind_to_port(o.host, port)) {
     port = 0;
   }
+  if (port > 0 && impl_->listen_fd >= 0) ::listen(impl_->listen_fd, kListenBacklog);
   if (port <= 0) {
     return usage_error("cannot listen on " + o.host + ":" + std::to_string(o.port) +
                            " (address in use, or not an address of this machine)",

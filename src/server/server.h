@@ -26,12 +26,12 @@ namespace gpuplan::server {
 
 struct Options {
   std::string host = "127.0.0.1";
-  int port = 8080;                                    // 0: any free port
-  std::size_t max_body_bytes = 1 << 20;               // larger bodies get 413
-  std::chrono::milliseconds command_timeout{10000};   // a command that runs longer gets 503
-  std::chrono::seconds io_timeout{5};                 // reading a request, writing a response
-  int threads = 0;                                    // 0: a default from the core count
-  std::optional<Json> default_offers;                 // --offers FILE: used by plan when a request has none
+  int port = 8080;                                   // 0: any free port
+  std::size_t max_body_bytes = 1 << 20;              // larger bodies get 413
+  std::chrono::milliseconds command_timeout{10000};  // a command that runs longer gets 503
+  std::chrono::seconds io_timeout{5};                // reading a request, writing a response
+  int threads = 0;                                   // 0: a default from the core count
+  std::optional<Json> default_offers;                // --offers FILE: used by plan when a request has none
 };
 
 struct HttpRequest {
@@ -82,8 +82,7 @@ class Router {
 Router make_router(const Context& ctx, const Options& options);
 
 // The JSON error body for errors the server itself finds (bad route, size, content type).
-HttpResponse error_response(int status, std::string_view code, std::string_view message,
-                            std::string_view field = {});
+HttpResponse error_response(int status, std::string_view code, std::string_view message, std::string_view field = {});
 
 // Headers on every response: a strict Content-Security-Policy (everything from this server, nothing
 // inline), no framing, no sniffing. No Access-Control-* headers: no cross-origin access.
