@@ -162,6 +162,26 @@ const std::map<std::string, Asset, std::less<>>& assets() {
   return *map;
 }
 
+// Ids of the models embedded under data/models/ (<id>.json configs and <id>.yaml layer shapes).
+Json zoo_models() {
+  static const Json list = [] {
+    Json out = Json::array();
+    for (const auto& f : embedded_files()) {
+      std::string_view p = f.path;
+      if (!p.starts_with("data/models/") || p == "data/models/zoo.yaml") continue;
+      p.remove_prefix(12);
+      if (p.find('/') != std::string_view::npos) continue;
+      const size_t dot = p.rfind('.');
+      if (dot == std::string_view::npos) continue;
+      const std::string_view ext = p.substr(dot);
+      if (ext != ".json" && ext != ".yaml") continue;
+      out.push_back(Json{{"id", std::string(p.substr(0, dot))}, {"kind", ext == ".json" ? "config.json" : "layers"}});
+    }
+    return out;
+  }();
+  return list;
+}
+
 void add_security_headers(HttpResponse& res) {
   for (const auto& h : security_headers()) res.headers.push_back(h);
 }
@@ -311,6 +331,12 @@ HttpResponse Router::api(const HttpRequest& req, std::string_view path) const {
     }
     Json body{{"status", "ok"}, {"version", kVersion}, {"commands", commands_}, {"openapi", "/api/v1/openapi.json"}};
     return json_response(200, body);
+  }
+
+  // The zoo's model ids, for the page's model picker, unless the library has a command for it.
+  if (segs.size() == 1 && segs[0] == "models" && get &&
+      std::find(commands_.begin(), commands_.end(), "models") == commands_.end()) {
+    return json_response(200, Json{{"models", zoo_models()}});
   }
 
   // The request: query parameters for GET, the JSON body for POST, then parameters from the path.
