@@ -17,5 +17,6 @@ struct Command {
 using CommandTable = std::vector<Command>;
 
 void register_catalog_commands(CommandTable& table);
+void register_offer_commands(CommandTable& table);
 
 }  // namespace gpuplan::api

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 
 namespace gpuplan::cli {
@@ -36,7 +37,14 @@ Opt& CliCommand::flag(const std::string& name, const std::string& help) {
   return o;
 }
 
-Json CliCommand::request() const {
+Opt& CliCommand::files(const std::string& name, const std::string& help) {
+  opts.push_back(Opt{key_of(name), OptKind::kFiles, nullptr, {}, {}, false});
+  Opt& o = opts.back();
+  o.option = app->add_option("--" + name, o.values, help);
+  return o;
+}
+
+Result<Json> CliCommand::request() const {
   Json req = Json::object();
   for (const auto& o : opts) {
     if (o.option->count() == 0) continue;
@@ -44,6 +52,21 @@ Json CliCommand::request() const {
       case OptKind::kValue: req[o.key] = o.value; break;
       case OptKind::kList: req[o.key] = o.values; break;
       case OptKind::kFlag: req[o.key] = o.flag; break;
+      case OptKind::kFiles: {
+        Json files = Json::array();
+        for (const auto& path : o.values) {
+          std::ifstream in(path, std::ios::binary);
+          std::stringstream text;
+          text << in.rdbuf();
+          if (!in.good() && !in.eof()) {
+            return usage_error("cannot read --" + o.option->get_name().substr(2) + " file '" + path + "'", o.key);
+          }
+          if (!in.is_open()) return usage_error("cannot open file '" + path + "'; check the path", o.key);
+          files.push_back(Json{{"name", path}, {"text", text.str()}});
+        }
+        req[o.key] = std::move(files);
+        break;
+      }
     }
   }
   return req;

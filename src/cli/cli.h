@@ -13,7 +13,7 @@
 
 namespace gpuplan::cli {
 
-enum class OptKind { kValue, kList, kFlag };
+enum class OptKind { kValue, kList, kFlag, kFiles };
 
 struct Opt {
   std::string key;  // request key: the long option without dashes, '-' -> '_'
@@ -42,12 +42,15 @@ struct CliCommand {
   Opt& value(const std::string& name, const std::string& help, bool positional = false);
   Opt& list(const std::string& name, const std::string& help, bool positional = false);
   Opt& flag(const std::string& name, const std::string& help);
-  // The request made from the options that were given.
-  Json request() const;
+  // Paths whose contents go into the request as [{name, text}] (the library never reads files).
+  Opt& files(const std::string& name, const std::string& help);
+  // The request made from the options that were given; fails when a file cannot be read.
+  Result<Json> request() const;
 };
 
 // Each command family adds its subcommands.
 void add_catalog_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
+void add_offer_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 
 // `gpuplan serve` (cli_serve.cc): added like the others, run instead of a command when given.
 void add_serve_command(CLI::App& app);

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
 
   std::vector<std::unique_ptr<cli::CliCommand>> commands;
   cli::add_catalog_commands(app, commands);
+  cli::add_offer_commands(app, commands);
   cli::add_serve_command(app);
   // Options given after the subcommand (`gpuplan catalog list --json`) reach the top level too.
   std::function<void(CLI::App*)> fall = [&](CLI::App* a) {
@@ -56,7 +57,9 @@ int main(int argc, char** argv) {
 
   for (const auto& c : commands) {
     if (!c->app->parsed()) continue;
-    const Json request = c->request();
+    auto built = c->request();
+    if (!built) return report(built.error());
+    const Json& request = *built;
     auto result = run_command(ctx, c->command, request);
     if (!result) return report(result.error());
     if (fmt.json) std::cout << result->dump(2) << "\n";

@@ -1,0 +1,65 @@
+// Providers' offers: what an instance costs per hour, which GPUs it holds and how they are linked.
+// Offers come from CSV (the shipped snapshot, a user's file) or YAML with the same keys. GPU names are
+// resolved through the catalog's aliases; a line whose GPU is unknown or ambiguous, or whose fields are
+// malformed, is reported and skipped, never guessed.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpuplan/catalog.h"
+#include "gpuplan/target.h"
+
+namespace gpuplan {
+
+struct Offer {
+  std::string provider;
+  std::string region;
+  std::string name;  // the provider's instance type ("p4d.24xlarge")
+  TargetRef target;  // the GPU or MIG profile each of the instance's devices is
+  int gpus = 1;      // devices per instance
+  Link interconnect = Link::kPcie;
+  int vcpus = 0;
+  double ram_gb = 0;
+  std::optional<double> price_hour;       // per instance-hour, on demand
+  std::optional<double> spot_price_hour;  // per instance-hour, spot/interruptible
+  std::string currency;
+  bool available = true;
+  std::optional<int> available_count;  // when the provider says how many
+  std::string captured_at;             // ISO 8601 date or time of the price
+  std::string source;                  // URL
+  std::string file;                    // where the offer was read
+  int line = 0;
+
+  // Per GPU-hour (derived): the instance price divided by its devices; nullopt when not sold.
+  std::optional<double> price_per_gpu_hour(bool spot) const;
+  std::string id() const;  // "provider/region/name"
+};
+
+struct SkippedOffer {
+  std::string file;
+  int line = 0;
+  std::string reason;
+};
+
+struct OfferSet {
+  std::vector<Offer> offers;
+  std::vector<SkippedOffer> skipped;
+};
+
+// Parses an offers file. CSV needs the header
+// provider,region,offer,gpu,gpus,interconnect,vcpus,ram_gb,price_hour,spot_price_hour,currency,available,captured_at,source
+// (any column order). YAML holds `offers:` with the same keys. A broken header or document is an
+// error; a broken line is skipped with its reason.
+Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_name, std::string_view text);
+// The snapshot shipped under data/offers/.
+Result<OfferSet> default_offers(const Catalog& catalog);
+
+// Age of `captured_at` in days at `now` (both ISO 8601 dates or date-times); nullopt if unreadable.
+std::optional<double> age_days(std::string_view captured_at, std::string_view now);
+// Today's date (UTC) as YYYY-MM-DD.
+std::string today_iso();
+
+}  // namespace gpuplan

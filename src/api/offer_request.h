@@ -1,0 +1,31 @@
+// Offers as a request sees them: the files to read (the shipped snapshot unless `offers` is given),
+// and the filter every command that ranks offers applies (provider, region, spot, staleness).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "api/request.h"
+#include "gpuplan/offers.h"
+
+namespace gpuplan::api {
+
+// Offers older than this are flagged stale and not planned on, unless --max-age says otherwise.
+// 180 days: list prices of GPU clouds change a few times a year (see data/offers/README.md).
+inline constexpr double kDefaultMaxOfferAgeDays = 180;
+
+struct OfferFilter {
+  std::vector<std::string> providers;  // empty = all
+  std::vector<std::string> regions;    // empty = all
+  bool spot = false;
+  double max_age_days = kDefaultMaxOfferAgeDays;
+  std::string now;  // ISO date staleness is measured at
+};
+
+Result<OfferSet> offers_from_request(const Context& ctx, const Request& req);
+Result<OfferFilter> offer_filter_from_request(const Request& req);
+// Why an offer is not usable under the filter ("stale: ...", "unavailable", ...), or empty.
+std::string offer_rejection(const Offer& o, const OfferFilter& f);
+Json offer_json(const Offer& o, const OfferFilter& f);
+
+}  // namespace gpuplan::api

@@ -1,0 +1,51 @@
+// `gpuplan offers list`.
+#include "cli/cli.h"
+
+namespace gpuplan::cli {
+
+namespace {
+
+std::string render_offers(const Json& r, const Json&, const OutputFormat& fmt) {
+  const bool spot = r["spot"].get<bool>();
+  std::vector<std::string> header = {"offer", "target", "gpus", "link", spot ? "spot_usd_h" : "usd_h",
+                                     spot ? "spot_usd_gpu_h" : "usd_gpu_h", "captured", "stale"};
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& o : r["offers"]) {
+    rows.push_back({o["offer"].get<std::string>(), o["target"].get<std::string>(), fmt_value(o["gpus"]),
+                    o["interconnect"].get<std::string>(), fmt_value(o[spot ? "spot_price_hour" : "price_hour"]),
+                    fmt_value(o[spot ? "spot_price_per_gpu_hour" : "price_per_gpu_hour"]),
+                    o["captured_at"].get<std::string>(), o["stale"].get<bool>() ? "STALE" : ""});
+  }
+  if (fmt.csv) return render_csv(header, rows);
+  std::string out = render_table(header, rows, {false, false, true, false, true, true, false, false});
+  out += "\n" + std::to_string(r["offers"].size()) + " offers, cheapest per GPU-hour first; " +
+         std::to_string(r["rejected"].size()) + " not usable (--all lists them), " + std::to_string(r["skipped"].size()) +
+         " lines skipped. Prices are list prices per instance-hour, captured on the date shown.\n";
+  for (const auto& s : r["skipped"]) {
+    out += "  skipped " + s["file"].get<std::string>() + ":" + std::to_string(s["line"].get<int>()) + ": " +
+           s["reason"].get<std::string>() + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+void add_offer_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
+  CLI::App* offers = app.add_subcommand("offers", "Providers' GPU offers and prices");
+  offers->require_subcommand(1);
+  auto list = std::make_unique<CliCommand>();
+  list->command = "offers.list";
+  list->app = offers->add_subcommand("list", "List offers, cheapest per GPU-hour first");
+  list->files("offers", "Offers files (CSV or YAML); default: the shipped snapshot");
+  list->list("provider", "Only these providers");
+  list->list("region", "Only these regions");
+  list->list("gpu", "Only offers of these GPUs or MIG profiles");
+  list->flag("spot", "Spot prices instead of on-demand");
+  list->value("max-age", "Offers captured more than this many days ago are stale (default 180)");
+  list->value("now", "Date that staleness is measured at (default: today)");
+  list->flag("all", "Also list offers that are stale, unavailable or not sold at that price");
+  list->render = render_offers;
+  commands.push_back(std::move(list));
+}
+
+}  // namespace gpuplan::cli

@@ -1,0 +1,272 @@
+#include "gpuplan/offers.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <map>
+
+#include "catalog/yaml_util.h"
+#include "gpuplan/embedded.h"
+
+namespace gpuplan {
+
+namespace {
+
+const char* const kColumns[] = {"provider", "region",          "offer",    "gpu",       "gpus",
+                                "interconnect", "vcpus",       "ram_gb",   "price_hour", "spot_price_hour",
+                                "currency", "available",       "captured_at", "source"};
+
+// Splits CSV text into records of fields (RFC 4180: quotes, doubled quotes, commas and newlines inside
+// quotes). Returns each record with the line it starts on.
+std::vector<std::pair<int, std::vector<std::string>>> split_csv(std::string_view text) {
+  std::vector<std::pair<int, std::vector<std::string>>> out;
+  std::vector<std::string> rec;
+  std::string field;
+  bool quoted = false, any = false;
+  int line = 1, start_line = 1;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        if (c == '\n') ++line;
+        field += c;
+      }
+      continue;
+    }
+    if (c == '"') {
+      quoted = true;
+      any = true;
+    } else if (c == ',') {
+      rec.push_back(field);
+      field.clear();
+      any = true;
+    } else if (c == '\n' || c == '\r') {
+      if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
+      if (any || !field.empty()) {
+        rec.push_back(field);
+        out.emplace_back(start_line, rec);
+      }
+      rec.clear();
+      field.clear();
+      any = false;
+      ++line;
+      start_line = line;
+    } else {
+      field += c;
+      any = true;
+    }
+  }
+  if (any || !field.empty()) {
+    rec.push_back(field);
+    out.emplace_back(start_line, rec);
+  }
+  return out;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t b = 0;
+  while (b < s.size() && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  return s.substr(b);
+}
+
+// Reads one offer from its fields (already keyed by column name). Returns the reason on failure.
+Result<Offer> make_offer(const Catalog& catalog, const std::map<std::string, std::string>& f) {
+  auto get = [&](const char* k) {
+    auto it = f.find(k);
+    return it == f.end() ? std::string() : trim(it->second);
+  };
+  Offer o;
+  o.provider = get("provider");
+  o.region = get("region");
+  o.name = get("offer");
+  if (o.provider.empty() || o.name.empty()) return usage_error("provider and offer are required");
+  const std::string gpu = get("gpu");
+  auto ref = catalog.resolve(gpu);
+  if (!ref) return Error{ref.error().code, "gpu '" + gpu + "': " + ref.error().message, "gpu"};
+  o.target = *ref;
+  auto number = [&](const char* k, bool required, double& out) -> Status {
+    const std::string s = get(k);
+    if (s.empty()) {
+      if (required) return usage_error(std::string(k) + " is required");
+      return Status::Ok();
+    }
+    char* end = nullptr;
+    out = std::strtod(s.c_str(), &end);
+    if (end != s.c_str() + s.size() || !std::isfinite(out) || out < 0) {
+      return usage_error(std::string(k) + " '" + s + "' is not a non-negative number");
+    }
+    return Status::Ok();
+  };
+  double gpus = 1, vcpus = 0;
+  if (auto s = number("gpus", true, gpus); !s) return s.error();
+  if (gpus < 1 || gpus != std::floor(gpus) || gpus > 1024) return usage_error("gpus must be a whole number from 1 to 1024");
+  o.gpus = static_cast<int>(gpus);
+  if (auto s = number("vcpus", false, vcpus); !s) return s.error();
+  o.vcpus = static_cast<int>(vcpus);
+  if (auto s = number("ram_gb", false, o.ram_gb); !s) return s.error();
+  for (auto [key, slot] : {std::pair{"price_hour", &o.price_hour}, std::pair{"spot_price_hour", &o.spot_price_hour}}) {
+    if (get(key).empty()) continue;
+    double v = 0;
+    if (auto s = number(key, false, v); !s) return s.error();
+    *slot = v;
+  }
+  if (!o.price_hour && !o.spot_price_hour) return usage_error("neither price_hour nor spot_price_hour is given");
+  const std::string link = get("interconnect");
+  if (link == "nvlink") o.interconnect = Link::kNvlink;
+  else if (link == "pcie" || link.empty()) o.interconnect = Link::kPcie;
+  else return usage_error("interconnect '" + link + "' is not nvlink or pcie");
+  o.currency = get("currency").empty() ? "USD" : get("currency");
+  const std::string avail = get("available");
+  if (avail.empty() || avail == "yes" || avail == "true") {
+    o.available = true;
+  } else if (avail == "no" || avail == "false") {
+    o.available = false;
+  } else {
+    char* end = nullptr;
+    const long n = std::strtol(avail.c_str(), &end, 10);
+    if (end != avail.c_str() + avail.size() || n < 0) return usage_error("available '" + avail + "' is not yes, no or a count");
+    o.available_count = static_cast<int>(n);
+    o.available = n > 0;
+  }
+  o.captured_at = get("captured_at");
+  if (!o.captured_at.empty() && !age_days(o.captured_at, o.captured_at)) {
+    return usage_error("captured_at '" + o.captured_at + "' is not an ISO 8601 date");
+  }
+  o.source = get("source");
+  return o;
+}
+
+}  // namespace
+
+std::optional<double> Offer::price_per_gpu_hour(bool spot) const {
+  const auto& p = spot ? spot_price_hour : price_hour;
+  if (!p) return std::nullopt;
+  return *p / gpus;
+}
+
+std::string Offer::id() const { return provider + "/" + region + "/" + name; }
+
+Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_name, std::string_view text) {
+  OfferSet set;
+  const bool yaml = file_name.size() >= 5 && (file_name.substr(file_name.size() - 5) == ".yaml" ||
+                                              file_name.substr(file_name.size() - 4) == ".yml");
+  if (yaml) {
+    auto doc = yaml::parse(file_name, text);
+    if (!doc) return doc.error();
+    const YAML::Node offers = (*doc)["offers"];
+    if (!offers || !offers.IsSequence()) return invalid_data_error(file_name + ": expected a list under `offers:`", file_name);
+    for (const auto& n : offers) {
+      std::map<std::string, std::string> fields;
+      const int line = n.Mark().line + 1;
+      if (!n.IsMap()) {
+        set.skipped.push_back({file_name, line, "expected a mapping of offer keys"});
+        continue;
+      }
+      std::string unknown;
+      for (const auto& kv : n) {
+        const std::string k = kv.first.as<std::string>();
+        if (std::find(std::begin(kColumns), std::end(kColumns), k) == std::end(kColumns)) unknown = k;
+        fields[k] = kv.second.IsScalar() ? kv.second.Scalar() : "";
+      }
+      if (!unknown.empty()) {
+        set.skipped.push_back({file_name, line, "unknown key '" + unknown + "'"});
+        continue;
+      }
+      auto o = make_offer(catalog, fields);
+      if (!o) {
+        set.skipped.push_back({file_name, line, o.error().message});
+        continue;
+      }
+      o->file = file_name;
+      o->line = line;
+      set.offers.push_back(std::move(*o));
+    }
+    return set;
+  }
+  auto records = split_csv(text);
+  if (records.empty()) return invalid_data_error(file_name + ": empty offers file; the first line must be the header", file_name);
+  const auto& header = records.front().second;
+  std::vector<std::string> cols;
+  for (const auto& h : header) cols.push_back(trim(h));
+  for (const char* required : kColumns) {
+    if (std::find(cols.begin(), cols.end(), required) == cols.end()) {
+      std::string expected;
+      for (const char* c : kColumns) expected += (expected.empty() ? "" : ",") + std::string(c);
+      return invalid_data_error(file_name + ":1: the header lacks column '" + required + "'; expected " + expected,
+                                file_name + ": header");
+    }
+  }
+  for (size_t r = 1; r < records.size(); ++r) {
+    const auto& [line, rec] = records[r];
+    if (rec.size() != cols.size()) {
+      set.skipped.push_back({file_name, line,
+                             std::to_string(rec.size()) + " fields where the header has " + std::to_string(cols.size())});
+      continue;
+    }
+    std::map<std::string, std::string> fields;
+    for (size_t i = 0; i < cols.size(); ++i) fields[cols[i]] = rec[i];
+    auto o = make_offer(catalog, fields);
+    if (!o) {
+      set.skipped.push_back({file_name, line, o.error().message});
+      continue;
+    }
+    o->file = file_name;
+    o->line = line;
+    set.offers.push_back(std::move(*o));
+  }
+  return set;
+}
+
+Result<OfferSet> default_offers(const Catalog& catalog) {
+  OfferSet all;
+  for (const auto& f : embedded_files()) {
+    if (f.path.rfind("data/offers/", 0) != 0 || f.path.size() < 4 || f.path.substr(f.path.size() - 4) != ".csv") continue;
+    auto set = parse_offers(catalog, std::string(f.path), f.contents);
+    if (!set) return set.error();
+    all.offers.insert(all.offers.end(), set->offers.begin(), set->offers.end());
+    all.skipped.insert(all.skipped.end(), set->skipped.begin(), set->skipped.end());
+  }
+  return all;
+}
+
+namespace {
+// Days since 1970-01-01 for a civil date (Howard Hinnant's algorithm), plus the fraction of the day.
+std::optional<double> parse_iso_days(std::string_view s) {
+  int y = 0, m = 0, d = 0, hh = 0, mm = 0, ss = 0;
+  const std::string str(s);
+  const int n = std::sscanf(str.c_str(), "%4d-%2d-%2d%*1[T ]%2d:%2d:%2d", &y, &m, &d, &hh, &mm, &ss);
+  if (n < 3 || m < 1 || m > 12 || d < 1 || d > 31) return std::nullopt;
+  y -= m <= 2;
+  const int era = (y >= 0 ? y : y - 399) / 400;
+  const int yoe = y - era * 400;
+  const int doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  const double days = era * 146097.0 + doe - 719468.0;
+  return days + (hh * 3600.0 + mm * 60.0 + ss) / 86400.0;
+}
+}  // namespace
+
+std::optional<double> age_days(std::string_view captured_at, std::string_view now) {
+  auto a = parse_iso_days(captured_at), b = parse_iso_days(now);
+  if (!a || !b) return std::nullopt;
+  return *b - *a;
+}
+
+std::string today_iso() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+  return buf;
+}
+
+}  // namespace gpuplan

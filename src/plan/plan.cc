@@ -1,0 +1,254 @@
+#include "gpuplan/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace gpuplan {
+
+namespace {
+
+constexpr double kSecondsPerHour = 3600.0;
+// Parallel degrees tried. Powers of two: what Megatron, vLLM and DeepSpeed accept for attention heads
+// and what NVLink islands (2, 4, 8 GPUs) are built of.
+constexpr int kDegrees[] = {1, 2, 4, 8, 16};
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+double price_of(const Offer& o, bool spot) { return *(spot ? o.spot_price_hour : o.price_hour); }
+
+Target target_for(const Offer& o, int devices) {
+  // One GPU has no link; several within an instance use the instance's interconnect.
+  return Target{o.target, devices, devices > 1 ? o.interconnect : Link::kPcie};
+}
+
+// Requests per second one replica sustains at `batch`: each of the batch's slots serves one request in
+// prefill + decode time (continuous batching).
+double replica_capacity(const ServePoint& p, int batch, int output_tokens) {
+  const double seconds = p.ttft_seconds + output_tokens * p.tpot_seconds;
+  return seconds > 0 ? batch / seconds : 0;
+}
+
+bool meets_slo(const ServePoint& p, const ServeGoal& g) {
+  if (g.ttft_slo_seconds && p.ttft_seconds > *g.ttft_slo_seconds) return false;
+  if (g.tpot_slo_seconds && p.tpot_seconds > *g.tpot_slo_seconds) return false;
+  return true;
+}
+
+void rank(std::vector<Plan>& plans, PlanObjective objective) {
+  std::stable_sort(plans.begin(), plans.end(), [&](const Plan& a, const Plan& b) {
+    if (a.meets_goal != b.meets_goal) return a.meets_goal;
+    if (objective == PlanObjective::kTime && a.seconds_total != b.seconds_total) return a.seconds_total < b.seconds_total;
+    if (a.cost_total != b.cost_total) return a.cost_total < b.cost_total;
+    return a.offer->id() < b.offer->id();
+  });
+}
+
+}  // namespace
+
+PlanResult plan_serving(const PlanModel& model, const std::vector<const Offer*>& offers, const ServeGoal& goal,
+                        const PlanOptions& options) {
+  PlanResult result;
+  for (const Offer* offer : offers) {
+    const double price = price_of(*offer, options.spot);
+    std::optional<Plan> best;
+    std::string why;  // the most informative reason this offer fails
+    for (int tp : kDegrees) {
+      if (tp > offer->gpus) break;  // tensor parallel stays inside an instance
+      for (int pp : kDegrees) {
+        const int devices = tp * pp;
+        // A serving replica stays inside one instance: engines (vLLM, TGI, TensorRT-LLM) serve across
+        // nodes only with extra machinery, and cloud instances are not linked by NVLink.
+        if (devices > offer->gpus || devices > options.max_gpus || !model.layout_allowed(tp, pp)) continue;
+        const Target t = target_for(*offer, devices);
+        std::string not_fit;
+        const int max_batch = model.max_serving_batch(t, tp, pp, &not_fit);
+        ++result.configurations;
+        if (max_batch < 1) {
+          if (why.empty()) why = "does not fit on " + std::to_string(devices) + " GPU(s): " + not_fit;
+          continue;
+        }
+        // The largest batch that meets the latency targets (latency grows with batch: bisection).
+        ServePoint one = model.serve(t, tp, pp, 1);
+        ++result.configurations;
+        if (!meets_slo(one, goal)) {
+          why = "misses the latency target even at batch 1 on " + std::to_string(devices) +
+                " GPU(s): TTFT " + fmt("%.3g s", one.ttft_seconds) + ", TPOT " + fmt("%.3g s", one.tpot_seconds);
+          continue;
+        }
+        int lo = 1, hi = max_batch;
+        while (lo < hi) {
+          const int mid = lo + (hi - lo + 1) / 2;
+          ++result.configurations;
+          if (meets_slo(model.serve(t, tp, pp, mid), goal)) lo = mid;
+          else hi = mid - 1;
+        }
+        const ServePoint at_max = model.serve(t, tp, pp, lo);
+        const double cap = replica_capacity(at_max, lo, goal.output_tokens);
+        if (cap <= 0) continue;
+        const int replicas = std::max(1, static_cast<int>(std::ceil(goal.rate_requests_per_second / cap - 1e-9)));
+        const int gpus_needed = replicas * devices;
+        const int instances = (gpus_needed + offer->gpus - 1) / offer->gpus;
+        if (instances > options.max_instances || instances * offer->gpus > options.max_gpus) {
+          why = "needs " + std::to_string(instances) + " instances for the rate, more than the limit of " +
+                std::to_string(options.max_instances);
+          continue;
+        }
+        if (offer->available_count && *offer->available_count < instances) {
+          why = "needs " + std::to_string(instances) + " instances, only " + std::to_string(*offer->available_count) +
+                " available";
+          continue;
+        }
+        // Spare GPUs in the instances become extra replicas; then the smallest batch that carries the
+        // rate gives the latency users will see.
+        const int total_replicas = instances * offer->gpus / devices;
+        int batch = lo;
+        for (int b_lo = 1, b_hi = lo; b_lo <= b_hi;) {
+          const int mid = b_lo + (b_hi - b_lo) / 2;
+          ++result.configurations;
+          if (total_replicas * replica_capacity(model.serve(t, tp, pp, mid), mid, goal.output_tokens) >=
+              goal.rate_requests_per_second) {
+            batch = mid;
+            b_hi = mid - 1;
+          } else {
+            b_lo = mid + 1;
+          }
+        }
+        const ServePoint at = model.serve(t, tp, pp, batch);
+        Plan p;
+        p.offer = offer;
+        p.instances = instances;
+        p.gpus = instances * offer->gpus;
+        p.tp = tp;
+        p.pp = pp;
+        p.replicas = total_replicas;
+        p.batch = batch;
+        p.cost_per_hour = instances * price;
+        p.cost_total = p.cost_per_hour;
+        const double tokens_per_hour =
+            goal.rate_requests_per_second * (goal.input_tokens + goal.output_tokens) * kSecondsPerHour;
+        p.cost_per_million_tokens = tokens_per_hour > 0 ? p.cost_per_hour / tokens_per_hour * 1e6 : 0;
+        p.capacity_requests_per_second = total_replicas * replica_capacity(at, batch, goal.output_tokens);
+        p.ttft_seconds = at.ttft_seconds;
+        p.tpot_seconds = at.tpot_seconds;
+        p.tokens_per_second = goal.rate_requests_per_second * goal.output_tokens;
+        p.meets_goal = true;
+        p.reason = std::to_string(total_replicas) + " replica(s) of TP" + std::to_string(tp) + " x PP" +
+                   std::to_string(pp) + " at batch " + std::to_string(batch) + " carry " +
+                   fmt("%.3g", goal.rate_requests_per_second) + " req/s (capacity " +
+                   fmt("%.3g", p.capacity_requests_per_second) + ")";
+        if (!best || p.cost_per_hour < best->cost_per_hour ||
+            (p.cost_per_hour == best->cost_per_hour && p.tpot_seconds < best->tpot_seconds)) {
+          best = p;
+        }
+      }
+    }
+    if (best) {
+      result.plans.push_back(*best);
+    } else {
+      Plan p;
+      p.offer = offer;
+      p.reason = why.empty() ? "no parallel layout fits this offer" : why;
+      result.rejected.push_back(p);
+    }
+  }
+  rank(result.plans, options.objective);
+  return result;
+}
+
+PlanResult plan_training(const PlanModel& model, const std::vector<const Offer*>& offers, const TrainGoal& goal,
+                         const PlanOptions& options) {
+  PlanResult result;
+  std::vector<Plan> points;  // every fitting configuration, for the Pareto front
+  for (const Offer* offer : offers) {
+    const double price = price_of(*offer, options.spot);
+    std::optional<Plan> best;
+    std::string not_fit;
+    std::optional<Plan> fastest;  // for the reason when nothing meets the goal
+    for (int n = 1; n <= options.max_instances; ++n) {
+      const int total = n * offer->gpus;
+      if (total > options.max_gpus) break;
+      if (offer->available_count && *offer->available_count < n) break;
+      for (int tp : kDegrees) {
+        if (tp > offer->gpus) break;
+        for (int pp : kDegrees) {
+          if (total % (tp * pp) != 0 || !model.layout_allowed(tp, pp)) continue;
+          const int dp = total / (tp * pp);
+          const TrainPoint tpt = model.train(target_for(*offer, total), dp, tp, pp);
+          ++result.configurations;
+          if (!tpt.fits || tpt.tokens_per_second <= 0) {
+            if (not_fit.empty()) not_fit = tpt.why_not;
+            continue;
+          }
+          Plan p;
+          p.offer = offer;
+          p.instances = n;
+          p.gpus = total;
+          p.tp = tp;
+          p.pp = pp;
+          p.replicas = dp;
+          p.cost_per_hour = n * price;
+          p.tokens_per_second = tpt.tokens_per_second;
+          p.seconds_total = goal.train_tokens / tpt.tokens_per_second;
+          p.cost_total = p.cost_per_hour * p.seconds_total / kSecondsPerHour;
+          p.cost_per_million_tokens = p.cost_total / goal.train_tokens * 1e6;
+          const bool in_time = !goal.deadline_seconds || p.seconds_total <= *goal.deadline_seconds;
+          const bool in_budget = !goal.budget || p.cost_total <= *goal.budget;
+          p.meets_goal = in_time && in_budget;
+          p.reason = "DP" + std::to_string(dp) + " x TP" + std::to_string(tp) + " x PP" + std::to_string(pp) + " on " +
+                     std::to_string(total) + " GPU(s): " + fmt("%.4g", p.seconds_total / kSecondsPerHour) + " h, " +
+                     fmt("%.4g", p.cost_total) + " " + offer->currency;
+          points.push_back(p);
+          if (!fastest || p.seconds_total < fastest->seconds_total) fastest = p;
+          if (!p.meets_goal) continue;
+          const bool better = !best || (options.objective == PlanObjective::kCost
+                                            ? (p.cost_total < best->cost_total ||
+                                               (p.cost_total == best->cost_total && p.seconds_total < best->seconds_total))
+                                            : (p.seconds_total < best->seconds_total ||
+                                               (p.seconds_total == best->seconds_total && p.cost_total < best->cost_total)));
+          if (better) best = p;
+        }
+      }
+    }
+    if (best) {
+      result.plans.push_back(*best);
+      continue;
+    }
+    Plan p;
+    p.offer = offer;
+    if (!fastest) {
+      p.reason = "does not fit on up to " + std::to_string(options.max_instances) + " instances" +
+                 (not_fit.empty() ? "" : ": " + not_fit);
+    } else if (goal.deadline_seconds && fastest->seconds_total > *goal.deadline_seconds) {
+      p = *fastest;
+      p.meets_goal = false;
+      p.reason = "too slow for the deadline: the fastest layout (" + fastest->reason + ") needs " +
+                 fmt("%.4g", fastest->seconds_total / kSecondsPerHour) + " h";
+    } else {
+      p = *fastest;
+      p.meets_goal = false;
+      p.reason = "over budget: every layout that meets the deadline costs more than " + fmt("%.4g", *goal.budget);
+    }
+    result.rejected.push_back(p);
+  }
+  rank(result.plans, options.objective);
+  // Pareto front of cost against time over every fitting configuration.
+  std::sort(points.begin(), points.end(), [](const Plan& a, const Plan& b) {
+    return a.seconds_total != b.seconds_total ? a.seconds_total < b.seconds_total : a.cost_total < b.cost_total;
+  });
+  double cheapest = std::numeric_limits<double>::infinity();
+  for (const auto& p : points) {
+    if (p.cost_total < cheapest) {
+      result.pareto.push_back(p);
+      cheapest = p.cost_total;
+    }
+  }
+  return result;
+}
+
+}  // namespace gpuplan

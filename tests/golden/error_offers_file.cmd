@@ -1,0 +1,1 @@
+offers list --offers no/such/file.csv

@@ -1,0 +1,79 @@
+#include "gpuplan/offers.h"
+
+#include <gtest/gtest.h>
+
+namespace gpuplan {
+namespace {
+
+constexpr const char* kHeader =
+    "provider,region,offer,gpu,gpus,interconnect,vcpus,ram_gb,price_hour,spot_price_hour,currency,available,captured_at,source\n";
+
+TEST(Offers, ShippedSnapshotParsesAndResolvesEveryLine) {
+  auto set = default_offers(*Catalog::embedded());
+  ASSERT_TRUE(set.ok()) << set.error().message;
+  EXPECT_GE(set->offers.size(), 60u);
+  for (const auto& s : set->skipped) ADD_FAILURE() << s.file << ":" << s.line << ": " << s.reason;
+  for (const auto& o : set->offers) {
+    EXPECT_FALSE(o.source.empty()) << o.id();
+    EXPECT_TRUE(age_days(o.captured_at, "2026-11-30").has_value()) << o.id();
+  }
+}
+
+TEST(Offers, PerGpuPriceIsDerivedFromTheInstancePrice) {
+  auto set = parse_offers(*Catalog::embedded(), "t.csv",
+                          std::string(kHeader) + "aws,us-east-1,p4d.24xlarge,NVIDIA A100-SXM4-40GB,8,nvlink,96,1152,32.77,,USD,yes,2026-06-03,https://x\n");
+  ASSERT_TRUE(set.ok());
+  ASSERT_EQ(set->offers.size(), 1u);
+  const Offer& o = set->offers[0];
+  EXPECT_EQ(o.target.id(), "a100-40gb-sxm4");
+  EXPECT_EQ(o.interconnect, Link::kNvlink);
+  EXPECT_NEAR(*o.price_per_gpu_hour(false), 32.77 / 8, 1e-12);
+  EXPECT_FALSE(o.price_per_gpu_hour(true).has_value());
+}
+
+TEST(Offers, BadLinesAreSkippedWithTheirReasonNeverGuessed) {
+  const std::string text = std::string(kHeader) +
+                           "x,r,one,a100,1,pcie,8,60,1.0,,USD,yes,2026-06-03,s\n"          // ambiguous
+                           "x,r,two,a1000,1,pcie,8,60,1.0,,USD,yes,2026-06-03,s\n"         // unknown
+                           "x,r,three,a40,1,pcie,8,60,cheap,,USD,yes,2026-06-03,s\n"       // bad price
+                           "x,r,four,a40,1,pcie,8,60,1.0,,USD,maybe,2026-06-03,s\n"        // bad available
+                           "x,r,five,a40,1,pcie,8,60,1.0,,USD,3,2026-06-03,s\n"            // good, count
+                           "x,r,six,a40,1,pcie\n";                                          // short
+  auto set = parse_offers(*Catalog::embedded(), "t.csv", text);
+  ASSERT_TRUE(set.ok());
+  ASSERT_EQ(set->offers.size(), 1u);
+  EXPECT_EQ(set->offers[0].available_count, 3);
+  ASSERT_EQ(set->skipped.size(), 5u);
+  EXPECT_NE(set->skipped[0].reason.find("matches"), std::string::npos);
+  EXPECT_EQ(set->skipped[0].line, 2);
+  EXPECT_NE(set->skipped[1].reason.find("unknown GPU"), std::string::npos);
+  EXPECT_NE(set->skipped[2].reason.find("price_hour"), std::string::npos);
+  EXPECT_NE(set->skipped[3].reason.find("available"), std::string::npos);
+  EXPECT_NE(set->skipped[4].reason.find("fields"), std::string::npos);
+}
+
+TEST(Offers, MissingHeaderColumnIsAnError) {
+  auto set = parse_offers(*Catalog::embedded(), "t.csv", "provider,region\nx,y\n");
+  ASSERT_FALSE(set.ok());
+  EXPECT_EQ(set.error().code, ErrorCode::kInvalidData);
+  EXPECT_NE(set.error().message.find("offer"), std::string::npos);
+}
+
+TEST(Offers, YamlUsesTheSameKeysAndMigTargets) {
+  auto set = parse_offers(*Catalog::embedded(), "t.yaml",
+                          "offers:\n  - {provider: p, region: r, offer: slice, gpu: a100-40gb-sxm4/3g.20gb, gpus: 1,"
+                          " price_hour: 0.9, captured_at: 2026-11-01, source: https://x}\n");
+  ASSERT_TRUE(set.ok()) << set.error().message;
+  ASSERT_EQ(set->offers.size(), 1u);
+  EXPECT_TRUE(set->offers[0].target.is_mig());
+}
+
+TEST(Offers, AgeInDays) {
+  EXPECT_DOUBLE_EQ(*age_days("2026-06-03", "2026-11-30"), 180.0);
+  EXPECT_DOUBLE_EQ(*age_days("2024-02-28", "2024-03-01"), 2.0);
+  EXPECT_NEAR(*age_days("2026-11-30T00:00:00Z", "2026-11-30T12:00:00Z"), 0.5, 1e-9);
+  EXPECT_FALSE(age_days("last week", "2026-11-30").has_value());
+}
+
+}  // namespace
+}  // namespace gpuplan
