@@ -1,12 +1,12 @@
 // Plan: where to rent it. Offers (the shipped snapshot or an uploaded file), the recommended plan
 // with its reasons, every plan considered, and a chart of cost against time.
-import { add, api, clear, commands, el, errorBox, fmt, isUnavailable, liveStatus, patternDefs, readFile, seconds, svg, unavailable } from './ui.js';
+import { add, api, clear, commands, el, errorBox, fmt, gpuList, isUnavailable, liveStatus, patternDefs, readFile, seconds, sortableTable, svg, unavailable } from './ui.js';
 
 let form, out, status, offersText = null, offersName = '';
 
 export async function init(panel) {
   const have = await commands();
-  add(panel, el('h2', { text: 'Where to rent it' }));
+  add(panel, el('h2', { text: 'Where to rent it' }), offersSection(have.includes('offers.list')), el('h3', { text: 'Plan' }));
   if (!have.includes('plan')) {
     add(panel, unavailable('Plan (POST /api/v1/plan)'));
     return;
@@ -56,9 +56,7 @@ function request() {
   if (form.querySelector('#plan-spot').checked) req.spot = true;
   if (v('plan-goal') === 'serve') Object.assign(req, { rate: n('plan-rate'), input_tokens: n('plan-in'), output_tokens: n('plan-out'), ttft_slo: n('plan-ttft'), tpot_slo: n('plan-tpot') });
   else Object.assign(req, { task: 'train', train_tokens: n('plan-train'), deadline: v('plan-deadline') || undefined, budget: n('plan-budget') });
-  if (offersText !== null) {
-    try { req.offers = offersName.endsWith('.json') ? JSON.parse(offersText) : offersText; } catch { req.offers = offersText; }
-  }
+  if (offersText !== null) req.offers = [{ name: offersName, text: offersText }];
   for (const k of Object.keys(req)) if (req[k] === undefined) delete req[k];
   return req;
 }
@@ -130,4 +128,50 @@ function costTimeChart(plans, pareto) {
   }
   return el('figure', { class: 'chart-box' }, el('figcaption', { text: 'Cost against time: circles meet the goal, squares miss it; the line is the Pareto front' }),
     svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img', 'aria-label': `Cost against time for ${pts.length} plans` }, patternDefs(), ...body));
+}
+
+// The offers gpuplan plans over: the shipped snapshot (or the server's --offers file), filterable.
+function offersSection(haveOffers) {
+  const box = el('section', { class: 'offers', 'aria-labelledby': 'offers-h' }, el('h3', { id: 'offers-h', text: 'Offers' }));
+  if (!haveOffers) return add(box, unavailable('The offers list (GET /api/v1/offers)'));
+  const gpuSel = el('select', { id: 'offers-gpu' }, el('option', { value: '', text: 'any GPU' }));
+  const spot = el('input', { type: 'checkbox', id: 'offers-spot' });
+  const provider = el('input', { id: 'offers-provider', placeholder: 'e.g. lambda', autocomplete: 'off' });
+  const st = liveStatus();
+  const tableBox = el('div', { class: 'table-wrap' });
+  let seq = 0;
+  const load = async () => {
+    const mine = ++seq;
+    const q = new URLSearchParams();
+    if (gpuSel.value) q.set('gpu', gpuSel.value);
+    if (spot.checked) q.set('spot', 'true');
+    if (provider.value.trim()) q.set('provider', provider.value.trim());
+    st.textContent = 'Loading offers…';
+    const r = await api(`/offers?${q}`);
+    if (mine !== seq) return;
+    if (!r.ok) { clear(tableBox, errorBox(r.error)); st.textContent = ''; return; }
+    const rows = r.data.offers || [];
+    st.textContent = `${rows.length} offers${r.data.now ? ` (prices as captured; today ${r.data.now})` : ''}.`;
+    clear(tableBox, sortableTable([
+      { key: 'provider', label: 'Provider' }, { key: 'region', label: 'Region' }, { key: 'name', label: 'Offer' },
+      { key: 'target', label: 'GPU', render: (o) => el('a', { href: `#/gpu/${o.target}`, text: o.target }) },
+      { key: 'gpus', label: 'GPUs', num: true },
+      { key: 'price_hour', label: 'Per hour ($)', num: true },
+      { key: 'price_per_gpu_hour', label: 'Per GPU-hour ($)', num: true },
+      { key: 'spot_price_hour', label: 'Spot per hour ($)', num: true },
+      { key: 'captured_at', label: 'Captured', render: (o) => `${o.captured_at || ''}${o.stale ? ' (stale)' : ''}` },
+    ], rows.slice(0, 200), { caption: 'Offers, cheapest per GPU-hour first (200 at most shown)', sortKey: 'price_per_gpu_hour' }));
+  };
+  gpuList().then((gpus) => {
+    for (const g of gpus.filter((x) => !x.mig_profile)) gpuSel.append(el('option', { value: g.id, text: g.name }));
+  });
+  gpuSel.addEventListener('change', load);
+  spot.addEventListener('change', load);
+  provider.addEventListener('change', load);
+  add(box, el('form', { class: 'filters', 'aria-label': 'Filter offers', onsubmit: (e) => { e.preventDefault(); load(); } },
+    el('label', { for: 'offers-gpu', text: 'GPU ' }), gpuSel,
+    el('label', { for: 'offers-provider', text: 'Provider ' }), provider,
+    el('label', { class: 'check' }, spot, ' Spot prices')), st, tableBox);
+  load();
+  return box;
 }

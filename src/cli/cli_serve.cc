@@ -1,4 +1,5 @@
 // `gpuplan serve`: the HTTP API and the web page (see server/server.h).
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -58,9 +59,9 @@ int run_serve(const Context& ctx) {
       std::cerr << "gpuplan: error: cannot read offers file " << c.offers_file << "\n";
       return exit_code(ErrorCode::kNotFound);
     }
-    // A JSON file goes to plan as JSON, a CSV file as its text.
-    Json parsed = Json::parse(text.str(), nullptr, false);
-    options.default_offers = parsed.is_discarded() ? Json(text.str()) : parsed;
+    // Inline, as the API takes files: [{name, text}] (the library parses CSV or YAML by name).
+    const std::string name = std::filesystem::path(c.offers_file).filename().string();
+    options.default_offers = Json::array({Json{{"name", name}, {"text", text.str()}}});
   }
   return server::serve(ctx, options);
 }

@@ -390,6 +390,11 @@ HttpResponse Router::api(const HttpRequest& req, std::string_view path) const {
     request["gpu"] = segs[1];
   } else {
     command = join(segs, 0, '.');  // /fit -> fit, /mig/check -> mig.check
+    // A family's list command answers for the family: /offers -> offers.list.
+    if (std::find(commands_.begin(), commands_.end(), command) == commands_.end() &&
+        std::find(commands_.begin(), commands_.end(), command + ".list") != commands_.end()) {
+      command += ".list";
+    }
   }
   if (std::find(commands_.begin(), commands_.end(), command) == commands_.end()) {
     const bool known = std::find(kKnownCommands.begin(), kKnownCommands.end(), command) != kKnownCommands.end();
@@ -453,7 +458,8 @@ HttpResponse Router::asset(const HttpRequest& req) const {
 
 Router make_router(const Context& ctx, const Options& options) {
   Runner runner = [ctx, offers = options.default_offers](std::string_view command, const Json& request) {
-    if (offers && command == "plan" && !request.contains("offers")) {
+    // --offers FILE: the offers of the commands that take them, when a request brings none.
+    if (offers && (command == "plan" || command == "offers.list") && !request.contains("offers")) {
       Json with = request;
       with["offers"] = *offers;
       return run_command(ctx, command, with);

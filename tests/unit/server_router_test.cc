@@ -120,6 +120,23 @@ TEST_F(RouterTest, GetRoutesTakeQueryAndPathParameters) {
   EXPECT_EQ(last().request, (Json{{"gpu", {"a100-40gb-sxm4", "a40"}}}));
 }
 
+TEST_F(RouterTest, AFamilyAnswersWithItsListCommand) {
+  Router r = make({"catalog.list", "offers.list"});
+  EXPECT_EQ(r.handle(get("/api/v1/offers", {{"provider", "vast"}})).status, 200);
+  EXPECT_EQ(last().command, "offers.list");
+  EXPECT_EQ(last().request, (Json{{"provider", "vast"}}));
+}
+
+TEST_F(RouterTest, ModelsListsTheZoo) {
+  Router r = make(kAll);
+  auto res = r.handle(get("/api/v1/models"));
+  ASSERT_EQ(res.status, 200);
+  bool llama = false;
+  const Json doc = body(res);
+  for (const auto& m : doc["models"]) llama = llama || m["id"] == "llama-2-7b";
+  EXPECT_TRUE(llama);
+}
+
 TEST_F(RouterTest, EmptyBodyIsAnEmptyRequest) {
   Router r = make(kAll);
   EXPECT_EQ(r.handle(post("/api/v1/fit", "", "")).status, 200);
