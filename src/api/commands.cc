@@ -10,6 +10,8 @@ const api::CommandTable& table() {
     api::CommandTable t;
     api::register_catalog_commands(t);
     api::register_offer_commands(t);
+    api::register_fit_commands(t);
+    api::register_validate_commands(t);
     return t;
   }();
   return commands;

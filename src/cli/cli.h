@@ -37,6 +37,9 @@ struct CliCommand {
   std::deque<Opt> opts;  // deque: CLI11 keeps pointers to the storage
   Renderer render;
   std::vector<std::string> positional_keys;
+  // Optional: turns the request built from the options into the one sent (e.g. reads a file named by
+  // an option; the library never reads files for a request).
+  std::function<Result<Json>(Json)> prepare;
 
   // Adds --name (value), a positional when `positional`, or both.
   Opt& value(const std::string& name, const std::string& help, bool positional = false);
@@ -51,6 +54,7 @@ struct CliCommand {
 // Each command family adds its subcommands.
 void add_catalog_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 void add_offer_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
+void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 
 // `gpuplan serve` (cli_serve.cc): added like the others, run instead of a command when given.
 void add_serve_command(CLI::App& app);

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<cli::CliCommand>> commands;
   cli::add_catalog_commands(app, commands);
   cli::add_offer_commands(app, commands);
+  cli::add_fit_commands(app, commands);
   cli::add_serve_command(app);
   // Options given after the subcommand (`gpuplan catalog list --json`) reach the top level too.
   std::function<void(CLI::App*)> fall = [&](CLI::App* a) {
@@ -59,7 +60,12 @@ int main(int argc, char** argv) {
     if (!c->app->parsed()) continue;
     auto built = c->request();
     if (!built) return report(built.error());
-    const Json& request = *built;
+    Json request = std::move(built).value();
+    if (c->prepare) {
+      auto prepared = c->prepare(std::move(request));
+      if (!prepared) return report(prepared.error());
+      request = std::move(prepared).value();
+    }
     auto result = run_command(ctx, c->command, request);
     if (!result) return report(result.error());
     if (fmt.json) std::cout << result->dump(2) << "\n";

@@ -1,0 +1,98 @@
+// The memory model: per-GPU memory of a Workload, line by line with its arithmetic, and the fit of a
+// workload on a Target (verdict, headroom, largest batch, largest context). Pure functions; the fit of
+// one prepared workload on one target does not allocate, so a page can recompute the whole catalog
+// per keystroke. Formulas and sources: docs/model.md, section "Memory".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpuplan/target.h"
+#include "gpuplan/workload.h"
+
+namespace gpuplan {
+
+// Per-GPU bytes. total_bytes is the peak: the live set at the worst moment, which for training is
+// weights + optimizer + max(activations at the start of backward, gradients + optimizer-step
+// temporaries), so it can be less than the sum of the lines.
+struct MemoryBreakdown {
+  double weights_bytes = 0;
+  double kv_cache_bytes = 0;
+  double activations_bytes = 0;  // peak of the largest step (prefill / chunk / forward+logits)
+  double gradients_bytes = 0;
+  double optimizer_bytes = 0;  // optimizer states and fp32 master weights
+  double adapter_bytes = 0;    // LoRA weights
+  double runtime_overhead_bytes = 0;
+  double total_bytes = 0;
+
+  // Parts of runtime_overhead_bytes.
+  double cuda_context_bytes = 0;     // driver context, kernels (outside PyTorch's allocator)
+  double workspace_bytes = 0;        // cuBLAS workspaces, dequantization buffers
+  double allocator_slack_bytes = 0;  // cached but unallocated blocks (reserved - allocated)
+  double communication_bytes = 0;    // NCCL / all-gather buffers when several GPUs work together
+
+  // Counters as tools print them.
+  double allocated_bytes() const;  // torch.cuda.max_memory_allocated
+  double reserved_bytes() const;   // torch.cuda.max_memory_reserved
+  // nvidia-smi "used" = total_bytes.
+};
+
+// What a workload needs that does not depend on batch or context: weight bytes, KV bytes per token,
+// per-token activation factors. Build it once per workload and reuse it across targets.
+struct PreparedWorkload {
+  Workload workload;
+  WeightBytes weights;            // whole model
+  double weights_per_gpu_bytes = 0;
+  double trainable_parameters_per_gpu = 0;
+  double adapter_parameters = 0;  // LoRA
+  double layer_fraction = 1;      // share of the layers one pipeline stage holds
+  double kv_global_bytes_per_token = 0;  // per GPU, layers without a window
+  struct Window {
+    int64_t tokens = 0;
+    double bytes_per_token = 0;
+  };
+  Window windows[4];  // per GPU, sliding-window layers grouped by window
+  int window_count = 0;
+  bool bound_windows = true;  // the engine frees KV beyond the window
+  double kv_full_bytes_per_token = 0;  // all layers at full length (vLLM block size)
+};
+
+Result<PreparedWorkload> prepare(const Workload& w);
+
+// Per-GPU KV-cache bytes of one sequence of `tokens`.
+double kv_bytes_per_sequence(const PreparedWorkload& p, int64_t tokens);
+
+// Per-GPU memory at this batch and context (the workload's own when negative).
+MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch = -1, int64_t context = -1);
+
+// Memory a target offers a workload: NVML's total (or the MIG instance's) less the driver's reserve.
+double capacity_bytes(const Target& t);
+
+struct TargetFit {
+  double capacity_bytes = 0;  // per GPU
+  double limit_bytes = 0;     // what the engine may use of it (vLLM: gpu_memory_utilization x capacity)
+  double total_bytes = 0;     // per GPU
+  double headroom_bytes = 0;  // limit - total
+  bool fits = false;
+  int64_t max_batch = 0;    // at the workload's context
+  int64_t max_context = 0;  // at the workload's batch, capped at the model's max positions
+  double kv_pool_bytes = 0;     // vLLM: KV cache it allocates
+  int64_t kv_pool_tokens = 0;   // vLLM: tokens that pool holds (blocks x 16)
+  MemoryBreakdown memory;
+};
+
+TargetFit fit_target(const PreparedWorkload& p, const Target& t);
+
+// The breakdown as lines with their arithmetic ("KV cache: 2 x 40 layers x 40 heads x 128 x 2 B x
+// 4096 tokens = 3.13 GiB"). Allocates: for display, not for sweeps.
+struct MemoryLine {
+  std::string key;  // "weights_bytes", ...
+  double bytes = 0;
+  std::string explain;
+};
+std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBreakdown& m);
+
+std::string format_gib(double bytes);
+
+}  // namespace gpuplan

@@ -1,0 +1,84 @@
+// A Workload is what runs: a Model, a task, formats, batch and lengths, parallel degrees and an engine
+// profile. One struct shared by fit, perf, mig and plan. Its JSON keys are the CLI long options with
+// '-' as '_' (kWorkloadKeys), so a request, a validation row's `workload:` and the command line all
+// read the same way.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpuplan/formats.h"
+#include "gpuplan/model.h"
+#include "gpuplan/status.h"
+
+namespace gpuplan {
+
+enum class Task { kInfer, kTrain, kLora, kQlora };
+enum class Optimizer { kAdamw, kAdamw8bit, kSgd };
+enum class Checkpointing { kNone, kSelective, kFull };
+// Engine profiles: what each runtime allocates besides the model (memory.h documents each).
+enum class Engine { kTransformers, kPytorch, kVllm, kTgi, kDeepspeed, kLlamaCpp, kMegatron, kTensorrtLlm };
+
+std::string_view task_name(Task t);
+std::string_view optimizer_name(Optimizer o);
+std::string_view checkpointing_name(Checkpointing c);
+std::string_view engine_name(Engine e);
+
+// LoRA target modules as a bit set.
+enum LoraTarget : uint32_t {
+  kLoraQ = 1u << 0,
+  kLoraK = 1u << 1,
+  kLoraV = 1u << 2,
+  kLoraO = 1u << 3,
+  kLoraGate = 1u << 4,
+  kLoraUp = 1u << 5,
+  kLoraDown = 1u << 6,
+};
+inline constexpr uint32_t kLoraAllLinear = 0x7f;
+
+struct Workload {
+  std::shared_ptr<const Model> model;
+  Task task = Task::kInfer;
+  WeightFormat weights = WeightFormat::kBf16;
+  KvFormat kv_cache = KvFormat::kBf16;
+  int64_t batch = 1;          // sequences (inference) or micro-batch (training) per data-parallel rank
+  int64_t context = 4096;     // tokens per sequence: prompt + generated (training: sequence length)
+  int64_t input_tokens = 0;   // prompt tokens; 0 = the whole context is the prompt
+  int64_t output_tokens = 0;  // generated tokens
+  int tp = 1;
+  int pp = 1;
+  int count = 0;  // GPUs per target; 0 = tp x pp. Data-parallel ranks = count / (tp x pp).
+  Optimizer optimizer = Optimizer::kAdamw;
+  int zero = 0;  // ZeRO stage / FSDP: 0 none, 1 optimizer, 2 + gradients, 3 + weights
+  Checkpointing checkpointing = Checkpointing::kNone;
+  int64_t lora_rank = 16;
+  uint32_t lora_targets = kLoraQ | kLoraV;  // PEFT's default for Llama-style models
+  Engine engine = Engine::kTransformers;
+  bool flash_attention = true;           // SDPA/flash kernels: no seq x seq score matrix
+  double gpu_memory_utilization = 0.9;   // vLLM's share of the GPU
+  int64_t max_num_batched_tokens = 0;    // vLLM prefill chunk; 0 = engine default
+  int group_size = 0;                    // GPTQ/AWQ group size; 0 = 128
+  bool master_weights = true;            // fp32 master copy under 16-bit mixed precision
+
+  int data_parallel() const;
+  int gpus() const { return count > 0 ? count : tp * pp; }
+  int64_t prompt_tokens() const { return input_tokens > 0 ? std::min(input_tokens, context) : context; }
+};
+
+// The request keys a workload takes (model, config, task, weights, kv_cache, batch, context, ...).
+const std::vector<std::string_view>& workload_keys();
+
+// Builds a workload from a request (JSON keyed by CLI long options). `model` is a zoo id; `config`,
+// when present, is a config.json inline (the CLI reads a path and passes its JSON). Keys outside
+// workload_keys() are ignored here: the command checks its own key list.
+Result<Workload> parse_workload(const nlohmann::ordered_json& request);
+
+// The workload as a request object (the inverse of parse_workload, for results and validation).
+nlohmann::ordered_json workload_json(const Workload& w);
+
+}  // namespace gpuplan

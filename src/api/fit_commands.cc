@@ -1,0 +1,147 @@
+// `fit`: will a workload fit, on which targets, with what headroom, largest batch and context.
+#include <cmath>
+#include <map>
+
+#include "api/commands.h"
+#include "api/fit_common.h"
+#include "api/request.h"
+#include "gpuplan/memory.h"
+
+namespace gpuplan::api {
+
+namespace {
+
+Json bytes_json(double b) { return static_cast<long long>(std::llround(b)); }
+
+}  // namespace
+
+Result<std::vector<Target>> fit_targets(const Catalog& catalog, const Json& request, int default_count) {
+  std::vector<Target> out;
+  Request req(request);
+  auto names = req.strings("gpu");
+  if (!names) return names.error();
+  auto make = [&](const TargetRef& ref, int count) {
+    Target t{ref, count, Link::kPcie};
+    if (count > 1 && ref.gpu && ref.gpu->number("nvlink_gbps", 0) > 0 && !ref.is_mig()) t.link = Link::kNvlink;
+    return t;
+  };
+  if (names->empty()) {
+    for (const auto& ref : catalog.all_targets(true)) out.push_back(make(ref, default_count));
+    return out;
+  }
+  for (const auto& name : *names) {
+    auto ref = catalog.resolve(name);
+    int count = default_count;
+    if (!ref) {
+      // "a100-80gb-sxm4x4": N devices of a target.
+      const size_t x = name.find_last_of("xX");
+      if (x != std::string::npos && x + 1 < name.size() &&
+          name.find_first_not_of("0123456789", x + 1) == std::string::npos) {
+        auto base = catalog.resolve(name.substr(0, x));
+        if (base) {
+          ref = base;
+          count = std::stoi(name.substr(x + 1));
+          if (count < 1) return usage_error("'" + name + "': the device count must be at least 1", "gpu");
+        }
+      }
+    }
+    if (!ref) return ref.error();
+    out.push_back(make(*ref, count));
+  }
+  return out;
+}
+
+Json model_json(const Model& m) {
+  return Json{{"id", m.id},
+              {"architecture", m.architecture},
+              {"parameters", m.parameters},
+              {"active_parameters", m.active_parameters}};
+}
+
+Json memory_json(const MemoryBreakdown& m) {
+  return Json{{"weights_bytes", bytes_json(m.weights_bytes)},
+              {"kv_cache_bytes", bytes_json(m.kv_cache_bytes)},
+              {"activations_bytes", bytes_json(m.activations_bytes)},
+              {"gradients_bytes", bytes_json(m.gradients_bytes)},
+              {"optimizer_bytes", bytes_json(m.optimizer_bytes)},
+              {"adapter_bytes", bytes_json(m.adapter_bytes)},
+              {"runtime_overhead_bytes", bytes_json(m.runtime_overhead_bytes)},
+              {"total_bytes", bytes_json(m.total_bytes)}};
+}
+
+namespace {
+
+Result<Json> fit(const Context& ctx, const Json& body) {
+  Request req(body);
+  std::vector<std::string_view> keys = workload_keys();
+  keys.push_back("gpu");
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    if (std::find(keys.begin(), keys.end(), it.key()) == keys.end()) {
+      std::string list;
+      for (auto k : keys) list += (list.empty() ? "" : ", ") + std::string(k);
+      return usage_error("unknown option '" + it.key() + "'; fit takes: " + list, it.key());
+    }
+  }
+  auto w = parse_workload(body);
+  if (!w) return w.error();
+  auto targets = fit_targets(*ctx.catalog, body, w->gpus());
+  if (!targets) return targets.error();
+
+  // One prepared workload per device count (the count sets data-parallel sharding and buffers).
+  std::map<int, PreparedWorkload> prepared;
+  auto prepared_for = [&](int count) -> Result<const PreparedWorkload*> {
+    if (auto it = prepared.find(count); it != prepared.end()) return &it->second;
+    Workload wc = *w;
+    wc.count = count;
+    if (wc.count < wc.tp * wc.pp) {
+      return usage_error("a target of " + std::to_string(count) + " GPUs cannot hold tp x pp = " +
+                             std::to_string(wc.tp * wc.pp) + "; give --gpu NAMExN with N >= " + std::to_string(wc.tp * wc.pp),
+                         "gpu");
+    }
+    auto p = prepare(wc);
+    if (!p) return p.error();
+    return &prepared.emplace(count, std::move(p).value()).first->second;
+  };
+  auto base = prepared_for(w->gpus());
+  if (!base) return base.error();
+  const MemoryBreakdown memory = estimate_memory(**base);
+
+  Json result;
+  result["model"] = model_json(*w->model);
+  result["workload"] = workload_json(*w);
+  result["memory"] = memory_json(memory);
+  Json lines = Json::array();
+  for (const auto& l : explain_memory(**base, memory)) {
+    lines.push_back(Json{{"key", l.key}, {"bytes", bytes_json(l.bytes)}, {"explain", l.explain}});
+  }
+  result["explain"] = std::move(lines);
+  Json tj = Json::array();
+  for (const auto& t : *targets) {
+    auto p = prepared_for(t.count);
+    if (!p) return p.error();
+    const TargetFit f = fit_target(**p, t);
+    Json row{{"target", t.id()},
+             {"name", t.name()},
+             {"count", t.count},
+             {"fits", f.fits},
+             {"capacity_bytes", bytes_json(f.capacity_bytes)},
+             {"total_bytes", bytes_json(f.total_bytes)},
+             {"headroom_bytes", bytes_json(f.headroom_bytes)},
+             {"max_batch", f.max_batch},
+             {"max_context", f.max_context}};
+    if (w->engine == Engine::kVllm) {
+      row["limit_bytes"] = bytes_json(f.limit_bytes);
+      row["kv_pool_bytes"] = bytes_json(f.kv_pool_bytes);
+      row["kv_pool_tokens"] = f.kv_pool_tokens;
+    }
+    tj.push_back(std::move(row));
+  }
+  result["targets"] = std::move(tj);
+  return result;
+}
+
+}  // namespace
+
+void register_fit_commands(CommandTable& table) { table.push_back(Command{"fit", fit}); }
+
+}  // namespace gpuplan::api

@@ -1,0 +1,19 @@
+// Shared by the fit and validate commands (and later perf): targets from a request, result JSON.
+#pragma once
+
+#include <vector>
+
+#include "gpuplan/api.h"
+#include "gpuplan/memory.h"
+#include "gpuplan/model.h"
+#include "gpuplan/target.h"
+
+namespace gpuplan::api {
+
+// The targets of `request["gpu"]` ("NAME" or "NAMExN"), or every catalog target incl. MIG slices when
+// absent; `default_count` devices each unless the name says xN.
+Result<std::vector<Target>> fit_targets(const Catalog& catalog, const Json& request, int default_count);
+Json model_json(const Model& m);
+Json memory_json(const MemoryBreakdown& m);
+
+}  // namespace gpuplan::api

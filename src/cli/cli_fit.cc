@@ -1,0 +1,146 @@
+// `gpuplan fit` and `gpuplan validate`.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli/cli.h"
+
+namespace gpuplan::cli {
+
+namespace {
+
+std::string gib(const Json& bytes) {
+  if (!bytes.is_number()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", bytes.get<double>() / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+std::string render_fit(const Json& r, const Json&, const OutputFormat& fmt) {
+  std::vector<std::string> header = {"target", "count", "fits", "capacity_gib", "total_gib", "headroom_gib",
+                                     "max_batch", "max_context"};
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& t : r["targets"]) {
+    rows.push_back({t["target"].get<std::string>(), std::to_string(t["count"].get<int>()),
+                    t["fits"].get<bool>() ? "yes" : "no", gib(t["capacity_bytes"]), gib(t["total_bytes"]),
+                    gib(t["headroom_bytes"]), std::to_string(t["max_batch"].get<long long>()),
+                    std::to_string(t["max_context"].get<long long>())});
+  }
+  if (fmt.csv) return render_csv(header, rows);
+  std::ostringstream os;
+  const Json& m = r["model"];
+  const Json& w = r["workload"];
+  os << m["id"].get<std::string>() << " (" << m["architecture"].get<std::string>() << "): "
+     << fmt_value(m["parameters"]) << " parameters";
+  if (m["active_parameters"] != m["parameters"]) os << ", " << fmt_value(m["active_parameters"]) << " active per token";
+  os << "\n" << w["task"].get<std::string>() << ", weights " << w["weights"].get<std::string>() << ", KV "
+     << w["kv_cache"].get<std::string>() << ", batch " << w["batch"] << ", context " << w["context"] << ", tp "
+     << w["tp"] << ", pp " << w["pp"] << ", engine " << w["engine"].get<std::string>() << "\n\nMemory per GPU\n";
+  for (const auto& l : r["explain"]) os << "  " << l["explain"].get<std::string>() << "\n";
+  os << "\n"
+     << render_table(header, rows, {false, true, false, true, true, true, true, true})
+     << "\ncapacity = what the device offers (NVML total less the driver's reserve); max_batch at this context, "
+        "max_context at this batch (capped at the model's positions).\n";
+  return os.str();
+}
+
+std::string render_validate(const Json& r, const Json&, const OutputFormat& fmt) {
+  std::vector<std::string> header = {"id", "metric", "measured", "predicted", "unit", "error_%", "comparable"};
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& row : r["rows"]) {
+    std::string err = "-";
+    if (row.contains("verdict_right")) err = row["verdict_right"].get<bool>() ? "right" : "WRONG";
+    else if (row["error_percent"].is_number()) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%+.1f", row["error_percent"].get<double>());
+      err = buf;
+    } else if (row["status"] == "skipped") {
+      err = "skipped";
+    }
+    rows.push_back({row["id"].get<std::string>(), row["metric"].get<std::string>(), fmt_value(row["measured"]),
+                    fmt_value(row["predicted"]), row["unit"].get<std::string>(), err,
+                    row["comparable"].get<bool>() ? "yes" : "no"});
+  }
+  if (fmt.csv) return render_csv(header, rows);
+  const Json& s = r["summary"];
+  std::ostringstream os;
+  os << render_table(header, rows, {false, false, true, true, false, true, false});
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "\nComparable rows: %d (%d skipped). Numeric: %d, within 10%%: %d (%.1f%%), within 25%%: %d, "
+                "median error %.1f%%, max error %.1f%% (%s).\nVerdicts (fits / out of memory): %d of %d right.\n",
+                s["comparable_rows"].get<int>(), s["skipped_rows"].get<int>(), s["numeric_rows"].get<int>(),
+                s["within_10_percent"].get<int>(), s["within_10_percent_share"].get<double>() * 100,
+                s["within_25_percent"].get<int>(), s["median_error_percent"].get<double>(),
+                s["max_error_percent"].get<double>(), s["max_error_row"].get<std::string>().c_str(),
+                s["verdicts_right"].get<int>(), s["verdict_rows"].get<int>());
+  os << buf;
+  return os.str();
+}
+
+// --model takes a zoo id or the path of a config.json: the CLI reads the file and sends it inline.
+Result<Json> read_model_file(Json request) {
+  if (!request.contains("model") || !request["model"].is_string()) return request;
+  const std::string model = request["model"].get<std::string>();
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool looks_like_path = model.find('/') != std::string::npos || (model.size() > 5 && model.substr(model.size() - 5) == ".json");
+  if (!looks_like_path && !fs::is_regular_file(model, ec)) return request;
+  fs::path path(model);
+  if (fs::is_directory(path, ec)) path /= "config.json";
+  std::ifstream in(path);
+  if (!in) return not_found_error("cannot read '" + path.string() + "'; --model takes a zoo id or a config.json path", "model");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  Json config = Json::parse(ss.str(), nullptr, false);
+  if (config.is_discarded()) return invalid_data_error("'" + path.string() + "' is not valid JSON", "model");
+  std::string id = path.filename() == "config.json" ? path.parent_path().filename().string() : path.stem().string();
+  request["model"] = id.empty() ? "config.json" : id;
+  request["config"] = std::move(config);
+  return request;
+}
+
+}  // namespace
+
+void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
+  auto fit = std::make_unique<CliCommand>();
+  fit->command = "fit";
+  fit->app = app.add_subcommand("fit", "Will a workload fit? Memory per GPU, verdict, headroom, largest batch and context");
+  fit->value("model", "Zoo id (gpuplan fit --model llama-2-7b) or path of a Hugging Face config.json").option->required();
+  fit->value("task", "infer | train | lora | qlora (default infer)");
+  fit->value("weights", "Weight format: fp32 bf16 fp16 fp8 int8 llm-int8 int4-gptq int4-awq nf4 nf4-dq fp4 fp4-dq q8_0 q6_k q5_k_m q4_k_m q4_0");
+  fit->value("kv-cache", "KV-cache format: fp32 bf16 fp16 fp8 int8 (default: the compute dtype)");
+  fit->value("batch", "Sequences (inference) or micro-batch per GPU (training); default 1");
+  fit->value("context", "Tokens per sequence, prompt + generated (default 4096, or input + output tokens)");
+  fit->value("input-tokens", "Prompt tokens (the prefill step)");
+  fit->value("output-tokens", "Generated tokens");
+  fit->list("gpu", "Target: GPU id, alias or GPU/MIG profile, with xN for N devices (a100-80gb-sxm4x4); repeatable. Default: every catalog target");
+  fit->value("count", "Devices per target when --gpu has no xN (default tp x pp)");
+  fit->value("tp", "Tensor-parallel degree");
+  fit->value("pp", "Pipeline-parallel degree");
+  fit->value("optimizer", "adamw | adamw-8bit | sgd (training)");
+  fit->value("zero", "ZeRO stage / FSDP: 0 none, 1 optimizer, 2 + gradients, 3 + weights");
+  fit->value("checkpointing", "none | selective | full activation checkpointing");
+  fit->value("lora-rank", "LoRA rank (default 16)");
+  fit->value("lora-targets", "LoRA target modules: q,k,v,o,gate,up,down or all (default q,v)");
+  fit->value("engine", "transformers | pytorch | vllm | tgi | deepspeed | llama.cpp | megatron | tensorrt-llm");
+  fit->value("flash-attention", "true | false: SDPA/flash kernels (default true)");
+  fit->value("gpu-memory-utilization", "vLLM's share of the GPU (default 0.9)");
+  fit->value("max-num-batched-tokens", "vLLM prefill chunk in tokens (default 8192)");
+  fit->value("group-size", "GPTQ/AWQ group size (default 128)");
+  fit->value("master-weights", "true | false: fp32 master weights under 16-bit training (default true)");
+  fit->render = render_fit;
+  fit->prepare = read_model_file;
+  commands.push_back(std::move(fit));
+
+  auto val = std::make_unique<CliCommand>();
+  val->command = "validate";
+  val->app = app.add_subcommand("validate", "Predict every published measurement in validation/ and report the error");
+  val->value("kind", "Only this kind of measurement (memory)");
+  val->render = render_validate;
+  commands.push_back(std::move(val));
+}
+
+}  // namespace gpuplan::cli

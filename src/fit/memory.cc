@@ -1,0 +1,566 @@
+// The memory model. Every constant is named with its reason and source; docs/model.md lists the
+// formulas. Units: bytes unless the name says otherwise.
+#include "gpuplan/memory.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace gpuplan {
+
+namespace {
+
+// ---- constants ---------------------------------------------------------------------------------
+
+// What the driver keeps of NVML's total before CUDA can allocate: cudaMemGetInfo's total is ~1% below
+// nvidia-smi's (A100-SXM4-80GB 81920 -> 81251 MiB, A100-SXM4-40GB 40960 -> 40536 MiB, RTX 4090 24564 ->
+// 24217 MiB, as torch.cuda.get_device_properties prints them in public issue logs).
+constexpr double kDriverReserveFraction = 0.01;
+// CUDA context + loaded kernels (cuBLAS, cuDNN, PyTorch) outside PyTorch's allocator. ~300-600 MiB with
+// lazy module loading (CUDA >= 11.7); gpu_poor uses 650 MB, vLLM logs show 0.25-1.8 GiB non-torch.
+constexpr double kCudaContextBytes = 512.0 * kBytesPerMib;
+// cuBLAS workspace: CUBLAS_WORKSPACE_CONFIG default ":4096:8" = 8 x 4 MiB on Hopper (PyTorch docs,
+// "Reproducibility"); allocated through PyTorch's caching allocator.
+constexpr double kCublasWorkspaceBytes = 32.0 * kBytesPerMib;
+// NCCL communicator buffers when GPUs talk: NCCL_BUFFSIZE 4 MiB x channels x peers plus proxy;
+// aiconfigurator budgets 342-392 MB by TP degree (base_backend.py).
+constexpr double kNcclBytes = 384.0 * kBytesPerMib;
+// Caching-allocator slack: blocks PyTorch keeps reserved after freeing them, as a share of the memory
+// allocated and freed during a step (KV growth, activations). PyTorch CUDA semantics notes; the
+// reserved/allocated ratios of 1.05-1.15 seen in public torch.cuda.memory_summary logs.
+constexpr double kAllocatorSlackFraction = 0.10;
+// vLLM: KV cache is paged in blocks of 16 tokens (default --block-size).
+constexpr int64_t kVllmBlockTokens = 16;
+// vLLM profiling run: max_num_seqs = 256 dummy sequences sample one token each (fp32 logits + probs).
+constexpr double kVllmMaxNumSeqs = 256;
+// vLLM V1 default max_num_batched_tokens for serving with chunked prefill (vllm/engine/arg_utils.py).
+constexpr int64_t kVllmDefaultChunkTokens = 8192;
+// TGI default --max-batch-prefill-tokens (text-generation-launcher docs).
+constexpr int64_t kTgiPrefillTokens = 4096;
+// llama.cpp default physical micro-batch (n_ubatch 512) sets its compute buffer.
+constexpr int64_t kLlamaCppUbatchTokens = 512;
+// Inference logits of the sampled position: fp32 logits + one fp32 working copy (softmax / processors).
+constexpr double kInferLogitBytes = 8;
+// Training logits per element at the start of backward: bf16 logits kept in the model output (2) +
+// log-softmax output saved by cross_entropy on the fp32 upcast (4) + the gradient flowing into
+// log-softmax (4) + the gradient it produces (4): transformers ForCausalLMLoss (logits.float()) and
+// torch.nn.functional.cross_entropy; the fp32 upcast itself is freed after the forward.
+constexpr double kTrainLogitBytes = 14;
+// torchtune computes the loss with CEWithChunkedOutputLoss (num_output_chunks = 8): the bf16 logits
+// (2 B) stay, the fp32 upcast and log-softmax exist for one chunk at a time (torchtune/modules/loss).
+constexpr double kTorchtuneLogitChunks = 8;
+// Adam states: m and v in fp32 (Loshchilov & Hutter; torch.optim.AdamW), 8-bit Adam: 1 B each plus
+// block scales (Dettmers et al. 2021, bitsandbytes), SGD: one momentum buffer.
+constexpr double kAdamStateBytes = 8;
+constexpr double kAdam8bitStateBytes = 2.0 + 2.0 * 4 / 2048;  // m, v + fp32 absmax per 2048-blocks
+constexpr double kSgdStateBytes = 4;
+// fp32 master copy of 16-bit weights under mixed precision (Micikevicius et al. 2018).
+constexpr double kMasterWeightBytes = 4;
+// torch.optim.AdamW(foreach=True), the default of transformers/torchtune: the step materialises
+// sqrt(v) for every parameter at once (torch/optim/adamw.py _multi_tensor_adamw), 4 B per parameter.
+constexpr double kForeachAdamTempBytes = 4;
+
+double gib(double bytes) { return bytes / kBytesPerGib; }
+
+bool quantized_dequant(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kInt4Gptq:
+    case WeightFormat::kInt4Awq:
+    case WeightFormat::kNf4:
+    case WeightFormat::kNf4Dq:
+    case WeightFormat::kFp4:
+    case WeightFormat::kFp4Dq: return true;
+    default: return false;
+  }
+}
+
+// Bytes per element of activations: the compute dtype.
+double activation_bytes(const Workload& w) { return w.weights == WeightFormat::kFp32 ? 4 : 2; }
+
+bool is_training(Task t) { return t != Task::kInfer; }
+
+double ceil_div(double a, double b) { return std::ceil(a / b); }
+
+// Inference activation peak of the largest step (bytes per GPU).
+struct InferAct {
+  double tokens = 0;  // tokens in the largest forward step
+  double mlp_bytes = 0;
+  double attn_bytes = 0;
+  double logits_bytes = 0;
+  double dequant_bytes = 0;
+  double total() const { return std::max(mlp_bytes, attn_bytes) + logits_bytes; }
+};
+
+InferAct inference_activations(const PreparedWorkload& p, int64_t batch, int64_t context) {
+  const Workload& w = p.workload;
+  const Model& m = *w.model;
+  InferAct a;
+  const double e = activation_bytes(w);
+  if (m.kind == ModelKind::kCnn) {
+    // Input and output of the largest layer live at once.
+    a.mlp_bytes = 2.0 * static_cast<double>(batch) * m.cnn_max_layer_elements_per_sample * e;
+    return a;
+  }
+  const int64_t prompt = std::min<int64_t>(w.input_tokens > 0 ? w.input_tokens : context, context);
+  double tokens = static_cast<double>(batch) * static_cast<double>(prompt);
+  double seqs = static_cast<double>(batch);
+  switch (w.engine) {
+    case Engine::kVllm: {
+      const int64_t chunk = w.max_num_batched_tokens > 0 ? w.max_num_batched_tokens : std::max<int64_t>(kVllmDefaultChunkTokens, 2048);
+      tokens = static_cast<double>(chunk);  // the profiling run uses the whole chunk
+      seqs = kVllmMaxNumSeqs;
+      break;
+    }
+    case Engine::kTgi: tokens = std::min<double>(tokens, kTgiPrefillTokens); break;
+    case Engine::kLlamaCpp: tokens = std::min<double>(tokens, kLlamaCppUbatchTokens); break;
+    default: break;
+  }
+  a.tokens = tokens;
+  const double tp = w.tp;
+  const double h = static_cast<double>(m.hidden);
+  const double experts = std::max<double>(1, static_cast<double>(m.experts_per_token));
+  const double inner = static_cast<double>(m.intermediate) * experts / tp;
+  // MLP: gated: act(gate), up and their product live at once (gate is freed after the activation);
+  // plain: fc1 output and the activation's output. Plus residual, normed input and the block output.
+  const double mlp_inner = m.gated_mlp ? 3.0 : 2.0;
+  a.mlp_bytes = tokens * (mlp_inner * inner + 3.0 * h) * e;
+  // Attention: q, k, v and the attention output per GPU, plus residual and normed input.
+  const double qkv = static_cast<double>(m.heads * m.head_dim + 2 * m.kv_heads * m.head_dim) / tp;
+  a.attn_bytes = tokens * (qkv + h / tp + 2.0 * h) * e;
+  // Eager attention materialises batch x heads x prompt x prompt scores (and softmax output); models
+  // that upcast the softmax to fp32 (BLOOM, StarCoder) hold fp32 copies too. BLOOM has no SDPA path in
+  // transformers.
+  const bool eager = !w.flash_attention || (w.engine == Engine::kTransformers && m.architecture == "bloom");
+  if (eager && w.engine != Engine::kVllm && w.engine != Engine::kTgi) {
+    const double score_bytes = 2.0 * e + (m.eager_fp32_softmax ? 8.0 : 0.0);
+    const double p2 = static_cast<double>(prompt) * static_cast<double>(prompt);
+    a.attn_bytes += static_cast<double>(batch) * static_cast<double>(m.heads) / tp * p2 * score_bytes;
+  }
+  a.logits_bytes = seqs * static_cast<double>(m.vocab) * kInferLogitBytes;
+  // 4-bit kernels dequantize the weight they multiply to fp16 for prefill (bitsandbytes 4-bit,
+  // AutoGPTQ exllama temp_dq, AutoAWQ for long inputs): one largest matrix per GPU.
+  if (quantized_dequant(w.weights) && w.engine != Engine::kVllm) {
+    a.dequant_bytes = p.weights.largest_matrix_parameters * 2.0 / tp;
+  }
+  return a;
+}
+
+// Training activations per GPU: Korthikanti et al. 2022 (arXiv 2205.05198) section 4, per layer
+// s*b*h*(34 + 5*a*s/h) bytes for a GPT block in 16-bit, rederived per tensor so that GQA, gated MLPs of
+// any width, RMSNorm's fp32 upcast, flash attention and no dropout are counted as they are.
+struct TrainAct {
+  double per_layer_bytes = 0;  // without recomputation
+  double layer_input_bytes = 0;
+  double score_bytes = 0;  // the s^2 part of per_layer_bytes
+  double logits_bytes = 0;
+  double total = 0;
+};
+
+TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t seq) {
+  const Workload& w = p.workload;
+  const Model& m = *w.model;
+  TrainAct t;
+  const double e = activation_bytes(w);
+  const double b = static_cast<double>(batch);
+  if (m.kind == ModelKind::kCnn) {
+    // Every layer output is kept for the backward pass.
+    t.total = b * m.cnn_activation_elements_per_sample * e;
+    return t;
+  }
+  const double s = static_cast<double>(seq);
+  const double n = b * s;
+  const double tp = w.tp;
+  const double h = static_cast<double>(m.hidden);
+  const double q = static_cast<double>(m.heads * m.head_dim);
+  const double kv = static_cast<double>(m.kv_heads * m.head_dim);
+  const double experts = std::max<double>(1, static_cast<double>(m.experts_per_token));
+  const double inner = static_cast<double>(m.intermediate) * experts;
+  // Norms: RMSNorm in transformers saves its fp32 upcast input; LayerNorm its 16-bit input.
+  const bool rms = m.architecture != "falcon" && m.architecture != "bloom" && m.architecture != "gpt_bigcode" &&
+                   m.architecture != "gptj" && m.architecture != "opt" && m.architecture != "bert" &&
+                   m.architecture != "gpt2";
+  const double norms = (m.parallel_attn ? 1.0 : 2.0) * h * (rms ? e + 4.0 : e);
+  // Attention: normed input (shared by q, k, v), q, k, v, attention output (input of o_proj).
+  const double attn = (h + (q + 2.0 * kv + q) / tp) * e;
+  // MLP: normed input, then gated: gate, up, act(gate), product; plain: fc1 output, activation output.
+  const double mlp = (h + (m.gated_mlp ? 4.0 : 2.0) * inner / tp) * e;
+  t.per_layer_bytes = n * (norms + attn + mlp);
+  const bool eager = !w.flash_attention || m.architecture == "bloom";
+  if (eager) {
+    t.score_bytes = b * static_cast<double>(m.heads) / tp * s * s * (e + (m.eager_fp32_softmax ? 4.0 : 0.0));
+    t.per_layer_bytes += t.score_bytes;
+  }
+  t.layer_input_bytes = n * h * e;
+  const double layers = static_cast<double>(m.layers);
+  const double logit_bytes = w.engine == Engine::kPytorch ? 2.0 + (kTrainLogitBytes - 2.0) / kTorchtuneLogitChunks
+                                                            : kTrainLogitBytes;
+  t.logits_bytes = m.kind == ModelKind::kDecoder ? n * static_cast<double>(m.vocab) * logit_bytes / tp : 0;
+  // The live set at the worst moment. Without full recomputation every layer's activations are held
+  // when the loss's backward runs. With it only the layer inputs stay; the loss's buffers are freed
+  // before the first layer is recomputed, so the one recomputed layer and the logits never coexist.
+  // Pipeline 1F1B: the first stage holds pp micro-batches of its L/pp layers = L layers' worth.
+  switch (w.checkpointing) {
+    case Checkpointing::kNone: t.total = layers * t.per_layer_bytes + t.logits_bytes; break;
+    case Checkpointing::kSelective: t.total = layers * (t.per_layer_bytes - t.score_bytes) + t.logits_bytes; break;
+    case Checkpointing::kFull:
+      t.total = layers * t.layer_input_bytes + std::max(t.per_layer_bytes, t.logits_bytes);
+      break;
+  }
+  return t;
+}
+
+double lora_parameters(const Model& m, uint32_t targets, int64_t rank) {
+  if (m.kind == ModelKind::kCnn) return 0;
+  double n = 0;
+  for (const auto& t : m.tensors) {
+    uint32_t bit = 0;
+    switch (t.role) {
+      case TensorRole::kAttnQ: bit = kLoraQ; break;
+      case TensorRole::kAttnK: bit = kLoraK; break;
+      case TensorRole::kAttnV: bit = kLoraV; break;
+      case TensorRole::kAttnOut: bit = kLoraO; break;
+      case TensorRole::kMlpGate: bit = kLoraGate; break;
+      case TensorRole::kMlpUp: bit = kLoraUp; break;
+      case TensorRole::kMlpDown: bit = kLoraDown; break;
+      default: break;
+    }
+    if (!(targets & bit) || t.expert) continue;
+    n += static_cast<double>(rank) * static_cast<double>(t.rows + t.cols) * static_cast<double>(t.count);
+  }
+  return n;
+}
+
+}  // namespace
+
+double MemoryBreakdown::allocated_bytes() const {
+  return total_bytes - cuda_context_bytes - allocator_slack_bytes - communication_bytes;
+}
+double MemoryBreakdown::reserved_bytes() const { return total_bytes - cuda_context_bytes - communication_bytes; }
+
+Result<PreparedWorkload> prepare(const Workload& w) {
+  if (!w.model) return usage_error("the workload has no model", "model");
+  const Model& m = *w.model;
+  PreparedWorkload p;
+  p.workload = w;
+  p.weights = model_weight_bytes(m, w.weights, w.group_size);
+  const double tp = w.tp, pp = w.pp;
+  // Pipeline stages hold ceil(L/pp) layers; the stage with the embedding (or head) holds it too.
+  double layer_bytes = p.weights.total_bytes, edge_bytes = 0;
+  double unq = weight_format_info(w.weights).unquantized_bytes;
+  for (const auto& t : m.tensors) {
+    if (!t.per_layer) {
+      const double b = static_cast<double>(t.elements()) * unq;
+      layer_bytes -= b;
+      if (t.role == TensorRole::kEmbedding || t.role == TensorRole::kHead) edge_bytes = std::max(edge_bytes, b);
+    }
+  }
+  if (m.layers > 0 && w.pp > 1) {
+    p.layer_fraction = ceil_div(static_cast<double>(m.layers), pp) / static_cast<double>(m.layers);
+    p.weights_per_gpu_bytes = (std::max(0.0, layer_bytes) * p.layer_fraction + edge_bytes) / tp;
+  } else {
+    p.weights_per_gpu_bytes = p.weights.total_bytes / tp;
+  }
+  // KV per token per GPU: each GPU holds ceil(kv_heads / tp) heads (replicated when kv_heads < tp).
+  const double kv_b = kv_bytes_per_element(w.kv_cache);
+  p.bound_windows = !(w.engine == Engine::kTransformers || w.engine == Engine::kPytorch) || m.architecture == "gemma2";
+  for (const auto& a : m.attention) {
+    const double heads_gpu = std::ceil(static_cast<double>(a.kv_heads) / tp);
+    const double per_token = 2.0 * heads_gpu * static_cast<double>(a.head_dim) * kv_b * p.layer_fraction;
+    p.kv_full_bytes_per_token += per_token;
+    if (a.window_tokens <= 0 || !p.bound_windows) {
+      p.kv_global_bytes_per_token += per_token;
+      continue;
+    }
+    int i = 0;
+    while (i < p.window_count && p.windows[i].tokens != a.window_tokens) ++i;
+    if (i == p.window_count) {
+      if (p.window_count == 4) {  // more distinct windows than slots: count as global (conservative)
+        p.kv_global_bytes_per_token += per_token;
+        continue;
+      }
+      p.windows[p.window_count++] = PreparedWorkload::Window{a.window_tokens, 0};
+    }
+    p.windows[i].bytes_per_token += per_token;
+  }
+  const double dp = w.data_parallel();
+  if (w.task == Task::kTrain) {
+    p.trainable_parameters_per_gpu = static_cast<double>(m.parameters) / tp * p.layer_fraction;
+    if (w.pp <= 1) p.trainable_parameters_per_gpu = static_cast<double>(m.parameters) / tp;
+  }
+  if (w.task == Task::kLora || w.task == Task::kQlora) {
+    p.adapter_parameters = lora_parameters(m, w.lora_targets, w.lora_rank) / tp * (w.pp > 1 ? p.layer_fraction : 1.0);
+  }
+  (void)dp;
+  return p;
+}
+
+double kv_bytes_per_sequence(const PreparedWorkload& p, int64_t tokens) {
+  double b = p.kv_global_bytes_per_token * static_cast<double>(tokens);
+  for (int i = 0; i < p.window_count; ++i) {
+    b += p.windows[i].bytes_per_token * static_cast<double>(std::min(tokens, p.windows[i].tokens));
+  }
+  return b;
+}
+
+MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_t context) {
+  const Workload& w = p.workload;
+  const Model& m = *w.model;
+  if (batch < 0) batch = w.batch;
+  if (context < 0) context = w.context;
+  MemoryBreakdown r;
+  const double dp = w.data_parallel();
+  const bool multi = w.gpus() > 1;
+  r.cuda_context_bytes = kCudaContextBytes;
+  r.communication_bytes = multi ? kNcclBytes : 0;
+  r.workspace_bytes = kCublasWorkspaceBytes;
+  r.weights_bytes = p.weights_per_gpu_bytes;
+
+  if (!is_training(w.task)) {
+    const double b = static_cast<double>(batch);
+    const int64_t prompt = std::min<int64_t>(w.input_tokens > 0 ? w.input_tokens : context, context);
+    if (m.kind == ModelKind::kDecoder) {
+      double kv_tokens_bytes = kv_bytes_per_sequence(p, context);
+      if (w.engine == Engine::kVllm) {
+        // Paged: whole blocks of 16 tokens per sequence.
+        const int64_t blocks = (context + kVllmBlockTokens - 1) / kVllmBlockTokens;
+        kv_tokens_bytes = kv_bytes_per_sequence(p, blocks * kVllmBlockTokens);
+      }
+      r.kv_cache_bytes = b * kv_tokens_bytes;
+    }
+    const InferAct act = inference_activations(p, batch, context);
+    r.activations_bytes = act.total();
+    r.workspace_bytes += act.dequant_bytes;
+    if (w.engine == Engine::kVllm) {
+      // vLLM allocates the KV pool once (no slack); the profile run's activations are freed.
+      r.allocator_slack_bytes = kAllocatorSlackFraction * r.activations_bytes;
+      r.runtime_overhead_bytes = r.cuda_context_bytes + r.workspace_bytes + r.communication_bytes + r.allocator_slack_bytes;
+      r.total_bytes = r.weights_bytes + r.kv_cache_bytes + r.activations_bytes + r.runtime_overhead_bytes;
+      return r;
+    }
+    // The live set peaks either at prefill (prompt KV + prefill activations) or at the end of
+    // generation (full KV + one decode step).
+    const double kv_prompt = m.kind == ModelKind::kDecoder ? b * kv_bytes_per_sequence(p, prompt) : 0;
+    const double at_prefill = kv_prompt + r.activations_bytes;
+    const InferAct decode = m.kind == ModelKind::kDecoder ? inference_activations(p, batch, 1) : act;
+    const double at_end = r.kv_cache_bytes + decode.total();
+    const double dynamic = std::max(at_prefill, at_end);
+    r.allocator_slack_bytes = kAllocatorSlackFraction * dynamic;
+    r.runtime_overhead_bytes = r.cuda_context_bytes + r.workspace_bytes + r.communication_bytes + r.allocator_slack_bytes;
+    r.total_bytes = r.weights_bytes + dynamic + r.runtime_overhead_bytes;
+    return r;
+  }
+
+  // ---- training, LoRA, QLoRA ----
+  const TrainAct act = training_activations(p, batch, context);
+  r.activations_bytes = act.total;
+  const double param_bytes = w.weights == WeightFormat::kFp32 ? 4.0 : 2.0;
+  double step_temp = 0;
+  if (w.task == Task::kTrain) {
+    const double params = p.trainable_parameters_per_gpu;
+    const bool mixed = w.weights != WeightFormat::kFp32 && w.master_weights;
+    double state = w.optimizer == Optimizer::kAdamw       ? kAdamStateBytes
+                   : w.optimizer == Optimizer::kAdamw8bit ? kAdam8bitStateBytes
+                                                          : kSgdStateBytes;
+    if (mixed) state += kMasterWeightBytes;
+    r.optimizer_bytes = params * state / (w.zero >= 1 ? dp : 1.0);
+    r.gradients_bytes = params * param_bytes / (w.zero >= 2 ? dp : 1.0);
+    if (w.zero >= 3) {
+      r.weights_bytes /= dp;
+      // FSDP/ZeRO-3 gather one layer's full weights, and prefetch the next.
+      r.communication_bytes += 2.0 * (p.weights_per_gpu_bytes / std::max<double>(1, static_cast<double>(m.layers)));
+    } else if (dp > 1) {
+      // DDP gradient buckets hold a second copy of the gradients.
+      r.communication_bytes += r.gradients_bytes;
+    }
+    const bool foreach_adam = w.optimizer == Optimizer::kAdamw &&
+                              (w.engine == Engine::kTransformers || w.engine == Engine::kPytorch);
+    if (foreach_adam) step_temp = params * kForeachAdamTempBytes / (w.zero >= 1 ? dp : 1.0);
+  } else {
+    // LoRA / QLoRA: the adapters train; PEFT keeps them in fp32 (autocast_adapter_dtype), torchtune in
+    // the model's bf16 with bf16 optimizer states.
+    const bool bf16_adapters = w.engine == Engine::kPytorch;
+    const double a_bytes = bf16_adapters ? 2.0 : 4.0;
+    const double state = (w.optimizer == Optimizer::kAdamw       ? (bf16_adapters ? 4.0 : kAdamStateBytes)
+                          : w.optimizer == Optimizer::kAdamw8bit ? kAdam8bitStateBytes
+                                                                 : kSgdStateBytes);
+    r.adapter_bytes = p.adapter_parameters * a_bytes;
+    r.gradients_bytes = p.adapter_parameters * a_bytes;
+    r.optimizer_bytes = p.adapter_parameters * state;
+    if (w.zero >= 3) {
+      r.weights_bytes /= dp;
+      r.communication_bytes += 2.0 * (p.weights_per_gpu_bytes / std::max<double>(1, static_cast<double>(m.layers)));
+    }
+    // A 4-bit base is dequantized one matrix at a time for forward and backward.
+    if (quantized_dequant(w.weights)) r.workspace_bytes += p.weights.largest_matrix_parameters * 2.0 / w.tp;
+    if (w.optimizer == Optimizer::kAdamw) step_temp = p.adapter_parameters * kForeachAdamTempBytes;
+  }
+  // Peak: activations are freed layer by layer as gradients appear (zero_grad(set_to_none=True)), so
+  // the worst moment is the start of backward or the optimizer step, whichever holds more.
+  const double at_backward = r.activations_bytes;
+  const double at_step = r.gradients_bytes + step_temp;
+  const double dynamic = std::max(at_backward, at_step);
+  r.allocator_slack_bytes = kAllocatorSlackFraction * dynamic;
+  r.runtime_overhead_bytes = r.cuda_context_bytes + r.workspace_bytes + r.communication_bytes + r.allocator_slack_bytes;
+  r.total_bytes = r.weights_bytes + r.adapter_bytes + r.optimizer_bytes + dynamic + r.runtime_overhead_bytes;
+  return r;
+}
+
+double capacity_bytes(const Target& t) { return t.memory_total_bytes() * (1.0 - kDriverReserveFraction); }
+
+namespace {
+
+double limit_for(const PreparedWorkload& p, double capacity) {
+  return p.workload.engine == Engine::kVllm ? capacity * p.workload.gpu_memory_utilization : capacity;
+}
+
+// Largest n in [lo, hi] with ok(n), given ok is monotone (true then false); 0 when ok(lo) fails.
+template <typename F>
+int64_t largest(int64_t lo, int64_t hi, F ok) {
+  if (!ok(lo)) return 0;
+  if (ok(hi)) return hi;
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (ok(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+}  // namespace
+
+TargetFit fit_target(const PreparedWorkload& p, const Target& t) {
+  const Workload& w = p.workload;
+  TargetFit f;
+  f.capacity_bytes = capacity_bytes(t);
+  f.limit_bytes = limit_for(p, f.capacity_bytes);
+  f.memory = estimate_memory(p);
+  f.total_bytes = f.memory.total_bytes;
+  f.headroom_bytes = f.limit_bytes - f.total_bytes;
+  f.fits = f.headroom_bytes >= 0;
+  const double limit = f.limit_bytes;
+  if (w.engine == Engine::kVllm && w.model->kind == ModelKind::kDecoder) {
+    // The pool vLLM hands the KV cache: its budget less weights, non-torch memory and the profile peak.
+    const MemoryBreakdown& m = f.memory;
+    f.kv_pool_bytes = std::max(0.0, limit - (m.total_bytes - m.kv_cache_bytes));
+    const double block_bytes = p.kv_full_bytes_per_token * kVllmBlockTokens;
+    const double blocks = block_bytes > 0 ? std::floor(f.kv_pool_bytes / block_bytes) : 0;
+    f.kv_pool_tokens = static_cast<int64_t>(blocks) * kVllmBlockTokens;
+  }
+  const int64_t max_positions = w.model->max_positions > 0 ? w.model->max_positions : (int64_t{1} << 24);
+  if (w.model->kind == ModelKind::kCnn) {
+    f.max_context = 0;
+  } else {
+    f.max_context = largest(1, max_positions, [&](int64_t c) { return estimate_memory(p, w.batch, c).total_bytes <= limit; });
+  }
+  f.max_batch = largest(1, int64_t{1} << 20, [&](int64_t b) { return estimate_memory(p, b, w.context).total_bytes <= limit; });
+  return f;
+}
+
+std::string format_gib(double bytes) {
+  char buf[48];
+  const double g = gib(bytes);
+  if (std::fabs(g) >= 100) std::snprintf(buf, sizeof buf, "%.1f GiB", g);
+  else if (std::fabs(g) >= 0.1 || g == 0) std::snprintf(buf, sizeof buf, "%.2f GiB", g);
+  else std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / kBytesPerMib);
+  return buf;
+}
+
+namespace {
+std::string num(double v) {
+  char buf[48];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) std::snprintf(buf, sizeof buf, "%.0f", v);
+  else std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+std::string billions(double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.3gB", v / 1e9);
+  return v >= 1e8 ? std::string(buf) : num(v);
+}
+}  // namespace
+
+std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBreakdown& m) {
+  const Workload& w = p.workload;
+  const Model& md = *w.model;
+  std::vector<MemoryLine> out;
+  const WeightFormatInfo& fi = weight_format_info(w.weights);
+  const std::string split = (w.tp > 1 ? " / tp " + std::to_string(w.tp) : std::string()) +
+                            (w.pp > 1 ? ", pipeline stage of " + num(std::ceil(static_cast<double>(md.layers) / w.pp)) +
+                                            " layers + embedding"
+                                      : std::string());
+  std::string wexp = "Weights (" + std::string(fi.name) + "): ";
+  if (is_quantized(w.weights)) {
+    wexp += billions(p.weights.quantized_parameters) + " quantized params x " +
+            num(std::round(p.weights.quantized_bytes * 8 / std::max(1.0, p.weights.quantized_parameters) * 1000) / 1000) +
+            " bits + " + billions(p.weights.other_parameters) + " kept unquantized = " + format_gib(p.weights.total_bytes);
+  } else {
+    wexp += billions(static_cast<double>(md.parameters)) + " params x " + num(fi.unquantized_bytes) + " B = " +
+            format_gib(p.weights.total_bytes);
+  }
+  if (w.tp > 1 || w.pp > 1) wexp += split + " = " + format_gib(p.weights_per_gpu_bytes) + " per GPU";
+  if (w.zero >= 3 && w.task != Task::kInfer) wexp += ", sharded over " + num(w.data_parallel()) + " GPUs (ZeRO-3)";
+  out.push_back({"weights_bytes", m.weights_bytes, wexp});
+
+  if (md.kind == ModelKind::kDecoder && w.task == Task::kInfer) {
+    const int64_t kvh = static_cast<int64_t>(std::ceil(static_cast<double>(md.kv_heads) / w.tp));
+    const double stage_layers = std::ceil(static_cast<double>(md.layers) * p.layer_fraction - 1e-9);
+    std::string kexp = "KV cache: 2 x " + num(stage_layers) + " layers x " + num(static_cast<double>(kvh)) +
+                       " KV heads x " + num(static_cast<double>(md.head_dim)) + " x " +
+                       num(kv_bytes_per_element(w.kv_cache)) + " B x " + num(static_cast<double>(w.context)) +
+                       " tokens x batch " + num(static_cast<double>(w.batch));
+    if (p.window_count > 0) kexp += " (sliding-window layers hold at most their window)";
+    else if (md.attention.size() && md.attention[0].window_tokens > 0 && !p.bound_windows)
+      kexp += " (this engine keeps the full sequence even in sliding-window layers)";
+    if (w.engine == Engine::kVllm) kexp += ", in blocks of 16 tokens";
+    kexp += " = " + format_gib(m.kv_cache_bytes);
+    out.push_back({"kv_cache_bytes", m.kv_cache_bytes, kexp});
+  }
+  std::string aexp;
+  if (w.task == Task::kInfer) {
+    const InferAct a = inference_activations(p, w.batch, w.context);
+    aexp = "Activations: largest step " + num(a.tokens) + " tokens x (" + (md.gated_mlp ? "3" : "2") + " x " +
+           num(static_cast<double>(md.intermediate)) + " MLP + 3 x " + num(static_cast<double>(md.hidden)) + " hidden) x " +
+           num(activation_bytes(w)) + " B" + (w.tp > 1 ? " (MLP / tp)" : "") + " + logits " + format_gib(a.logits_bytes) +
+           " = " + format_gib(m.activations_bytes);
+  } else {
+    const TrainAct a = training_activations(p, w.batch, w.context);
+    aexp = "Activations (Korthikanti et al. 2022, " + std::string(checkpointing_name(w.checkpointing)) +
+           " checkpointing" + (w.flash_attention ? ", flash attention" : ", eager attention") + "): " +
+           num(static_cast<double>(md.layers)) + " layers x " + format_gib(a.per_layer_bytes) + " per layer" +
+           (w.checkpointing == Checkpointing::kFull ? " recomputed; kept: layer inputs " + format_gib(a.layer_input_bytes) + " each"
+                                                   : std::string()) +
+           " + logits " + format_gib(a.logits_bytes) + " = " + format_gib(m.activations_bytes);
+  }
+  out.push_back({"activations_bytes", m.activations_bytes, aexp});
+  if (w.task != Task::kInfer) {
+    out.push_back({"gradients_bytes", m.gradients_bytes,
+                   "Gradients: " + billions(w.task == Task::kTrain ? p.trainable_parameters_per_gpu : p.adapter_parameters) +
+                       " trainable params" + (w.zero >= 2 && w.task == Task::kTrain ? " / " + num(w.data_parallel()) + " (ZeRO-2)" : "") +
+                       " = " + format_gib(m.gradients_bytes)});
+    out.push_back({"optimizer_bytes", m.optimizer_bytes,
+                   "Optimizer (" + std::string(optimizer_name(w.optimizer)) + ")" +
+                       (w.task == Task::kTrain && w.master_weights && w.weights != WeightFormat::kFp32
+                            ? " + fp32 master weights"
+                            : "") +
+                       (w.zero >= 1 ? ", sharded over " + num(w.data_parallel()) + " GPUs" : "") + " = " +
+                       format_gib(m.optimizer_bytes)});
+  }
+  if (w.task == Task::kLora || w.task == Task::kQlora) {
+    out.push_back({"adapter_bytes", m.adapter_bytes,
+                   "LoRA adapters: rank " + num(static_cast<double>(w.lora_rank)) + " x (in + out) per target x " +
+                       num(static_cast<double>(md.layers)) + " layers = " + billions(p.adapter_parameters) + " params = " +
+                       format_gib(m.adapter_bytes)});
+  }
+  out.push_back({"runtime_overhead_bytes", m.runtime_overhead_bytes,
+                 "Runtime: CUDA context " + format_gib(m.cuda_context_bytes) + " + workspaces " +
+                     format_gib(m.workspace_bytes) + " + allocator slack " + format_gib(m.allocator_slack_bytes) +
+                     (m.communication_bytes > 0 ? " + communication buffers " + format_gib(m.communication_bytes) : "") +
+                     " = " + format_gib(m.runtime_overhead_bytes)});
+  std::string texp = "Peak per GPU";
+  if (w.task == Task::kInfer && w.engine != Engine::kVllm) texp += " (live set at prefill or at the last token, whichever is larger)";
+  if (w.task != Task::kInfer) texp += " (weights + optimizer + max(activations at the start of backward, gradients + optimizer-step temporaries) + runtime)";
+  texp += " = " + format_gib(m.total_bytes);
+  out.push_back({"total_bytes", m.total_bytes, texp});
+  return out;
+}
+
+}  // namespace gpuplan

@@ -1,0 +1,354 @@
+#include "gpuplan/workload.h"
+
+#include <cctype>
+#include <cmath>
+
+namespace gpuplan {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+template <typename E>
+struct NameRow {
+  E value;
+  std::string_view name;
+};
+
+constexpr NameRow<Task> kTasks[] = {
+    {Task::kInfer, "infer"}, {Task::kTrain, "train"}, {Task::kLora, "lora"}, {Task::kQlora, "qlora"}};
+constexpr NameRow<Optimizer> kOptimizers[] = {
+    {Optimizer::kAdamw, "adamw"}, {Optimizer::kAdamw8bit, "adamw-8bit"}, {Optimizer::kSgd, "sgd"}};
+constexpr NameRow<Checkpointing> kCheckpointing[] = {
+    {Checkpointing::kNone, "none"}, {Checkpointing::kSelective, "selective"}, {Checkpointing::kFull, "full"}};
+constexpr NameRow<Engine> kEngines[] = {
+    {Engine::kTransformers, "transformers"}, {Engine::kPytorch, "pytorch"}, {Engine::kVllm, "vllm"},
+    {Engine::kTgi, "tgi"},           {Engine::kDeepspeed, "deepspeed"}, {Engine::kLlamaCpp, "llama.cpp"},
+    {Engine::kMegatron, "megatron"}, {Engine::kTensorrtLlm, "tensorrt-llm"}};
+
+template <typename E, size_t N>
+std::string_view name_of(const NameRow<E> (&rows)[N], E v) {
+  for (const auto& r : rows) {
+    if (r.value == v) return r.name;
+  }
+  return "?";
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+template <typename E, size_t N>
+Result<E> parse_name(const NameRow<E> (&rows)[N], const std::string& text, const char* key) {
+  std::string t = lower(text);
+  for (auto& c : t) c = c == '_' ? '-' : c;
+  for (const auto& r : rows) {
+    if (r.name == t) return r.value;
+  }
+  std::string list;
+  for (const auto& r : rows) list += (list.empty() ? "" : ", ") + std::string(r.name);
+  return usage_error("unknown " + std::string(key) + " '" + text + "'; use " + list, key);
+}
+
+const Json* field(const Json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || j.at(key).is_null()) return nullptr;
+  return &j.at(key);
+}
+
+Result<std::string> get_string(const Json& j, const char* key) {
+  const Json* v = field(j, key);
+  if (!v) return std::string();
+  if (v->is_string()) return v->get<std::string>();
+  if (v->is_number()) return v->dump();
+  return usage_error(std::string("'") + key + "' must be a string", key);
+}
+
+Result<int64_t> get_int(const Json& j, const char* key, int64_t fallback, int64_t min, int64_t max) {
+  const Json* v = field(j, key);
+  if (!v) return fallback;
+  double d = 0;
+  if (v->is_number()) {
+    d = v->get<double>();
+  } else if (v->is_string()) {
+    const std::string s = v->get<std::string>();
+    char* end = nullptr;
+    d = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size()) {
+      return usage_error(std::string("'") + key + "' must be a whole number, got '" + s + "'", key);
+    }
+  } else {
+    return usage_error(std::string("'") + key + "' must be a whole number", key);
+  }
+  if (!std::isfinite(d) || d != std::floor(d)) return usage_error(std::string("'") + key + "' must be a whole number", key);
+  if (d < static_cast<double>(min) || d > static_cast<double>(max)) {
+    return usage_error(std::string("'") + key + "' must be between " + std::to_string(min) + " and " + std::to_string(max),
+                       key);
+  }
+  return static_cast<int64_t>(d);
+}
+
+Result<double> get_double(const Json& j, const char* key, double fallback) {
+  const Json* v = field(j, key);
+  if (!v) return fallback;
+  if (v->is_number()) return v->get<double>();
+  if (v->is_string()) {
+    const std::string s = v->get<std::string>();
+    char* end = nullptr;
+    const double d = std::strtod(s.c_str(), &end);
+    if (!s.empty() && end == s.c_str() + s.size() && std::isfinite(d)) return d;
+  }
+  return usage_error(std::string("'") + key + "' must be a number", key);
+}
+
+Result<bool> get_bool(const Json& j, const char* key, bool fallback) {
+  const Json* v = field(j, key);
+  if (!v) return fallback;
+  if (v->is_boolean()) return v->get<bool>();
+  if (v->is_string()) {
+    const std::string s = lower(v->get<std::string>());
+    if (s == "true" || s == "1" || s == "yes") return true;
+    if (s == "false" || s == "0" || s == "no") return false;
+  }
+  return usage_error(std::string("'") + key + "' must be true or false", key);
+}
+
+Result<uint32_t> parse_lora_targets(const Json& j) {
+  const Json* v = field(j, "lora_targets");
+  if (!v) return static_cast<uint32_t>(kLoraQ | kLoraV);
+  std::vector<std::string> names;
+  auto split = [&](const std::string& s) {
+    size_t start = 0;
+    while (start <= s.size()) {
+      size_t comma = s.find(',', start);
+      if (comma == std::string::npos) comma = s.size();
+      if (comma > start) names.push_back(s.substr(start, comma - start));
+      start = comma + 1;
+    }
+  };
+  if (v->is_string()) {
+    split(v->get<std::string>());
+  } else if (v->is_array()) {
+    for (const auto& item : *v) {
+      if (!item.is_string()) return usage_error("'lora_targets' must be a list of module names", "lora_targets");
+      split(item.get<std::string>());
+    }
+  } else {
+    return usage_error("'lora_targets' must be a list like q,k,v,o,gate,up,down", "lora_targets");
+  }
+  uint32_t mask = 0;
+  for (auto n : names) {
+    n = lower(n);
+    if (n.size() > 5 && n.substr(n.size() - 5) == "_proj") n = n.substr(0, n.size() - 5);
+    if (n == "all" || n == "all-linear" || n == "all_linear") mask |= kLoraAllLinear;
+    else if (n == "q") mask |= kLoraQ;
+    else if (n == "k") mask |= kLoraK;
+    else if (n == "v") mask |= kLoraV;
+    else if (n == "o" || n == "output" || n == "out") mask |= kLoraO;
+    else if (n == "gate" || n == "w1") mask |= kLoraGate;
+    else if (n == "up" || n == "w3") mask |= kLoraUp;
+    else if (n == "down" || n == "w2") mask |= kLoraDown;
+    else return usage_error("unknown LoRA target '" + n + "'; use q, k, v, o, gate, up, down or all", "lora_targets");
+  }
+  return mask;
+}
+
+}  // namespace
+
+std::string_view task_name(Task t) { return name_of(kTasks, t); }
+std::string_view optimizer_name(Optimizer o) { return name_of(kOptimizers, o); }
+std::string_view checkpointing_name(Checkpointing c) { return name_of(kCheckpointing, c); }
+std::string_view engine_name(Engine e) { return name_of(kEngines, e); }
+
+int Workload::data_parallel() const { return std::max(1, gpus() / std::max(1, tp * pp)); }
+
+const std::vector<std::string_view>& workload_keys() {
+  static const std::vector<std::string_view> keys = {
+      "model",        "config",        "task",       "weights",        "kv_cache",
+      "batch",        "context",       "input_tokens", "output_tokens", "tp",
+      "pp",           "count",         "optimizer",  "zero",           "checkpointing",
+      "lora_rank",    "lora_targets",  "engine",     "flash_attention", "gpu_memory_utilization",
+      "max_num_batched_tokens", "group_size", "master_weights"};
+  return keys;
+}
+
+Result<Workload> parse_workload(const Json& r) {
+  Workload w;
+  // The model: an inline config.json, or a zoo id.
+  auto model_id = get_string(r, "model");
+  if (!model_id) return model_id.error();
+  if (const Json* config = field(r, "config")) {
+    if (!config->is_object()) return usage_error("'config' must be a config.json object", "config");
+    auto m = parse_hf_config(*config, model_id->empty() ? "config.json" : *model_id);
+    if (!m) return m.error();
+    w.model = std::make_shared<const Model>(std::move(m).value());
+  } else {
+    if (model_id->empty()) return usage_error("give --model: a zoo id (gpuplan fit --model llama-2-7b) or a config.json path", "model");
+    auto m = zoo_model(*model_id);
+    if (!m) return m.error();
+    w.model = std::shared_ptr<const Model>(*m, [](const Model*) {});  // zoo models live for the process
+  }
+
+  auto task = get_string(r, "task");
+  if (!task) return task.error();
+  if (!task->empty()) {
+    auto t = parse_name(kTasks, *task, "task");
+    if (!t) return t.error();
+    w.task = *t;
+  }
+  // Defaults that depend on the task: QLoRA's base is NF4 with double quantization and gradient
+  // checkpointing on (peft.prepare_model_for_kbit_training enables it).
+  w.weights = w.task == Task::kQlora ? WeightFormat::kNf4Dq : WeightFormat::kBf16;
+  w.checkpointing = w.task == Task::kQlora ? Checkpointing::kFull : Checkpointing::kNone;
+
+  auto weights = get_string(r, "weights");
+  if (!weights) return weights.error();
+  if (!weights->empty()) {
+    auto f = parse_weight_format(*weights);
+    if (!f) return f.error();
+    w.weights = *f;
+  }
+  // KV cache defaults to the compute dtype: the weights' 16-bit type, fp16 for quantized formats.
+  w.kv_cache = w.weights == WeightFormat::kFp32  ? KvFormat::kFp32
+               : w.weights == WeightFormat::kBf16 ? KvFormat::kBf16
+                                                  : KvFormat::kFp16;
+  auto kv = get_string(r, "kv_cache");
+  if (!kv) return kv.error();
+  if (!kv->empty()) {
+    auto f = parse_kv_format(*kv);
+    if (!f) return f.error();
+    w.kv_cache = *f;
+  }
+
+  constexpr int64_t kMaxTokens = int64_t{1} << 24;
+  auto batch = get_int(r, "batch", 1, 1, 1 << 20);
+  auto input = get_int(r, "input_tokens", 0, 0, kMaxTokens);
+  auto output = get_int(r, "output_tokens", 0, 0, kMaxTokens);
+  if (!batch) return batch.error();
+  if (!input) return input.error();
+  if (!output) return output.error();
+  w.batch = *batch;
+  w.input_tokens = *input;
+  w.output_tokens = *output;
+  // Context: given, or prompt + generated, or 4096 capped at the model's positions.
+  int64_t default_context = *input + *output > 0 ? *input + *output : 4096;
+  if (*input + *output == 0 && w.model->max_positions > 0) default_context = std::min(default_context, w.model->max_positions);
+  if (w.model->kind == ModelKind::kCnn) default_context = 1;
+  auto context = get_int(r, "context", default_context, 1, kMaxTokens);
+  if (!context) return context.error();
+  w.context = *context;
+
+  auto tp = get_int(r, "tp", 1, 1, 1024);
+  auto pp = get_int(r, "pp", 1, 1, 1024);
+  auto count = get_int(r, "count", 0, 0, 65536);
+  auto zero = get_int(r, "zero", 0, 0, 3);
+  auto rank = get_int(r, "lora_rank", 16, 1, 65536);
+  auto chunk = get_int(r, "max_num_batched_tokens", 0, 0, kMaxTokens);
+  auto group = get_int(r, "group_size", 0, 0, 1 << 16);
+  if (!tp) return tp.error();
+  if (!pp) return pp.error();
+  if (!count) return count.error();
+  if (!zero) return zero.error();
+  if (!rank) return rank.error();
+  if (!chunk) return chunk.error();
+  if (!group) return group.error();
+  w.tp = static_cast<int>(*tp);
+  w.pp = static_cast<int>(*pp);
+  w.count = static_cast<int>(*count);
+  w.zero = static_cast<int>(*zero);
+  w.lora_rank = *rank;
+  w.max_num_batched_tokens = *chunk;
+  w.group_size = static_cast<int>(*group);
+  if (w.count > 0 && w.count < w.tp * w.pp) {
+    return usage_error("count " + std::to_string(w.count) + " is less than tp x pp = " + std::to_string(w.tp * w.pp),
+                       "count");
+  }
+
+  auto opt = get_string(r, "optimizer");
+  if (!opt) return opt.error();
+  if (!opt->empty()) {
+    std::string o = lower(*opt);
+    if (o == "adamw8bit" || o == "adamw_8bit" || o == "adam8bit" || o == "paged-adamw-8bit" || o == "paged_adamw_8bit") o = "adamw-8bit";
+    if (o == "adam" || o == "adamw_torch" || o == "adamw-torch" || o == "fused-adamw") o = "adamw";
+    auto v = parse_name(kOptimizers, o, "optimizer");
+    if (!v) return v.error();
+    w.optimizer = *v;
+  }
+  auto ckpt = get_string(r, "checkpointing");
+  if (!ckpt) return ckpt.error();
+  if (!ckpt->empty()) {
+    auto v = parse_name(kCheckpointing, *ckpt, "checkpointing");
+    if (!v) return v.error();
+    w.checkpointing = *v;
+  }
+  auto engine = get_string(r, "engine");
+  if (!engine) return engine.error();
+  if (!engine->empty()) {
+    std::string e = lower(*engine);
+    if (e == "hf" || e == "huggingface" || e == "accelerate") e = "transformers";
+    if (e == "llamacpp" || e == "llama-cpp" || e == "ollama") e = "llama.cpp";
+    if (e == "trt-llm" || e == "tensorrt_llm") e = "tensorrt-llm";
+    if (e == "torchtune") e = "pytorch";
+    auto v = parse_name(kEngines, e, "engine");
+    if (!v) return v.error();
+    w.engine = *v;
+  }
+  auto targets = parse_lora_targets(r);
+  if (!targets) return targets.error();
+  w.lora_targets = *targets;
+  auto flash = get_bool(r, "flash_attention", true);
+  auto master = get_bool(r, "master_weights", true);
+  auto util = get_double(r, "gpu_memory_utilization", 0.9);
+  if (!flash) return flash.error();
+  if (!master) return master.error();
+  if (!util) return util.error();
+  if (*util <= 0 || *util > 1) return usage_error("'gpu_memory_utilization' must be in (0, 1]", "gpu_memory_utilization");
+  w.flash_attention = *flash;
+  w.master_weights = *master;
+  w.gpu_memory_utilization = *util;
+  if (w.task == Task::kQlora && !is_quantized(w.weights)) {
+    return usage_error("QLoRA needs a quantized base (nf4, nf4-dq, fp4, int4-gptq, ...); got " +
+                           std::string(weight_format_info(w.weights).name) + " (use --task lora for a 16-bit base)",
+                       "weights");
+  }
+  if (w.task == Task::kTrain && is_quantized(w.weights) && w.weights != WeightFormat::kFp8) {
+    return usage_error("full training needs fp32, bf16, fp16 or fp8 weights; a quantized base trains with --task qlora",
+                       "weights");
+  }
+  return w;
+}
+
+Json workload_json(const Workload& w) {
+  Json j;
+  j["model"] = w.model ? w.model->id : "";
+  j["task"] = task_name(w.task);
+  j["weights"] = weight_format_info(w.weights).name;
+  j["kv_cache"] = kv_format_name(w.kv_cache);
+  j["batch"] = w.batch;
+  j["context"] = w.context;
+  if (w.input_tokens > 0) j["input_tokens"] = w.input_tokens;
+  if (w.output_tokens > 0) j["output_tokens"] = w.output_tokens;
+  j["tp"] = w.tp;
+  j["pp"] = w.pp;
+  j["count"] = w.gpus();
+  j["engine"] = engine_name(w.engine);
+  if (w.task != Task::kInfer) {
+    j["optimizer"] = optimizer_name(w.optimizer);
+    j["zero"] = w.zero;
+    j["checkpointing"] = checkpointing_name(w.checkpointing);
+  }
+  if (w.task == Task::kLora || w.task == Task::kQlora) {
+    j["lora_rank"] = w.lora_rank;
+    Json t = Json::array();
+    const char* names[] = {"q", "k", "v", "o", "gate", "up", "down"};
+    for (int i = 0; i < 7; ++i) {
+      if (w.lora_targets & (1u << i)) t.push_back(names[i]);
+    }
+    j["lora_targets"] = t;
+  }
+  j["flash_attention"] = w.flash_attention;
+  if (w.engine == Engine::kVllm) j["gpu_memory_utilization"] = w.gpu_memory_utilization;
+  return j;
+}
+
+}  // namespace gpuplan

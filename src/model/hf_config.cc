@@ -1,0 +1,451 @@
+// Hugging Face config.json -> Model. One builder per family; every tensor the published checkpoint
+// holds is listed with its shape, so that parameter counts come out of the shapes.
+#include <algorithm>
+#include <string>
+
+#include "gpuplan/model.h"
+
+namespace gpuplan {
+
+namespace {
+
+using Json = nlohmann::json;
+
+// Reads integer keys, collecting the names of the ones that are missing so that one error names all.
+class Keys {
+ public:
+  explicit Keys(const Json& j) : j_(j) {}
+  // The first of `names` present with a number; records the first name as missing otherwise.
+  int64_t need(std::initializer_list<const char*> names) {
+    for (const char* n : names) {
+      if (j_.contains(n) && j_.at(n).is_number()) return j_.at(n).get<int64_t>();
+    }
+    missing_.push_back(*names.begin());
+    return 0;
+  }
+  int64_t get(std::initializer_list<const char*> names, int64_t fallback) const {
+    for (const char* n : names) {
+      if (j_.contains(n) && j_.at(n).is_number()) return j_.at(n).get<int64_t>();
+    }
+    return fallback;
+  }
+  bool flag(const char* name, bool fallback) const {
+    if (j_.contains(name) && j_.at(name).is_boolean()) return j_.at(name).get<bool>();
+    return fallback;
+  }
+  std::string str(const char* name) const {
+    return j_.contains(name) && j_.at(name).is_string() ? j_.at(name).get<std::string>() : std::string();
+  }
+  Status check(const std::string& id, const std::string& type) const {
+    if (missing_.empty()) return Status::Ok();
+    std::string list;
+    for (const auto& m : missing_) list += (list.empty() ? "" : ", ") + m;
+    return invalid_data_error("config.json of '" + id + "' (model_type '" + type + "') lacks " + list, list);
+  }
+
+ private:
+  const Json& j_;
+  std::vector<std::string> missing_;
+};
+
+struct Builder {
+  Model& m;
+  void add(std::string name, TensorRole role, int64_t rows, int64_t cols, bool per_layer = true, int64_t copies = 1,
+           bool expert = false) {
+    if (rows <= 0 || cols <= 0 || copies <= 0) return;
+    const int64_t count = (per_layer ? m.layers : 1) * copies;
+    m.tensors.push_back(TensorGroup{std::move(name), role, rows, cols, count, per_layer, expert});
+  }
+  void linear(const std::string& name, TensorRole role, int64_t out, int64_t in, bool bias, int64_t copies = 1,
+              bool expert = false) {
+    add(name, role, out, in, true, copies, expert);
+    if (bias) add(name + ".bias", TensorRole::kBias, out, 1, true, copies, expert);
+  }
+  // LayerNorm (weight + bias) or RMSNorm (weight).
+  void norm(const std::string& name, int64_t width, bool with_bias, bool per_layer = true) {
+    add(name, TensorRole::kNorm, width, with_bias ? 2 : 1, per_layer);
+  }
+  void embeddings(const std::string& name) { add(name, TensorRole::kEmbedding, m.vocab, m.hidden, false); }
+  void head(const std::string& name, bool bias = false) {
+    if (m.tied_embeddings) return;
+    add(name, TensorRole::kHead, m.vocab, m.hidden, false);
+    if (bias) add(name + ".bias", TensorRole::kBias, m.vocab, 1, false);
+  }
+  void uniform_attention(int64_t window) {
+    m.attention.assign(static_cast<size_t>(m.layers), AttentionLayer{m.kv_heads, m.head_dim, window});
+  }
+};
+
+void finish(Model& m) {
+  m.parameters = 0;
+  int64_t expert_params = 0;
+  for (const auto& t : m.tensors) {
+    m.parameters += t.elements();
+    if (t.expert) expert_params += t.elements();
+  }
+  m.active_parameters = m.parameters;
+  if (m.experts > 0 && m.experts_per_token > 0) {
+    m.active_parameters = m.parameters - expert_params + expert_params / m.experts * m.experts_per_token;
+  }
+}
+
+// Llama and its descendants: llama, mistral, mixtral, qwen2, qwen2_moe, gemma, gemma2, phi3.
+Result<Model> llama_like(const Json& j, Model m, const std::string& type) {
+  Keys k(j);
+  m.hidden = k.need({"hidden_size"});
+  m.layers = k.need({"num_hidden_layers"});
+  m.heads = k.need({"num_attention_heads"});
+  m.vocab = k.need({"vocab_size"});
+  const bool qwen_moe = type == "qwen2_moe";
+  m.intermediate = qwen_moe ? k.need({"moe_intermediate_size"}) : k.need({"intermediate_size"});
+  if (auto s = k.check(m.id, type); !s) return s.error();
+  m.kv_heads = k.get({"num_key_value_heads"}, m.heads);
+  m.head_dim = k.get({"head_dim"}, m.hidden / m.heads);
+  m.max_positions = k.get({"max_position_embeddings"}, 0);
+  m.gated_mlp = true;
+  const bool gemma = type == "gemma" || type == "gemma2";
+  // transformers' defaults when the key is absent: Gemma ties, the others do not.
+  m.tied_embeddings = k.flag("tie_word_embeddings", gemma);
+  m.fused_qkv = type == "phi3";
+  const bool qkv_bias = type == "qwen2" || qwen_moe || k.flag("attention_bias", false);
+  const bool o_bias = k.flag("attention_bias", false);
+  const bool mlp_bias = k.flag("mlp_bias", false);
+  Builder b{m};
+  b.embeddings("model.embed_tokens");
+  const int64_t q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
+  b.norm("layers.*.input_layernorm", m.hidden, false);
+  b.linear("layers.*.self_attn.q_proj", TensorRole::kAttnQ, q, m.hidden, qkv_bias);
+  b.linear("layers.*.self_attn.k_proj", TensorRole::kAttnK, kv, m.hidden, qkv_bias);
+  b.linear("layers.*.self_attn.v_proj", TensorRole::kAttnV, kv, m.hidden, qkv_bias);
+  b.linear("layers.*.self_attn.o_proj", TensorRole::kAttnOut, m.hidden, q, o_bias);
+  b.norm("layers.*.post_attention_layernorm", m.hidden, false);
+  if (type == "gemma2") {
+    b.norm("layers.*.pre_feedforward_layernorm", m.hidden, false);
+    b.norm("layers.*.post_feedforward_layernorm", m.hidden, false);
+  }
+  if (type == "mixtral") {
+    m.experts = k.get({"num_local_experts"}, 0);
+    m.experts_per_token = k.get({"num_experts_per_tok"}, 0);
+    if (m.experts <= 0 || m.experts_per_token <= 0) {
+      return invalid_data_error("config.json of '" + m.id + "' (mixtral) lacks num_local_experts, num_experts_per_tok",
+                                "num_local_experts");
+    }
+    b.add("layers.*.block_sparse_moe.gate", TensorRole::kRouter, m.experts, m.hidden);
+    b.linear("layers.*.block_sparse_moe.experts.*.w1", TensorRole::kMlpGate, m.intermediate, m.hidden, false,
+             m.experts, true);
+    b.linear("layers.*.block_sparse_moe.experts.*.w3", TensorRole::kMlpUp, m.intermediate, m.hidden, false, m.experts,
+             true);
+    b.linear("layers.*.block_sparse_moe.experts.*.w2", TensorRole::kMlpDown, m.hidden, m.intermediate, false,
+             m.experts, true);
+  } else if (qwen_moe) {
+    m.experts = k.get({"num_experts"}, 0);
+    m.experts_per_token = k.get({"num_experts_per_tok"}, 0);
+    const int64_t shared = k.get({"shared_expert_intermediate_size"}, 0);
+    m.shared_experts = shared > 0 ? 1 : 0;
+    b.add("layers.*.mlp.gate", TensorRole::kRouter, m.experts, m.hidden);
+    b.linear("layers.*.mlp.experts.*.gate_proj", TensorRole::kMlpGate, m.intermediate, m.hidden, false, m.experts,
+             true);
+    b.linear("layers.*.mlp.experts.*.up_proj", TensorRole::kMlpUp, m.intermediate, m.hidden, false, m.experts, true);
+    b.linear("layers.*.mlp.experts.*.down_proj", TensorRole::kMlpDown, m.hidden, m.intermediate, false, m.experts,
+             true);
+    b.linear("layers.*.mlp.shared_expert.gate_proj", TensorRole::kMlpGate, shared, m.hidden, false);
+    b.linear("layers.*.mlp.shared_expert.up_proj", TensorRole::kMlpUp, shared, m.hidden, false);
+    b.linear("layers.*.mlp.shared_expert.down_proj", TensorRole::kMlpDown, m.hidden, shared, false);
+    b.add("layers.*.mlp.shared_expert_gate", TensorRole::kRouter, 1, m.hidden);
+  } else {
+    b.linear("layers.*.mlp.gate_proj", TensorRole::kMlpGate, m.intermediate, m.hidden, mlp_bias);
+    b.linear("layers.*.mlp.up_proj", TensorRole::kMlpUp, m.intermediate, m.hidden, mlp_bias);
+    b.linear("layers.*.mlp.down_proj", TensorRole::kMlpDown, m.hidden, m.intermediate, mlp_bias);
+  }
+  b.norm("model.norm", m.hidden, false, false);
+  b.head("lm_head");
+
+  // Sliding windows. Mistral/Phi-3: every layer when sliding_window is set. Qwen2: only with
+  // use_sliding_window, for layers from max_window_layers on. Gemma-2: even layers local, odd global
+  // (transformers Gemma2DecoderLayer: is_sliding = not bool(layer_idx % 2)).
+  const int64_t window = k.get({"sliding_window"}, 0);
+  b.uniform_attention(0);
+  if (window > 0) {
+    if (type == "gemma2") {
+      for (size_t i = 0; i < m.attention.size(); i += 2) m.attention[i].window_tokens = window;
+    } else if (type == "qwen2" || qwen_moe) {
+      if (k.flag("use_sliding_window", false)) {
+        const int64_t from = k.get({"max_window_layers"}, 0);
+        for (int64_t i = from; i < m.layers; ++i) m.attention[static_cast<size_t>(i)].window_tokens = window;
+      }
+    } else if (type != "llama" && type != "gemma") {
+      for (auto& a : m.attention) a.window_tokens = window;
+    }
+  }
+  return m;
+}
+
+Result<Model> falcon(const Json& j, Model m, const std::string& type) {
+  Keys k(j);
+  m.hidden = k.need({"hidden_size", "n_embed"});
+  m.layers = k.need({"num_hidden_layers", "n_layer"});
+  m.heads = k.need({"num_attention_heads", "n_head"});
+  m.vocab = k.need({"vocab_size"});
+  if (auto s = k.check(m.id, type); !s) return s.error();
+  m.head_dim = m.hidden / m.heads;
+  // Old RefinedWeb configs: "RefinedWeb" (40B) is the new decoder architecture with n_head_kv groups,
+  // "RefinedWebModel" (7B) the multi-query one.
+  const bool new_arch = k.flag("new_decoder_architecture", type == "RefinedWeb");
+  const bool multi_query = k.flag("multi_query", true);
+  if (new_arch) {
+    m.kv_heads = k.get({"num_kv_heads", "n_head_kv"}, m.heads);
+  } else {
+    m.kv_heads = multi_query ? 1 : m.heads;
+  }
+  m.parallel_attn = new_arch || k.flag("parallel_attn", true);
+  m.intermediate = k.get({"ffn_hidden_size"}, 4 * m.hidden);
+  m.tied_embeddings = k.flag("tie_word_embeddings", true);
+  m.fused_qkv = true;
+  m.max_positions = k.get({"max_position_embeddings"}, 2048);
+  const bool bias = k.flag("bias", false);
+  Builder b{m};
+  b.embeddings("transformer.word_embeddings");
+  if (new_arch) {
+    b.norm("h.*.ln_attn", m.hidden, true);
+    b.norm("h.*.ln_mlp", m.hidden, true);
+  } else {
+    b.norm("h.*.input_layernorm", m.hidden, true);
+    if (!m.parallel_attn) b.norm("h.*.post_attention_layernorm", m.hidden, true);
+  }
+  // The fused query_key_value holds heads + 2 x kv_heads head vectors.
+  b.linear("h.*.self_attention.query_key_value.q", TensorRole::kAttnQ, m.heads * m.head_dim, m.hidden, bias);
+  b.linear("h.*.self_attention.query_key_value.k", TensorRole::kAttnK, m.kv_heads * m.head_dim, m.hidden, bias);
+  b.linear("h.*.self_attention.query_key_value.v", TensorRole::kAttnV, m.kv_heads * m.head_dim, m.hidden, bias);
+  b.linear("h.*.self_attention.dense", TensorRole::kAttnOut, m.hidden, m.hidden, bias);
+  b.linear("h.*.mlp.dense_h_to_4h", TensorRole::kMlpUp, m.intermediate, m.hidden, bias);
+  b.linear("h.*.mlp.dense_4h_to_h", TensorRole::kMlpDown, m.hidden, m.intermediate, bias);
+  b.norm("transformer.ln_f", m.hidden, true, false);
+  b.head("lm_head");
+  b.uniform_attention(0);
+  return m;
+}
+
+Result<Model> bloom(const Json& j, Model m, const std::string& type) {
+  Keys k(j);
+  m.hidden = k.need({"n_embed", "hidden_size"});
+  m.layers = k.need({"n_layer", "num_hidden_layers"});
+  m.heads = k.need({"num_attention_heads", "n_head"});
+  m.vocab = k.need({"vocab_size"});
+  if (auto s = k.check(m.id, type); !s) return s.error();
+  m.kv_heads = m.heads;
+  m.head_dim = m.hidden / m.heads;
+  m.intermediate = 4 * m.hidden;
+  m.tied_embeddings = k.flag("tie_word_embeddings", true);
+  m.fused_qkv = true;
+  m.eager_fp32_softmax = true;
+  Builder b{m};
+  b.embeddings("transformer.word_embeddings");
+  b.norm("transformer.word_embeddings_layernorm", m.hidden, true, false);
+  b.norm("h.*.input_layernorm", m.hidden, true);
+  b.linear("h.*.self_attention.query_key_value.q", TensorRole::kAttnQ, m.hidden, m.hidden, true);
+  b.linear("h.*.self_attention.query_key_value.k", TensorRole::kAttnK, m.hidden, m.hidden, true);
+  b.linear("h.*.self_attention.query_key_value.v", TensorRole::kAttnV, m.hidden, m.hidden, true);
+  b.linear("h.*.self_attention.dense", TensorRole::kAttnOut, m.hidden, m.hidden, true);
+  b.norm("h.*.post_attention_layernorm", m.hidden, true);
+  b.linear("h.*.mlp.dense_h_to_4h", TensorRole::kMlpUp, m.intermediate, m.hidden, true);
+  b.linear("h.*.mlp.dense_4h_to_h", TensorRole::kMlpDown, m.hidden, m.intermediate, true);
+  b.norm("transformer.ln_f", m.hidden, true, false);
+  b.head("lm_head");
+  b.uniform_attention(0);
+  return m;
+}
+
+// gpt_bigcode (StarCoder, SantaCoder), gpt2 and gptj share the GPT-2 naming.
+Result<Model> gpt_family(const Json& j, Model m, const std::string& type) {
+  Keys k(j);
+  m.hidden = k.need({"n_embd", "hidden_size"});
+  m.layers = k.need({"n_layer", "num_hidden_layers"});
+  m.heads = k.need({"n_head", "num_attention_heads"});
+  m.vocab = k.need({"vocab_size"});
+  if (auto s = k.check(m.id, type); !s) return s.error();
+  m.head_dim = m.hidden / m.heads;
+  m.intermediate = k.get({"n_inner"}, 4 * m.hidden);
+  m.max_positions = k.get({"n_positions", "max_position_embeddings"}, 0);
+  Builder b{m};
+  b.embeddings("transformer.wte");
+  if (type == "gptj") {
+    m.kv_heads = m.heads;
+    m.parallel_attn = true;
+    m.tied_embeddings = k.flag("tie_word_embeddings", false);
+    b.norm("h.*.ln_1", m.hidden, true);
+    b.linear("h.*.attn.q_proj", TensorRole::kAttnQ, m.hidden, m.hidden, false);
+    b.linear("h.*.attn.k_proj", TensorRole::kAttnK, m.hidden, m.hidden, false);
+    b.linear("h.*.attn.v_proj", TensorRole::kAttnV, m.hidden, m.hidden, false);
+    b.linear("h.*.attn.out_proj", TensorRole::kAttnOut, m.hidden, m.hidden, false);
+    b.linear("h.*.mlp.fc_in", TensorRole::kMlpUp, m.intermediate, m.hidden, true);
+    b.linear("h.*.mlp.fc_out", TensorRole::kMlpDown, m.hidden, m.intermediate, true);
+    b.norm("transformer.ln_f", m.hidden, true, false);
+    b.head("lm_head", true);
+  } else {
+    // gpt_bigcode / gpt2: learned positions, fused c_attn, tied head.
+    m.kv_heads = type == "gpt_bigcode" && k.flag("multi_query", true) ? 1 : m.heads;
+    m.tied_embeddings = k.flag("tie_word_embeddings", true);
+    m.fused_qkv = true;
+    m.eager_fp32_softmax = k.flag("attention_softmax_in_fp32", false);
+    b.add("transformer.wpe", TensorRole::kPositionEmbedding, m.max_positions, m.hidden, false);
+    b.norm("h.*.ln_1", m.hidden, true);
+    b.linear("h.*.attn.c_attn.q", TensorRole::kAttnQ, m.hidden, m.hidden, true);
+    b.linear("h.*.attn.c_attn.k", TensorRole::kAttnK, m.kv_heads * m.head_dim, m.hidden, true);
+    b.linear("h.*.attn.c_attn.v", TensorRole::kAttnV, m.kv_heads * m.head_dim, m.hidden, true);
+    b.linear("h.*.attn.c_proj", TensorRole::kAttnOut, m.hidden, m.hidden, true);
+    b.norm("h.*.ln_2", m.hidden, true);
+    b.linear("h.*.mlp.c_fc", TensorRole::kMlpUp, m.intermediate, m.hidden, true);
+    b.linear("h.*.mlp.c_proj", TensorRole::kMlpDown, m.hidden, m.intermediate, true);
+    b.norm("transformer.ln_f", m.hidden, true, false);
+    b.head("lm_head");
+  }
+  b.uniform_attention(0);
+  return m;
+}
+
+Result<Model> opt(const Json& j, Model m, const std::string& type) {
+  Keys k(j);
+  m.hidden = k.need({"hidden_size"});
+  m.layers = k.need({"num_hidden_layers"});
+  m.heads = k.need({"num_attention_heads"});
+  m.intermediate = k.need({"ffn_dim"});
+  m.vocab = k.need({"vocab_size"});
+  if (auto s = k.check(m.id, type); !s) return s.error();
+  m.kv_heads = m.heads;
+  m.head_dim = m.hidden / m.heads;
+  m.max_positions = k.get({"max_position_embeddings"}, 2048);
+  m.tied_embeddings = k.flag("tie_word_embeddings", true);
+  const bool bias = k.flag("enable_bias", true);
+  const int64_t proj = k.get({"word_embed_proj_dim"}, m.hidden);
+  Builder b{m};
+  // The embedding table is vocab x word_embed_proj_dim; OPT offsets learned positions by 2.
+  b.add("model.decoder.embed_tokens", TensorRole::kEmbedding, m.vocab, proj, false);
+  b.add("model.decoder.embed_positions", TensorRole::kPositionEmbedding, m.max_positions + 2, m.hidden, false);
+  if (proj != m.hidden) {
+    b.add("model.decoder.project_in", TensorRole::kLinear, m.hidden, proj, false);
+    b.add("model.decoder.project_out", TensorRole::kLinear, proj, m.hidden, false);
+  }
+  b.linear("layers.*.self_attn.q_proj", TensorRole::kAttnQ, m.hidden, m.hidden, bias);
+  b.linear("layers.*.self_attn.k_proj", TensorRole::kAttnK, m.hidden, m.hidden, bias);
+  b.linear("layers.*.self_attn.v_proj", TensorRole::kAttnV, m.hidden, m.hidden, bias);
+  b.linear("layers.*.self_attn.out_proj", TensorRole::kAttnOut, m.hidden, m.hidden, bias);
+  b.norm("layers.*.self_attn_layer_norm", m.hidden, true);
+  b.linear("layers.*.fc1", TensorRole::kMlpUp, m.intermediate, m.hidden, bias);
+  b.linear("layers.*.fc2", TensorRole::kMlpDown, m.hidden, m.intermediate, bias);
+  b.norm("layers.*.final_layer_norm", m.hidden, true);
+  if (k.flag("do_layer_norm_before", true) && !k.flag("_remove_final_layer_norm", false)) {
+    b.norm("model.decoder.final_layer_norm", m.hidden, true, false);
+  }
+  if (!m.tied_embeddings) b.add("lm_head", TensorRole::kHead, m.vocab, proj, false);
+  b.uniform_attention(0);
+  return m;
+}
+
+Result<Model> bert(const Json& j, Model m, const std::string& type, const std::string& arch_class) {
+  Keys k(j);
+  m.hidden = k.need({"hidden_size"});
+  m.layers = k.need({"num_hidden_layers"});
+  m.heads = k.need({"num_attention_heads"});
+  m.intermediate = k.need({"intermediate_size"});
+  m.vocab = k.need({"vocab_size"});
+  if (auto s = k.check(m.id, type); !s) return s.error();
+  m.kind = ModelKind::kEncoder;
+  m.kv_heads = m.heads;
+  m.head_dim = m.hidden / m.heads;
+  m.max_positions = k.get({"max_position_embeddings"}, 512);
+  m.tied_embeddings = true;
+  Builder b{m};
+  b.embeddings("bert.embeddings.word_embeddings");
+  b.add("bert.embeddings.position_embeddings", TensorRole::kPositionEmbedding, m.max_positions, m.hidden, false);
+  b.add("bert.embeddings.token_type_embeddings", TensorRole::kPositionEmbedding, k.get({"type_vocab_size"}, 2),
+        m.hidden, false);
+  b.norm("bert.embeddings.LayerNorm", m.hidden, true, false);
+  b.linear("layer.*.attention.self.query", TensorRole::kAttnQ, m.hidden, m.hidden, true);
+  b.linear("layer.*.attention.self.key", TensorRole::kAttnK, m.hidden, m.hidden, true);
+  b.linear("layer.*.attention.self.value", TensorRole::kAttnV, m.hidden, m.hidden, true);
+  b.linear("layer.*.attention.output.dense", TensorRole::kAttnOut, m.hidden, m.hidden, true);
+  b.norm("layer.*.attention.output.LayerNorm", m.hidden, true);
+  b.linear("layer.*.intermediate.dense", TensorRole::kMlpUp, m.intermediate, m.hidden, true);
+  b.linear("layer.*.output.dense", TensorRole::kMlpDown, m.hidden, m.intermediate, true);
+  b.norm("layer.*.output.LayerNorm", m.hidden, true);
+  // Heads per transformers class: BertModel has the pooler; the MLM head (transform + tied decoder +
+  // bias) belongs to *ForMaskedLM and *ForPreTraining; NSP to *ForPreTraining.
+  const bool mlm = arch_class.find("MaskedLM") != std::string::npos || arch_class.find("PreTraining") != std::string::npos;
+  const bool pooler = arch_class.empty() || arch_class == "BertModel" || arch_class.find("PreTraining") != std::string::npos ||
+                      arch_class.find("Classification") != std::string::npos;
+  if (pooler) {
+    b.add("bert.pooler.dense", TensorRole::kLinear, m.hidden, m.hidden, false);
+    b.add("bert.pooler.dense.bias", TensorRole::kBias, m.hidden, 1, false);
+  }
+  if (mlm) {
+    b.add("cls.predictions.transform.dense", TensorRole::kLinear, m.hidden, m.hidden, false);
+    b.add("cls.predictions.transform.dense.bias", TensorRole::kBias, m.hidden, 1, false);
+    b.norm("cls.predictions.transform.LayerNorm", m.hidden, true, false);
+    b.add("cls.predictions.bias", TensorRole::kBias, m.vocab, 1, false);
+  }
+  if (arch_class.find("PreTraining") != std::string::npos) {
+    b.add("cls.seq_relationship", TensorRole::kLinear, 2, m.hidden, false);
+    b.add("cls.seq_relationship.bias", TensorRole::kBias, 2, 1, false);
+  }
+  b.uniform_attention(0);
+  return m;
+}
+
+template <typename J>
+Result<Model> parse_any(const J& config, std::string id) {
+  if (!config.is_object()) return invalid_data_error("config.json of '" + id + "' is not a JSON object", "config");
+  const Json j = Json::parse(config.dump());
+  Model m;
+  m.id = std::move(id);
+  std::string type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
+  std::string arch_class;
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+      j["architectures"][0].is_string()) {
+    arch_class = j["architectures"][0].get<std::string>();
+  }
+  if (type.empty()) {
+    return invalid_data_error("config.json of '" + m.id + "' lacks model_type; gpuplan reads model_type to choose "
+                              "the architecture (llama, mistral, mixtral, qwen2, gemma2, phi3, falcon, gptj, bloom, "
+                              "gpt_bigcode, opt, bert)",
+                              "model_type");
+  }
+  m.architecture = type;
+  Result<Model> r = invalid_data_error("", "");
+  if (type == "llama" || type == "mistral" || type == "mixtral" || type == "qwen2" || type == "qwen2_moe" ||
+      type == "gemma" || type == "gemma2" || type == "phi3") {
+    r = llama_like(j, std::move(m), type);
+  } else if (type == "falcon" || type == "RefinedWeb" || type == "RefinedWebModel") {
+    r = falcon(j, std::move(m), type);
+  } else if (type == "bloom") {
+    r = bloom(j, std::move(m), type);
+  } else if (type == "gpt_bigcode" || type == "gptj" || type == "gpt2") {
+    r = gpt_family(j, std::move(m), type);
+  } else if (type == "opt") {
+    r = opt(j, std::move(m), type);
+  } else if (type == "bert") {
+    r = bert(j, std::move(m), type, arch_class);
+  } else {
+    return invalid_data_error("config.json of '" + m.id + "' has model_type '" + type +
+                                  "', an architecture gpuplan does not know; known: llama, mistral, mixtral, qwen2, "
+                                  "qwen2_moe, gemma, gemma2, phi3, falcon, gptj, gpt2, bloom, gpt_bigcode, opt, bert",
+                              "model_type");
+  }
+  if (!r) return r;
+  Model out = std::move(r).value();
+  if (out.heads <= 0 || out.head_dim <= 0 || out.layers <= 0) {
+    return invalid_data_error("config.json of '" + out.id + "' gives zero heads, head size or layers", "config");
+  }
+  finish(out);
+  return out;
+}
+
+}  // namespace
+
+Result<Model> parse_hf_config(const nlohmann::ordered_json& config, std::string id) {
+  return parse_any(config, std::move(id));
+}
+Result<Model> parse_hf_config(const nlohmann::json& config, std::string id) { return parse_any(config, std::move(id)); }
+
+void finish_model(Model& m) { finish(m); }
+
+}  // namespace gpuplan

@@ -1,0 +1,260 @@
+// Model helpers, the layer-shape YAML reader (CNNs) and the built-in zoo.
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "gpuplan/catalog.h"
+#include "gpuplan/embedded.h"
+#include "gpuplan/model.h"
+
+namespace gpuplan {
+
+void finish_model(Model& m);  // hf_config.cc
+
+std::string_view tensor_role_name(TensorRole role) {
+  switch (role) {
+    case TensorRole::kEmbedding: return "embedding";
+    case TensorRole::kPositionEmbedding: return "position_embedding";
+    case TensorRole::kHead: return "head";
+    case TensorRole::kAttnQ: return "attn_q";
+    case TensorRole::kAttnK: return "attn_k";
+    case TensorRole::kAttnV: return "attn_v";
+    case TensorRole::kAttnOut: return "attn_out";
+    case TensorRole::kMlpGate: return "mlp_gate";
+    case TensorRole::kMlpUp: return "mlp_up";
+    case TensorRole::kMlpDown: return "mlp_down";
+    case TensorRole::kRouter: return "router";
+    case TensorRole::kNorm: return "norm";
+    case TensorRole::kBias: return "bias";
+    case TensorRole::kConv: return "conv";
+    case TensorRole::kLinear: return "linear";
+  }
+  return "?";
+}
+
+bool is_linear_role(TensorRole role) {
+  switch (role) {
+    case TensorRole::kAttnQ:
+    case TensorRole::kAttnK:
+    case TensorRole::kAttnV:
+    case TensorRole::kAttnOut:
+    case TensorRole::kMlpGate:
+    case TensorRole::kMlpUp:
+    case TensorRole::kMlpDown:
+    case TensorRole::kLinear:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int64_t Model::linear_parameters() const {
+  int64_t n = 0;
+  for (const auto& t : tensors) {
+    if (is_linear_role(t.role)) n += t.elements();
+  }
+  return n;
+}
+
+double Model::kv_elements(int64_t tokens) const {
+  double n = 0;
+  for (const auto& a : attention) {
+    const int64_t t = a.window_tokens > 0 ? std::min(tokens, a.window_tokens) : tokens;
+    n += 2.0 * static_cast<double>(a.kv_heads * a.head_dim) * static_cast<double>(t);
+  }
+  return n;
+}
+
+double Model::forward_flops_per_token(int64_t context) const {
+  if (kind == ModelKind::kCnn) return cnn_flops_per_sample;
+  double matmul = 0;
+  for (const auto& t : tensors) {
+    if (!is_linear_role(t.role) && t.role != TensorRole::kHead && t.role != TensorRole::kRouter) continue;
+    double n = static_cast<double>(t.elements());
+    if (t.expert && experts > 0) n = n / static_cast<double>(experts) * static_cast<double>(experts_per_token);
+    matmul += n;
+  }
+  if (tied_embeddings && kind == ModelKind::kDecoder) matmul += static_cast<double>(vocab * hidden);
+  double attn = 0;
+  for (const auto& a : attention) {
+    const int64_t t = a.window_tokens > 0 ? std::min(context, a.window_tokens) : context;
+    attn += 4.0 * static_cast<double>(heads * head_dim) * static_cast<double>(t);
+  }
+  return 2.0 * matmul + attn;
+}
+
+// ---- layer-shape YAML (CNNs) -----------------------------------------------------------------
+
+Result<Model> parse_layer_yaml(std::string_view yaml_text, std::string id) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    return invalid_data_error("layer file of '" + id + "': " + e.what(), "layers");
+  }
+  if (!root["layers"] || !root["layers"].IsSequence()) {
+    return invalid_data_error("layer file of '" + id + "' lacks a 'layers' list", "layers");
+  }
+  Model m;
+  m.id = std::move(id);
+  m.architecture = root["kind"] ? root["kind"].as<std::string>() : "cnn";
+  m.kind = ModelKind::kCnn;
+  auto num = [](const YAML::Node& n, const char* k, int64_t fallback = 0) {
+    return n[k] ? n[k].as<int64_t>() : fallback;
+  };
+  // Input image elements count as the first activation kept for backward.
+  if (const auto in = root["input"]) {
+    m.cnn_activation_elements_per_sample =
+        static_cast<double>(num(in, "channels") * num(in, "height") * num(in, "width"));
+  }
+  for (const auto& l : root["layers"]) {
+    const std::string type = l["type"] ? l["type"].as<std::string>() : "";
+    const std::string name = l["name"] ? l["name"].as<std::string>() : "?";
+    double out = 0;
+    if (type == "conv") {
+      const int64_t cin = num(l, "in_channels"), cout = num(l, "out_channels"), k = num(l, "kernel");
+      const int64_t hw = num(l, "out_h") * num(l, "out_w");
+      if (cin <= 0 || cout <= 0 || k <= 0 || hw <= 0) {
+        return invalid_data_error("layer '" + name + "' of '" + m.id + "' needs in_channels, out_channels, kernel, out_h, out_w", name);
+      }
+      m.tensors.push_back(TensorGroup{name, TensorRole::kConv, cout, cin * k * k, 1, false, false});
+      if (l["bias"] && l["bias"].as<bool>()) m.tensors.push_back(TensorGroup{name + ".bias", TensorRole::kBias, cout, 1, 1, false, false});
+      out = static_cast<double>(cout * hw);
+      m.cnn_flops_per_sample += 2.0 * static_cast<double>(cout * cin * k * k * hw);
+    } else if (type == "batchnorm") {
+      const int64_t c = num(l, "channels");
+      m.tensors.push_back(TensorGroup{name, TensorRole::kNorm, c, 2, 1, false, false});
+      out = static_cast<double>(c * num(l, "out_h", 1) * num(l, "out_w", 1));
+    } else if (type == "maxpool" || type == "avgpool") {
+      out = static_cast<double>(num(l, "channels") * num(l, "out_h", 1) * num(l, "out_w", 1));
+    } else if (type == "linear") {
+      const int64_t in = num(l, "in_features"), o = num(l, "out_features");
+      m.tensors.push_back(TensorGroup{name, TensorRole::kLinear, o, in, 1, false, false});
+      if (l["bias"] && l["bias"].as<bool>()) m.tensors.push_back(TensorGroup{name + ".bias", TensorRole::kBias, o, 1, 1, false, false});
+      out = static_cast<double>(o);
+      m.cnn_flops_per_sample += 2.0 * static_cast<double>(in * o);
+    } else {
+      return invalid_data_error("layer '" + name + "' of '" + m.id + "' has type '" + type +
+                                    "'; known: conv, batchnorm, maxpool, avgpool, linear",
+                                name);
+    }
+    m.cnn_activation_elements_per_sample += out;
+    m.cnn_max_layer_elements_per_sample = std::max(m.cnn_max_layer_elements_per_sample, out);
+  }
+  finish_model(m);
+  return m;
+}
+
+// ---- the zoo ----------------------------------------------------------------------------------
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view embedded(std::string_view path) {
+  for (const auto& f : embedded_files()) {
+    if (f.path == path) return f.contents;
+  }
+  return {};
+}
+
+std::vector<ZooEntry> load_zoo() {
+  std::vector<ZooEntry> out;
+  const std::string_view zoo = embedded("data/models/zoo.yaml");
+  if (!zoo.empty()) {
+    try {
+      const YAML::Node root = YAML::Load(std::string(zoo));
+      for (const auto& e : root["models"]) {
+        ZooEntry z;
+        z.id = e["id"].as<std::string>();
+        z.hf_repo = e["hf_repo"] ? e["hf_repo"].as<std::string>() : "";
+        z.file = "data/models/" + (e["config"] ? e["config"].as<std::string>() : z.id + ".json");
+        z.published_parameters = e["published_parameters"] ? e["published_parameters"].as<int64_t>() : 0;
+        z.published_source = e["published_source"] ? e["published_source"].as<std::string>() : "";
+        out.push_back(std::move(z));
+      }
+    } catch (const YAML::Exception&) {
+      out.clear();
+    }
+  }
+  // Every model file embedded under data/models/ is in the zoo, listed or not.
+  for (const auto& f : embedded_files()) {
+    const std::string_view p = f.path;
+    if (p.rfind("data/models/", 0) != 0 || p == "data/models/zoo.yaml") continue;
+    const bool json = p.size() > 5 && p.substr(p.size() - 5) == ".json";
+    const bool yaml = p.size() > 5 && p.substr(p.size() - 5) == ".yaml";
+    if (!json && !yaml) continue;
+    const std::string file(p);
+    if (std::any_of(out.begin(), out.end(), [&](const ZooEntry& z) { return z.file == file; })) continue;
+    ZooEntry z;
+    z.id = std::string(p.substr(12, p.size() - 12 - 5));
+    z.file = file;
+    if (yaml) {
+      try {
+        const YAML::Node root = YAML::Load(std::string(f.contents));
+        if (root["published_parameters"]) z.published_parameters = root["published_parameters"].as<int64_t>();
+        if (root["published_source"]) z.published_source = root["published_source"].as<std::string>();
+      } catch (const YAML::Exception&) {
+      }
+    }
+    out.push_back(std::move(z));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<ZooEntry> zoo_entries() {
+  static const std::vector<ZooEntry> entries = load_zoo();
+  return entries;
+}
+
+Result<const Model*> zoo_model(std::string_view id) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<Model>, std::less<>> cache;
+  const std::string key = lower(id);
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) return static_cast<const Model*>(it->second.get());
+  const auto entries = zoo_entries();
+  const ZooEntry* entry = nullptr;
+  for (const auto& e : entries) {
+    if (lower(e.id) == key) entry = &e;
+  }
+  if (!entry) {
+    std::string best;
+    size_t best_d = std::string::npos;
+    for (const auto& e : entries) {
+      const size_t d = edit_distance(key, e.id);
+      if (d < best_d) best_d = d, best = e.id;
+    }
+    return not_found_error("no model '" + std::string(id) + "' in the zoo" +
+                               (best.empty() ? std::string() : "; did you mean '" + best + "'?") +
+                               " (or pass the path of a config.json)",
+                           "model");
+  }
+  const std::string_view text = embedded(entry->file);
+  if (text.empty()) return invalid_data_error("zoo entry '" + entry->id + "' names a missing file " + entry->file, "model");
+  Result<Model> m = invalid_data_error("", "");
+  if (entry->file.size() > 5 && entry->file.substr(entry->file.size() - 5) == ".yaml") {
+    m = parse_layer_yaml(text, entry->id);
+  } else {
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded()) return invalid_data_error(entry->file + " is not valid JSON", "model");
+    m = parse_hf_config(j, entry->id);
+  }
+  if (!m) return m.error();
+  auto owned = std::make_unique<Model>(std::move(m).value());
+  const Model* ptr = owned.get();
+  cache.emplace(key, std::move(owned));
+  return ptr;
+}
+
+}  // namespace gpuplan
