@@ -59,6 +59,11 @@ void add_mig_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& c
 void add_offer_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 
+// `gpuplan serve` (cli_serve.cc): added like the others, run instead of a command when given.
+void add_serve_command(CLI::App& app);
+bool serve_requested();
+int run_serve(const Context& ctx);
+
 // Text helpers shared by renderers.
 std::string render_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
                          const std::vector<bool>& right_align = {});

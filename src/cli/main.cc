@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   cli::add_mig_commands(app, commands);
   cli::add_offer_commands(app, commands);
   cli::add_fit_commands(app, commands);
+  cli::add_serve_command(app);
   // Options given after the subcommand (`gpuplan catalog list --json`) reach the top level too.
   std::function<void(CLI::App*)> fall = [&](CLI::App* a) {
     a->fallthrough(true);
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
   auto catalog = Catalog::load(catalog_dirs);
   if (!catalog) return report(catalog.error());
   Context ctx{*catalog};
+  if (cli::serve_requested()) return cli::run_serve(ctx);
 
   for (const auto& c : commands) {
     if (!c->app->parsed()) continue;
