@@ -13,6 +13,7 @@ const api::CommandTable& table() {
     api::register_offer_commands(t);
     api::register_fit_commands(t);
     api::register_validate_commands(t);
+    api::register_perf_commands(t);
     return t;
   }();
   return commands;
