@@ -136,7 +136,11 @@ Rates make_rates(const PerfDevice& d, const PerfWorkload& w, const PerfEfficienc
   r.gemm_flops = compute_peak(d, p) * gemm_frac;
   if (w.weights.dequantize) r.gemm_flops *= eff.dequant_gemm_fraction;
   const double attn_peak = (p == Precision::kTf32 || p == Precision::kFp32) ? compute_peak(d, p) : peak_16bit(d);
-  r.attn_flops = attn_peak * eff.attention_peak_fraction;
+  double attn_frac = eff.attention_peak_fraction;
+  if (d.persistent_gemm && w.engine != PerfEngine::kTensorrtLlm && w.engine != PerfEngine::kMegatron) {
+    attn_frac = std::min(attn_frac, kFlashAttention2HopperFraction);  // FlashAttention-2 on Hopper
+  }
+  r.attn_flops = attn_peak * attn_frac;
   r.attn_gemm_flops = attn_peak * eff.gemm_peak_fraction;
   r.head_flops = (p == Precision::kTf32 || p == Precision::kFp32) ? r.gemm_flops : attn_peak * eff.gemm_peak_fraction;
   r.cuda_core_flops = d.peak(Precision::kFp32) * eff.gemm_peak_fraction;
