@@ -102,7 +102,9 @@ std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
                          {false, false, true, true, true, true, true, true});
     }
   }
-  os << "\nFigures in parentheses: the band the model's measured error gives (gpuplan validate --kind perf).\n";
+  os << "\nIn parentheses: where measurements fell relative to the model's predictions (10th-90th percentile over the\n"
+        "published rows of that kind, gpuplan validate --kind perf); a band that excludes the figure is a known "
+        "bias.\n";
   return os.str();
 }
 
