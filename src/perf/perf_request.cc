@@ -165,6 +165,12 @@ PerfWorkload workload_for(const PerfSetup& s, const PerfDevice& device, int coun
   return w;
 }
 
+// Sequences a serving engine schedules at once, whatever memory allows: vLLM's max_num_seqs defaults to
+// 256 (vllm/engine/arg_utils.py, EngineArgs.max_num_seqs); TGI's router batches up to its token budget
+// (max_batch_total_tokens, sized from memory) and TensorRT-LLM's trtllm-bench sizes max_batch_size from
+// memory (up to 8192 with CUDA graphs), so neither is capped here.
+constexpr int64_t kVllmMaxNumSeqs = 256;
+
 Result<MemoryVerdict> MemoryCache::verdict(const Target& t) {
   const int count = std::max(t.count, s_.workload.tp * s_.workload.pp);
   auto prepared = [&](std::map<int, PreparedWorkload>& cache, bool serving) -> Result<const PreparedWorkload*> {
@@ -198,6 +204,9 @@ Result<MemoryVerdict> MemoryCache::verdict(const Target& t) {
     v.serving_max_batch = sf.kv_pool_tokens > 0
                               ? static_cast<int64_t>(std::floor(static_cast<double>(sf.kv_pool_tokens) / mean_tokens))
                               : sf.max_batch;
+    if (s_.perf.engine == PerfEngine::kVllm || s_.perf.engine == PerfEngine::kAuto) {
+      v.serving_max_batch = std::min(v.serving_max_batch, kVllmMaxNumSeqs);
+    }
   }
   return v;
 }
