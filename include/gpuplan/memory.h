@@ -44,6 +44,7 @@ struct PreparedWorkload {
   Workload workload;
   WeightBytes weights;  // whole model
   double weights_per_gpu_bytes = 0;
+  double active_weights_per_gpu_bytes = 0;  // what one token reads (MoE: routed experts only)
   double trainable_parameters_per_gpu = 0;
   double adapter_parameters = 0;         // LoRA
   double layer_fraction = 1;             // share of the layers one pipeline stage holds

@@ -138,7 +138,9 @@ Result<WeightFormat> parse_weight_format(std::string_view name) {
     std::string_view alias;
     WeightFormat f;
   };
-  static constexpr std::array<Alias, 17> kAliases = {{{"float32", WeightFormat::kFp32},
+  // tf32 is fp32 storage computed on TF32 tensor cores: fp32 for memory.
+  static constexpr std::array<Alias, 18> kAliases = {{{"float32", WeightFormat::kFp32},
+                                                      {"tf32", WeightFormat::kFp32},
                                                       {"bfloat16", WeightFormat::kBf16},
                                                       {"float16", WeightFormat::kFp16},
                                                       {"half", WeightFormat::kFp16},
@@ -312,7 +314,31 @@ WeightBytes gguf_bytes(const Model& m, WeightFormat f) {
 
 }  // namespace
 
+namespace {
+WeightBytes weight_bytes_all(const Model& m, WeightFormat f, int group_size);
+}  // namespace
+
 WeightBytes model_weight_bytes(const Model& m, WeightFormat f, int group_size) {
+  WeightBytes w = weight_bytes_all(m, f, group_size);
+  w.active_bytes = w.total_bytes;
+  if (m.experts > 0 && m.experts_per_token > 0) {
+    // The experts' share of the bytes, at the format's bits for expert matrices.
+    double expert_bytes = 0;
+    for (const auto& t : m.tensors) {
+      if (!t.expert) continue;
+      const double n = static_cast<double>(t.elements());
+      const double bits = is_quantized(f) ? matrix_bits_per_weight(f, t.rows, t.cols, group_size)
+                                          : weight_format_info(f).unquantized_bytes * 8;
+      expert_bytes += n * bits / 8;
+    }
+    w.active_bytes = w.total_bytes - expert_bytes +
+                     expert_bytes * static_cast<double>(m.experts_per_token) / static_cast<double>(m.experts);
+  }
+  return w;
+}
+
+namespace {
+WeightBytes weight_bytes_all(const Model& m, WeightFormat f, int group_size) {
   const WeightFormatInfo& info = weight_format_info(f);
   WeightBytes w;
   for (const auto& t : m.tensors) {
@@ -348,5 +374,7 @@ WeightBytes model_weight_bytes(const Model& m, WeightFormat f, int group_size) {
   }
   return w;
 }
+
+}  // namespace
 
 }  // namespace gpuplan

@@ -296,6 +296,8 @@ Result<PreparedWorkload> prepare(const Workload& w) {
   } else {
     p.weights_per_gpu_bytes = p.weights.total_bytes / tp;
   }
+  p.active_weights_per_gpu_bytes =
+      p.weights.total_bytes > 0 ? p.weights_per_gpu_bytes * p.weights.active_bytes / p.weights.total_bytes : 0;
   // KV per token per GPU: each GPU holds ceil(kv_heads / tp) heads (replicated when kv_heads < tp).
   const double kv_b = kv_bytes_per_element(w.kv_cache);
   p.bound_windows = !(w.engine == Engine::kTransformers || w.engine == Engine::kPytorch) || m.architecture == "gemma2";

@@ -111,6 +111,25 @@ TEST(FitModel, MoeActiveParameters) {
   EXPECT_NEAR(static_cast<double>(m.active_parameters), 12.9e9, 0.05e9);
 }
 
+TEST(FitModel, MoeActiveWeightBytes) {
+  const PreparedWorkload p = prepared("mixtral-8x7b");
+  // bf16: a token reads the non-expert weights and 2 of 8 experts, ~12.9B parameters x 2 B.
+  EXPECT_NEAR(p.active_weights_per_gpu_bytes, 12879925248.0 * 2, 1e6);
+  EXPECT_DOUBLE_EQ(p.weights_per_gpu_bytes, 46702792704.0 * 2);
+}
+
+TEST(FitParallel, PipelineStagesHoldTheirLayersAndOneEdge) {
+  // Llama-2-7B over pp 4: ceil(32/4) = 8 layers per stage plus the larger of embedding and head.
+  const PreparedWorkload p = prepared("llama-2-7b", {{"pp", 4}});
+  const Model& m = **zoo_model("llama-2-7b");
+  const double edge = 32000.0 * 4096 * 2;
+  const double layers = static_cast<double>(m.parameters) * 2 - 2 * edge - 4096 * 2;  // less embed, head, norm
+  EXPECT_NEAR(p.weights_per_gpu_bytes, layers * 8 / 32 + edge, 1);
+  EXPECT_DOUBLE_EQ(kv_bytes_per_sequence(p, 1), 2.0 * 8 * 32 * 128 * 2);
+  // Tensor parallel splits weights evenly.
+  EXPECT_DOUBLE_EQ(prepared("llama-2-7b", {{"tp", 4}}).weights_per_gpu_bytes, static_cast<double>(m.parameters) * 2 / 4);
+}
+
 TEST(FitModel, UnknownArchitectureNamesIt) {
   auto r = parse_hf_config(nlohmann::json{{"model_type", "mamba"}, {"hidden_size", 10}}, "x");
   ASSERT_FALSE(r.ok());
