@@ -98,7 +98,7 @@ void add_plan_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& 
   auto c = std::make_unique<CliCommand>();
   c->command = "plan";
   c->app = app.add_subcommand("plan", "Where to rent it: the cheapest offer, count and layout that meets the goal");
-  add_workload_options(*c, /*perf=*/true);
+  add_workload_options(*c, WorkloadOptions{true, true, true});
   c->files("offers", "Offers files (CSV or YAML); default: the shipped snapshot");
   c->value("ttft-slo", "Serving: time-to-first-token target, seconds");
   c->value("tpot-slo", "Serving: time-per-output-token target, seconds");

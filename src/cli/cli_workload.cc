@@ -3,8 +3,10 @@
 
 namespace gpuplan::cli {
 
-void add_workload_options(CliCommand& c, bool perf) {
-  c.value("model", "Zoo id (llama-2-7b) or path of a Hugging Face config.json").option->required();
+void add_workload_options(CliCommand& c, WorkloadOptions which) {
+  const bool perf = which.perf;
+  CLI::Option* model = c.value("model", "Zoo id (llama-2-7b) or path of a Hugging Face config.json").option;
+  if (which.model_required) model->required();
   c.value("task", "infer | train | lora | qlora (default infer)");
   c.value("weights",
           "Weight format: fp32 bf16 fp16 fp8 int8 llm-int8 int4-gptq int4-awq nf4 nf4-dq fp4 fp4-dq q8_0 q6_k q5_k_m "
@@ -18,7 +20,7 @@ void add_workload_options(CliCommand& c, bool perf) {
     c.value("rate", "Requests per second to serve");
     c.value("train-tokens", "Tokens (samples for CNNs) to train on");
   }
-  c.list("gpu", "Target: GPU id, alias or GPU/MIG profile, with xN for N devices (a100-80gb-sxm4x4); repeatable");
+  if (which.gpu) c.list("gpu", "Target: GPU id, alias or GPU/MIG profile, with xN for N devices (a100-80gb-sxm4x4); repeatable");
   c.value("count", "Devices per target when --gpu has no xN (default tp x pp)");
   c.value("tp", "Tensor-parallel degree");
   c.value("pp", "Pipeline-parallel degree");
