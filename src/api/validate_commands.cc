@@ -44,12 +44,14 @@ Json yaml_to_json(const YAML::Node& n) {
       char* end = nullptr;
       const double d = std::strtod(s.c_str(), &end);
       if (!s.empty() && end == s.c_str() + s.size()) {
-        if (d == std::floor(d) && std::fabs(d) < 1e15 && s.find('.') == std::string::npos) return static_cast<long long>(d);
+        if (d == std::floor(d) && std::fabs(d) < 1e15 && s.find('.') == std::string::npos)
+          return static_cast<long long>(d);
         return d;
       }
       return s;
     }
-    default: return nullptr;
+    default:
+      return nullptr;
   }
 }
 
@@ -252,8 +254,10 @@ Result<Json> validate(const Context& ctx, const Json& body) {
                {"comparable", row.value("comparable", true)}};
       const std::string unit = row.value("unit", "");
       double measured = 0;
-      if (row.contains("measured") && row["measured"].is_boolean()) measured = row["measured"].get<bool>() ? 1 : 0;
-      else if (row.contains("measured") && row["measured"].is_number()) measured = row["measured"].get<double>();
+      if (row.contains("measured") && row["measured"].is_boolean())
+        measured = row["measured"].get<bool>() ? 1 : 0;
+      else if (row.contains("measured") && row["measured"].is_number())
+        measured = row["measured"].get<double>();
       out["measured"] = row.contains("measured") ? row["measured"] : Json(nullptr);
       const Prediction pr = k.predict(ctx, row);
       auto base = to_base_unit(measured, unit);
