@@ -142,8 +142,9 @@ Prediction predict_perf_row(const Context& ctx, const Json& row) {
   const validate::PerfRowPrediction p = validate::predict_perf_row(*ctx.catalog, row);
   Prediction out;
   out.ok = p.ok;
-  out.note = p.ok ? std::string("bound: ") + std::string(perf_bound_name(p.bound)) + (p.note.empty() ? "" : "; " + p.note)
-                  : p.note;
+  out.note =
+      p.ok ? std::string("bound: ") + std::string(perf_bound_name(p.bound)) + (p.note.empty() ? "" : "; " + p.note)
+           : p.note;
   if (p.ok) {
     auto factor = to_base_unit(1.0, row.value("unit", ""));
     if (!factor) {
@@ -210,19 +211,19 @@ Json summarize(const Json& rows, const std::string& kind) {
   std::sort(errs.begin(), errs.end());
   const double median = errs.empty() ? 0 : errs[errs.size() / 2];
   return Json{{"rows", sel.size()},
-               {"comparable_rows", comparable},
-               {"skipped_rows", skipped},
-               {"numeric_rows", numeric},
-               {"within_10_percent", within10},
-               {"within_10_percent_share", numeric ? round_to(static_cast<double>(within10) / numeric, 4) : 0.0},
-               {"within_25_percent", within25},
-               {"within_25_percent_share", numeric ? round_to(static_cast<double>(within25) / numeric, 4) : 0.0},
-               {"median_error_percent", round_to(median, 2)},
-               {"max_error_percent", round_to(max_err, 2)},
-               {"max_error_row", max_id},
-               {"verdict_rows", verdicts},
-               {"verdicts_right", right},
-               {"verdict_accuracy", verdicts ? round_to(static_cast<double>(right) / verdicts, 4) : 1.0}};
+              {"comparable_rows", comparable},
+              {"skipped_rows", skipped},
+              {"numeric_rows", numeric},
+              {"within_10_percent", within10},
+              {"within_10_percent_share", numeric ? round_to(static_cast<double>(within10) / numeric, 4) : 0.0},
+              {"within_25_percent", within25},
+              {"within_25_percent_share", numeric ? round_to(static_cast<double>(within25) / numeric, 4) : 0.0},
+              {"median_error_percent", round_to(median, 2)},
+              {"max_error_percent", round_to(max_err, 2)},
+              {"max_error_row", max_id},
+              {"verdict_rows", verdicts},
+              {"verdicts_right", right},
+              {"verdict_accuracy", verdicts ? round_to(static_cast<double>(right) / verdicts, 4) : 1.0}};
 }
 
 Result<Json> validate(const Context& ctx, const Json& body) {
