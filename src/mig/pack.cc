@@ -524,7 +524,8 @@ Result<PackResult> pack(const Catalog& catalog, const Fleet& fleet, const std::v
         names += (names.empty() ? "" : ", ") + M.targets[o.target].table->profiles[o.profile].name + " on " +
                  M.targets[o.target].id;
       }
-      const bool others_first = M.demands[k].tier > 0;
+      bool others_first = false;
+      for (const auto& d : M.demands) others_first = others_first || (!d.busy && d.tier < M.demands[k].tier);
       out.unplaced.push_back(Unplaced{r, left, "no room left on the fleet for " + names +
                                                    (others_first ? " after higher-priority requests" : "")});
     }

@@ -23,6 +23,9 @@ constexpr double kFloorSlack = 1e-6;
 // The exact search is tried on problems (or residuals) with at most this many units; the state
 // limit (PackOptions) stops it when the state space is larger than it looks.
 constexpr int kExactMaxUnits = 64;
+// Configurations a dive step tries (largest LP value first) before it gives up on keeping the rest
+// of the demand LP-feasible; the residuals where dives run are small, so a handful suffices.
+constexpr size_t kDiveCandidates = 8;
 
 using Value = std::vector<long long>;  // placed per tier (most important first), -GPUs, -stranded
 
@@ -426,6 +429,32 @@ int commit(const PackModel& M, const LpRun& lp, bool one, std::vector<int>& r, s
   return r0 - total(r);
 }
 
+// One GPU of the configuration with the largest LP value whose commitment leaves the rest of the
+// demand placeable (by the LP); tries configurations in decreasing LP value, a bounded number of them.
+bool commit_keeping_feasible(const PackModel& M, const LpRun& lp, std::vector<int>& r, std::vector<int>& n,
+                             std::vector<Bin>& bins) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < lp.x.size(); ++i) {
+    if (lp.x[i] > kFloorSlack) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return lp.x[a] > lp.x[b]; });
+  if (order.size() > kDiveCandidates) order.resize(kDiveCandidates);
+  for (size_t i : order) {
+    LpRun one = lp;
+    for (size_t j = 0; j < one.x.size(); ++j) one.x[j] = j == i ? 1.0 : 0.0;
+    std::vector<int> r2 = r, n2 = n;
+    std::vector<Bin> b2 = bins;
+    if (commit(M, one, true, r2, n2, b2) == 0) continue;
+    if (total(r2) == 0 || run_lp(M, r2, n2, Goal::kMinGpus, 0, {}).feasible) {
+      r = std::move(r2);
+      n = std::move(n2);
+      bins = std::move(b2);
+      return true;
+    }
+  }
+  return commit(M, lp, true, r, n, bins) > 0;
+}
+
 }  // namespace
 
 double lp_lower_bound(const PackModel& M, const std::vector<int>& placed) {
@@ -513,7 +542,10 @@ SolveOutcome solve_packing(const PackModel& M, int exact_state_limit) {
     if (!dive.feasible) break;
     bool any_whole = false;
     for (double x : dive.x) any_whole = any_whole || x >= 1.0 - kFloorSlack;
-    if (commit(M, dive, !any_whole, r, n, out.bins) == 0 && commit(M, dive, true, r, n, out.bins) == 0) break;
+    if (any_whole) {
+      if (commit(M, dive, false, r, n, out.bins) > 0) continue;
+    }
+    if (!commit_keeping_feasible(M, dive, r, n, out.bins)) break;
   }
   return finish(r);
 }
