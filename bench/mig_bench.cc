@@ -9,9 +9,9 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <string>
 #include <map>
 #include <random>
+#include <string>
 
 #include "gpuplan/catalog.h"
 #include "gpuplan/mig_pack.h"
@@ -38,8 +38,10 @@ const Scenario& scenario() {
     Scenario sc;
     auto catalog = Catalog::embedded();
     // GPU mix: mostly A100/H100 generations, some H200 and A30.
-    const std::vector<std::pair<std::string, double>> mix = {{"a100-40gb-sxm4", 0.20}, {"a100-80gb-sxm4", 0.25},
-                                                             {"h100-80gb-sxm5", 0.35}, {"h200-141gb-sxm", 0.15},
+    const std::vector<std::pair<std::string, double>> mix = {{"a100-40gb-sxm4", 0.20},
+                                                             {"a100-80gb-sxm4", 0.25},
+                                                             {"h100-80gb-sxm5", 0.35},
+                                                             {"h200-141gb-sxm", 0.15},
                                                              {"a30", 0.05}};
     std::mt19937 rng(kSeed);
     std::uniform_real_distribution<double> u(0, 1);

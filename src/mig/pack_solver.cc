@@ -237,7 +237,8 @@ LpRun run_lp(const PackModel& M, const std::vector<int>& r, const std::vector<in
   // x columns.
   for (size_t g = 0; g < M.classes.size(); ++g) {
     if (n[g] <= 0) continue;
-    for (size_t c = 0; c < M.classes[g].configs.size(); ++c) out.xcols.push_back({static_cast<int>(g), static_cast<int>(c)});
+    for (size_t c = 0; c < M.classes[g].configs.size(); ++c)
+      out.xcols.push_back({static_cast<int>(g), static_cast<int>(c)});
   }
   const int nx = static_cast<int>(out.xcols.size());
   std::vector<std::vector<int>> ycol(M.demands.size());
@@ -422,8 +423,10 @@ int commit(const PackModel& M, const LpRun& lp, bool one, std::vector<int>& r, s
   // Drop empty bins (unless pinned: those GPUs are used anyway) and give their GPUs back.
   std::vector<Bin> kept(bins.begin(), bins.begin() + static_cast<long>(before));
   for (size_t b = before; b < bins.size(); ++b) {
-    if (bins[b].total() > 0 || M.classes[bins[b].gpu_class].pinned) kept.push_back(std::move(bins[b]));
-    else ++n[bins[b].gpu_class];
+    if (bins[b].total() > 0 || M.classes[bins[b].gpu_class].pinned)
+      kept.push_back(std::move(bins[b]));
+    else
+      ++n[bins[b].gpu_class];
   }
   bins = std::move(kept);
   return r0 - total(r);

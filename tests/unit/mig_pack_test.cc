@@ -172,7 +172,8 @@ std::string check_mig_parted(const std::string& text) {
     for (const auto& e : c.second) {
       for (const auto& kv : e) {
         const auto k = kv.first.as<std::string>();
-        if (k != "device-filter" && k != "devices" && k != "mig-enabled" && k != "mig-devices") return "unexpected field: " + k;
+        if (k != "device-filter" && k != "devices" && k != "mig-enabled" && k != "mig-devices")
+          return "unexpected field: " + k;
       }
       if (!e["devices"] || !e["mig-enabled"]) return "missing devices or mig-enabled";
       if (e["devices"].IsScalar()) {
@@ -241,8 +242,11 @@ TEST(MigPack, ValidatorRejectsWhatMigPartedRejects) {
   EXPECT_NE(check_mig_parted("version: v2\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\n"), "");
   EXPECT_NE(check_mig_parted("version: v1\nmig-configs: {a: [{devices: some, mig-enabled: false}]}\n"), "");
   EXPECT_NE(check_mig_parted("version: v1\nmig-configs: {a: [{devices: all, mig-enabled: true}]}\n"), "");
-  EXPECT_NE(check_mig_parted("version: v1\nmig-configs: {a: [{devices: all, mig-enabled: false, mig-devices: {1g.5gb: 1}}]}\n"), "");
-  EXPECT_EQ(check_mig_parted("version: v1\nmig-configs: {a: [{devices: [0, 1], mig-enabled: true, mig-devices: {}}]}\n"), "");
+  EXPECT_NE(check_mig_parted(
+                "version: v1\nmig-configs: {a: [{devices: all, mig-enabled: false, mig-devices: {1g.5gb: 1}}]}\n"),
+            "");
+  EXPECT_EQ(
+      check_mig_parted("version: v1\nmig-configs: {a: [{devices: [0, 1], mig-enabled: true, mig-devices: {}}]}\n"), "");
 }
 
 TEST(MigPack, BusyInstanceMovesOnlyToSaveAGpu) {
@@ -275,7 +279,8 @@ TEST(MigPack, BadFilesNameTheFileEntryAndField) {
   auto r = parse_requests(*cat, "req.yaml", "requests:\n  - {name: a, profile: 3g.20gb, memory_gb: 8}\n");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("req.yaml:2: request a"), std::string::npos) << r.error().message;
-  auto dup = parse_requests(*cat, "req.yaml", "requests:\n  - {name: a, profile: 3g.20gb}\n  - {name: a, profile: 1g.5gb}\n");
+  auto dup =
+      parse_requests(*cat, "req.yaml", "requests:\n  - {name: a, profile: 3g.20gb}\n  - {name: a, profile: 1g.5gb}\n");
   ASSERT_FALSE(dup.ok());
   EXPECT_NE(dup.error().message.find("duplicate"), std::string::npos);
   auto broken = parse_fleet(*cat, "fleet.yaml", "nodes: [");
