@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <unordered_map>
@@ -432,28 +433,99 @@ int commit(const PackModel& M, const LpRun& lp, bool one, std::vector<int>& r, s
   return r0 - total(r);
 }
 
-// One GPU of the configuration with the largest LP value whose commitment leaves the rest of the
-// demand placeable (by the LP); tries configurations in decreasing LP value, a bounded number of them.
-bool commit_keeping_feasible(const PackModel& M, const LpRun& lp, std::vector<int>& r, std::vector<int>& n,
-                             std::vector<Bin>& bins) {
+// Memory plus compute slices of the units a fresh GPU of (g, c) would take from `r`, greedily.
+int fill_weight(const PackModel& M, int g, int c, const std::vector<int>& r) {
+  std::vector<Bin> bins{new_bin(M, g, c)};
+  std::vector<int> r2 = r;
+  fill_bins(M, LpRun{}, bins, {0}, r2);
+  const MigTable& t = *M.targets[M.classes[g].target].table;
+  int w = 0;
+  for (size_t p = 0; p < bins[0].units.size(); ++p) {
+    w += bins[0].filled(static_cast<int>(p)) * (t.profiles[p].memory_slices + t.profiles[p].compute_slices);
+  }
+  return w;
+}
+
+// Candidates for the next single GPU: the configurations with the largest LP values, and the ones
+// that would take the most of the remaining demand (the LP may spread over configurations that only
+// together hold what one configuration outside its support holds).
+std::vector<std::pair<int, int>> dive_candidates(const PackModel& M, const LpRun& lp, const std::vector<int>& r,
+                                                 const std::vector<int>& n) {
   std::vector<size_t> order;
   for (size_t i = 0; i < lp.x.size(); ++i) {
     if (lp.x[i] > kFloorSlack) order.push_back(i);
   }
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return lp.x[a] > lp.x[b]; });
   if (order.size() > kDiveCandidates) order.resize(kDiveCandidates);
-  for (size_t i : order) {
-    LpRun one = lp;
-    for (size_t j = 0; j < one.x.size(); ++j) one.x[j] = j == i ? 1.0 : 0.0;
+  std::vector<std::pair<int, int>> out;
+  for (size_t i : order) out.push_back(lp.xcols[i]);
+  std::vector<std::pair<int, std::pair<int, int>>> by_weight;
+  for (size_t g = 0; g < M.classes.size(); ++g) {
+    if (n[g] <= 0) continue;
+    for (size_t c = 0; c < M.classes[g].configs.size(); ++c) {
+      const std::pair<int, int> gc{static_cast<int>(g), static_cast<int>(c)};
+      by_weight.push_back({fill_weight(M, gc.first, gc.second, r), gc});
+    }
+  }
+  std::stable_sort(by_weight.begin(), by_weight.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = 0; i < by_weight.size() && i < kDiveCandidates; ++i) {
+    if (std::find(out.begin(), out.end(), by_weight[i].second) == out.end()) out.push_back(by_weight[i].second);
+  }
+  return out;
+}
+
+// Units placed, weighted by priority level (more important levels weigh more), and GPUs used, of
+// bins and of an LP solution.
+struct Score {
+  double placed = 0;
+  double gpus = 0;
+  bool better_than(const Score& o) const {
+    if (placed > o.placed + kFloorSlack) return true;
+    if (placed < o.placed - kFloorSlack) return false;
+    return gpus < o.gpus - kFloorSlack;
+  }
+};
+
+double level_weight(const PackModel& M, int k) { return M.tiers - M.demands[k].tier; }
+
+// One GPU of one candidate configuration: the one after which the most units can still be placed
+// (by the LP), then the fewest GPUs are needed. Falls back to the largest LP value.
+bool commit_keeping_feasible(const PackModel& M, const LpRun& lp, std::vector<int>& r, std::vector<int>& n,
+                             std::vector<Bin>& bins) {
+  Score best;
+  best.placed = -1;
+  std::vector<int> best_r, best_n;
+  std::vector<Bin> best_bins;
+  for (const auto& [g, c] : dive_candidates(M, lp, r, n)) {
+    LpRun one;
+    one.xcols = {{g, c}};
+    one.x = {1.0};
     std::vector<int> r2 = r, n2 = n;
     std::vector<Bin> b2 = bins;
     if (commit(M, one, true, r2, n2, b2) == 0) continue;
-    if (total(r2) == 0 || run_lp(M, r2, n2, Goal::kMinGpus, 0, {}).feasible) {
-      r = std::move(r2);
-      n = std::move(n2);
-      bins = std::move(b2);
-      return true;
+    Score s;
+    s.gpus = M.classes[g].pinned ? 0.0 : 1.0;
+    for (size_t k = 0; k < r.size(); ++k) s.placed += (r[k] - r2[k]) * level_weight(M, static_cast<int>(k));
+    if (total(r2) > 0) {
+      const LpRun rest = run_lp(M, r2, n2, Goal::kDive, 0, {});
+      if (!rest.feasible) continue;
+      for (size_t i = 0; i < rest.x.size(); ++i) s.gpus += M.classes[rest.xcols[i].first].pinned ? 0.0 : rest.x[i];
+      for (size_t k = 0; k < rest.y.size(); ++k) {
+        for (double y : rest.y[k]) s.placed += y * level_weight(M, static_cast<int>(k));
+      }
     }
+    if (s.better_than(best)) {
+      best = s;
+      best_r = std::move(r2);
+      best_n = std::move(n2);
+      best_bins = std::move(b2);
+    }
+  }
+  if (best.placed >= 0) {
+    r = std::move(best_r);
+    n = std::move(best_n);
+    bins = std::move(best_bins);
+    return true;
   }
   return commit(M, lp, true, r, n, bins) > 0;
 }
