@@ -358,13 +358,10 @@ std::optional<int> smallest_profile_for_workload(const Catalog&, const MigTable&
   return std::nullopt;
 }
 
-Result<PackResult> pack(const Catalog& catalog, const Fleet& fleet, const std::vector<PackRequest>& requests,
-                        const PackOptions& options) {
-  for (const auto& g : fleet.gpus) {
-    if (g.table && !table_model(*g.table)) {
-      return Error{ErrorCode::kInternal, "MIG table " + g.table->id + " is too large for the packer", ""};
-    }
-  }
+namespace {
+
+Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const std::vector<PackRequest>& requests,
+                             const PackOptions& options) {
   Built built = build(catalog, fleet, requests, options.keep_existing);
   const PackModel& M = built.model;
   SolveOutcome sol = solve_packing(M, options.exact_state_limit);
@@ -562,6 +559,38 @@ Result<PackResult> pack(const Catalog& catalog, const Fleet& fleet, const std::v
     }
   }
   return out;
+}
+
+// Units placed per priority, most important first: the first objective.
+std::vector<long long> placed_by_priority(const std::vector<PackRequest>& requests, const PackResult& r) {
+  std::map<int, long long, std::greater<int>> placed;
+  for (const auto& rq : requests) placed[rq.priority] += rq.count;
+  for (const auto& u : r.unplaced) placed[requests[u.request].priority] -= u.count;
+  std::vector<long long> out;
+  for (const auto& [p, n] : placed) out.push_back(n);
+  return out;
+}
+
+}  // namespace
+
+Result<PackResult> pack(const Catalog& catalog, const Fleet& fleet, const std::vector<PackRequest>& requests,
+                        const PackOptions& options) {
+  for (const auto& g : fleet.gpus) {
+    if (g.table && !table_model(*g.table)) {
+      return Error{ErrorCode::kInternal, "MIG table " + g.table->id + " is too large for the packer", ""};
+    }
+  }
+  auto moved = pack_once(catalog, fleet, requests, options);
+  if (!moved || options.keep_existing || moved->disturbed == 0) return moved;
+  // Busy instances may move, but only when that places more or saves GPUs: a plan that keeps them
+  // all and is as good on those objectives wins (fewest disturbed instances is the next objective).
+  PackOptions keep = options;
+  keep.keep_existing = true;
+  auto kept = pack_once(catalog, fleet, requests, keep);
+  if (!kept) return moved;
+  const auto pm = placed_by_priority(requests, *moved), pk = placed_by_priority(requests, *kept);
+  if (pk > pm || (pk == pm && kept->gpus_used <= moved->gpus_used)) return kept;
+  return moved;
 }
 
 }  // namespace gpuplan::mig

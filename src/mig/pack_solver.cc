@@ -24,6 +24,15 @@ constexpr double kFloorSlack = 1e-6;
 // The exact search is tried on problems (or residuals) with at most this many units; the state
 // limit (PackOptions) stops it when the state space is larger than it looks.
 constexpr int kExactMaxUnits = 64;
+// ... and on at most this many GPU classes with GPUs left (each class multiplies the state space).
+constexpr int kExactMaxClasses = 8;
+// Fills the exact search may evaluate before it gives up (a few tens of milliseconds); with the state
+// limit this keeps it from stalling on residuals that look small but are not.
+constexpr long long kExactWorkLimit = 200000;
+// With more classes of pinned GPUs (busy instances kept, --keep-existing) than this, pinned GPUs are
+// filled greedily before the LP instead of inside it: each class adds a row and its configurations,
+// and they cost nothing to use.
+constexpr int kMaxLpPinnedClasses = 32;
 // Configurations a dive step tries (largest LP value first) before it gives up on keeping the rest
 // of the demand LP-feasible; the residuals where dives run are small, so a handful suffices.
 constexpr size_t kDiveCandidates = 8;
@@ -144,7 +153,7 @@ class Exact {
     if (auto it = memo_.find(k); it != memo_.end()) return it->second.value;
     Entry best;
     best.value = zero();
-    if (aborted_ || memo_.size() > static_cast<size_t>(limit_)) {
+    if (aborted_ || memo_.size() > static_cast<size_t>(limit_) || work_ > kExactWorkLimit) {
       aborted_ = true;
       return memo_.emplace(k, best).first->second.value;
     }
@@ -166,6 +175,7 @@ class Exact {
       for (size_t c = 0; c < gc.configs.size(); ++c) {
         std::vector<Fill> fs;
         fills(g, gc.configs[c], r, &fs);
+        work_ += static_cast<long long>(fs.size()) + 1;
         for (auto& f : fs) {
           if (f.units.empty() && !gc.pinned) continue;
           std::vector<int> r2 = r;
@@ -214,6 +224,7 @@ class Exact {
   const PackModel& m_;
   int limit_;
   bool aborted_ = false;
+  long long work_ = 0;
   std::unordered_map<std::string, Entry> memo_;
 };
 
@@ -433,17 +444,30 @@ int commit(const PackModel& M, const LpRun& lp, bool one, std::vector<int>& r, s
   return r0 - total(r);
 }
 
-// Memory plus compute slices of the units a fresh GPU of (g, c) would take from `r`, greedily.
-int fill_weight(const PackModel& M, int g, int c, const std::vector<int>& r) {
-  std::vector<Bin> bins{new_bin(M, g, c)};
-  std::vector<int> r2 = r;
-  fill_bins(M, LpRun{}, bins, {0}, r2);
-  const MigTable& t = *M.targets[M.classes[g].target].table;
-  int w = 0;
-  for (size_t p = 0; p < bins[0].units.size(); ++p) {
-    w += bins[0].filled(static_cast<int>(p)) * (t.profiles[p].memory_slices + t.profiles[p].compute_slices);
+// Memory plus compute slices of the units a fresh GPU of (g, c) would take from `r`, and how many
+// such GPUs in a row the demand could fill the same way.
+struct FillWeight {
+  int weight = 0;
+  int repeat = 0;
+};
+FillWeight fill_weight(const PackModel& M, int g, int c, const std::vector<int>& r) {
+  const GpuClass& gc = M.classes[g];
+  const MigTable& t = *M.targets[gc.target].table;
+  const std::vector<int>& counts = gc.configs[c].counts;
+  FillWeight out;
+  out.repeat = std::numeric_limits<int>::max();
+  for (size_t p = 0; p < counts.size(); ++p) {
+    if (counts[p] == 0) continue;
+    int avail = 0;
+    for (size_t k = 0; k < M.demands.size(); ++k) {
+      if (r[k] > 0 && option_for(M.demands[k], gc.target) == static_cast<int>(p)) avail += r[k];
+    }
+    const int take = std::min(avail, counts[p]);
+    out.weight += take * (t.profiles[p].memory_slices + t.profiles[p].compute_slices);
+    if (take > 0) out.repeat = std::min(out.repeat, avail / counts[p]);
   }
-  return w;
+  if (out.repeat == std::numeric_limits<int>::max()) out.repeat = 0;
+  return out;
 }
 
 // Candidates for the next single GPU: the configurations with the largest LP values, and the ones
@@ -464,7 +488,7 @@ std::vector<std::pair<int, int>> dive_candidates(const PackModel& M, const LpRun
     if (n[g] <= 0) continue;
     for (size_t c = 0; c < M.classes[g].configs.size(); ++c) {
       const std::pair<int, int> gc{static_cast<int>(g), static_cast<int>(c)};
-      by_weight.push_back({fill_weight(M, gc.first, gc.second, r), gc});
+      by_weight.push_back({fill_weight(M, gc.first, gc.second, r).weight, gc});
     }
   }
   std::stable_sort(by_weight.begin(), by_weight.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
@@ -530,6 +554,45 @@ bool commit_keeping_feasible(const PackModel& M, const LpRun& lp, std::vector<in
   return commit(M, lp, true, r, n, bins) > 0;
 }
 
+// Whether the exact search should try (r, n): few units and few classes of GPUs left. GPUs beyond the
+// number of units are useless, so `n` is capped at it.
+bool exact_worth_trying(const std::vector<int>& r, std::vector<int>& n) {
+  const int units = total(r);
+  if (units > kExactMaxUnits) return false;
+  int classes = 0;
+  for (int& v : n) {
+    v = std::min(v, units);
+    classes += v > 0 ? 1 : 0;
+  }
+  return classes <= kExactMaxClasses;
+}
+
+// Fills every pinned GPU (used anyway) with the configuration that takes the most of the demand,
+// then takes the pinned classes out of `n`.
+void prefill_pinned(const PackModel& M, std::vector<int>& r, std::vector<int>& n, std::vector<Bin>& bins) {
+  for (size_t g = 0; g < M.classes.size(); ++g) {
+    if (!M.classes[g].pinned) continue;
+    while (n[g] > 0 && total(r) > 0) {
+      int best = -1;
+      FillWeight best_w;
+      for (size_t c = 0; c < M.classes[g].configs.size(); ++c) {
+        const FillWeight w = fill_weight(M, static_cast<int>(g), static_cast<int>(c), r);
+        if (w.weight > best_w.weight) {
+          best_w = w;
+          best = static_cast<int>(c);
+        }
+      }
+      if (best < 0) break;
+      // The same fill repeats while every profile it takes has enough demand left.
+      LpRun same;
+      same.xcols = {{static_cast<int>(g), best}};
+      same.x = {static_cast<double>(std::max(1, std::min(best_w.repeat, n[g])))};
+      if (commit(M, same, false, r, n, bins) == 0) break;
+    }
+    n[g] = 0;
+  }
+}
+
 }  // namespace
 
 double lp_lower_bound(const PackModel& M, const std::vector<int>& placed) {
@@ -550,10 +613,11 @@ SolveOutcome solve_packing(const PackModel& M, int exact_state_limit) {
     out.unplaced = left;
     return out;
   };
-  if (total(r) <= kExactMaxUnits) {
+  std::vector<int> capped = n;
+  if (exact_worth_trying(r, capped)) {
     Exact exact(M, exact_state_limit);
     std::vector<Bin> bins;
-    if (exact.run(r, n, &bins)) {
+    if (exact.run(r, capped, &bins)) {
       out.bins = std::move(bins);
       out.exact = true;
       std::vector<int> left = r;
@@ -565,6 +629,9 @@ SolveOutcome solve_packing(const PackModel& M, int exact_state_limit) {
       return finish(left);
     }
   }
+  int pinned_classes = 0;
+  for (const auto& c : M.classes) pinned_classes += c.pinned ? 1 : 0;
+  if (pinned_classes > kMaxLpPinnedClasses) prefill_pinned(M, r, n, out.bins);
   LpRun all = run_lp(M, r, n, Goal::kMinGpus, 0, {});
   if (!all.feasible) {
     // Not everything fits: the most units of each tier, most important first.
@@ -599,10 +666,11 @@ SolveOutcome solve_packing(const PackModel& M, int exact_state_limit) {
     r[k] = demand[k] - placed;
   }
   while (total(r) > 0) {
-    if (total(r) <= kExactMaxUnits) {
+    std::vector<int> rest = n;
+    if (exact_worth_trying(r, rest)) {
       Exact exact(M, exact_state_limit);
       std::vector<Bin> more;
-      if (exact.run(r, n, &more)) {
+      if (exact.run(r, rest, &more)) {
         for (auto& b : more) {
           for (const auto& per : b.units) {
             for (const auto& [k, a] : per) r[k] -= a;
