@@ -40,6 +40,8 @@ struct CliCommand {
   // Optional: turns the request built from the options into the one sent (e.g. reads a file named by
   // an option; the library never reads files for a request).
   std::function<Result<Json>(Json)> prepare;
+  // Optional: the exit status of a successful result (e.g. 5 for an invalid MIG layout).
+  std::function<int(const Json& result)> status;
 
   // Adds --name (value), a positional when `positional`, or both.
   Opt& value(const std::string& name, const std::string& help, bool positional = false);
@@ -53,6 +55,7 @@ struct CliCommand {
 
 // Each command family adds its subcommands.
 void add_catalog_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
+void add_mig_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 void add_offer_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
 
   std::vector<std::unique_ptr<cli::CliCommand>> commands;
   cli::add_catalog_commands(app, commands);
+  cli::add_mig_commands(app, commands);
   cli::add_offer_commands(app, commands);
   cli::add_fit_commands(app, commands);
   cli::add_serve_command(app);
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
     if (!result) return report(result.error());
     if (fmt.json) std::cout << result->dump(2) << "\n";
     else std::cout << c->render(*result, request, fmt);
-    return 0;
+    return c->status ? c->status(*result) : 0;
   }
   std::cerr << app.help();
   return exit_code(ErrorCode::kUsage);
