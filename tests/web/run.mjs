@@ -128,6 +128,10 @@ test('compare: side by side with charts, add and remove', async (page) => {
   await page.press('#cmp-gpu', 'Enter');
   await page.waitForFunction(() => document.querySelectorAll('#panel-compare table.compare-table thead th').length === 4);
   expect(page.url().includes('h100-80gb-sxm5'), 'URL keeps the selection');
+  if (have('offers.list')) {
+    const priced = (await (await fetch(`${base}api/v1/offers?gpu=a40`)).json()).offers.length > 0;
+    if (priced) expect((await page.locator('#panel-compare figcaption').allTextContents()).includes('Per dollar'), 'per-dollar chart from offers');
+  }
   await shot(page, 'compare');
   await page.click('button[aria-label="Remove a40"]');
   await page.waitForFunction(() => document.querySelectorAll('#panel-compare table.compare-table thead th').length === 3);
