@@ -9,6 +9,12 @@ const COMPONENTS = [
   ['gradients_bytes', 'Gradients'], ['optimizer_bytes', 'Optimizer state'], ['adapter_bytes', 'Adapters'],
   ['runtime_overhead_bytes', 'Runtime overhead'],
 ];
+const SPEED = [
+  ['ttft_seconds', 'Time to first token', seconds], ['tpot_seconds', 'Per output token', seconds],
+  ['decode_tokens_per_second', 'Decode tokens/s (one sequence)', fmt], ['tokens_per_second', 'Tokens/s', fmt],
+  ['step_seconds', 'Step time', seconds], ['samples_per_second', 'Samples/s', fmt], ['mfu', 'MFU', (v) => `${fmt(v * 100, 3)}%`],
+  ['bound', 'Bound by', String],
+];
 const FORMATS = ['fp32', 'bf16', 'fp16', 'fp8', 'int8', 'int4', 'int4-awq', 'int4-gptq', 'nf4', 'q4_k_m', 'q8_0'];
 
 let form, results, status, picker, uploaded = null, controller = null, haveFit = true, havePerf = false;
@@ -131,10 +137,13 @@ function render(d, perf, perfError) {
   const targets = d.targets || [];
   if (targets.length) out.push(el('h3', { text: 'Per target' }), memoryChart(d, targets));
   const perfBy = new Map(((perf && perf.targets) || []).map((p) => [`${p.target}x${p.count || 1}`, p]));
+  // The speed columns this task has (perf gives the fields that apply: latency for inference, step
+  // time and MFU for training).
+  const speedCols = SPEED.filter(([k]) => ((perf && perf.targets) || []).some((p) => p[k] !== undefined && p[k] !== null));
   out.push(el('div', { class: 'table-wrap' }, el('table', { class: 'data verdicts' },
     el('caption', { text: 'Verdict per target' }),
     el('thead', {}, el('tr', {}, ['Target', 'Verdict', 'Needs', 'Capacity', 'Headroom', 'Largest batch', 'Largest context',
-      ...(perf ? ['Time to first token', 'Per output token', 'Decode tokens/s', 'Bound'] : [])].map((h) => el('th', { scope: 'col', text: h })))),
+      ...speedCols.map(([, h]) => h)].map((h) => el('th', { scope: 'col', text: h })))),
     el('tbody', {}, targets.map((t) => {
       const p = perfBy.get(`${t.target}x${t.count || 1}`);
       return el('tr', { class: t.fits ? 'fits' : 'nofit', 'data-target': t.target },
@@ -145,8 +154,7 @@ function render(d, perf, perfError) {
         el('td', { class: 'num', text: bytes(t.headroom_bytes) }),
         el('td', { class: 'num', text: fmt(t.max_batch) }),
         el('td', { class: 'num', text: fmt(t.max_context) }),
-        perf ? [el('td', { class: 'num', text: p ? seconds(p.ttft_seconds) : '–' }), el('td', { class: 'num', text: p ? seconds(p.tpot_seconds) : '–' }),
-          el('td', { class: 'num', text: p ? fmt(p.decode_tokens_per_second) : '–' }), el('td', { text: p ? p.bound || '' : '' })] : null);
+        speedCols.map(([k, , f]) => el('td', { class: k === 'bound' ? '' : 'num', text: p && p[k] !== undefined && p[k] !== null ? f(p[k]) : '–' })));
     })))));
   if (perfError) out.push(errorBox({ ...perfError, message: `Speed: ${perfError.message}` }));
   return out;
