@@ -281,6 +281,10 @@ TEST_F(Loopback, FitIsTheLibrarysDocument) {
                           "application/json");
   ASSERT_TRUE(up);
   EXPECT_EQ(up->status, 200) << up->body;
+  // A path is not read: models come from the zoo or inline.
+  auto path = client().Post("/api/v1/fit", R"({"model": "/etc/hostname", "gpu": "l4"})", "application/json");
+  ASSERT_TRUE(path);
+  EXPECT_EQ(path->status, 404) << path->body;
   auto bad = client().Post("/api/v1/fit", R"({"model": "x", "config": [1, 2]})", "application/json");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400) << bad->body;
