@@ -80,6 +80,9 @@ std::string render_validate(const Json& r, const Json&, const OutputFormat& fmt)
   return os.str();
 }
 
+
+}  // namespace
+
 // --model takes a zoo id or the path of a config.json: the CLI reads the file and sends it inline.
 Result<Json> read_model_file(Json request) {
   if (!request.contains("model") || !request["model"].is_string()) return request;
@@ -102,7 +105,6 @@ Result<Json> read_model_file(Json request) {
   return request;
 }
 
-}  // namespace
 
 void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
   auto fit = std::make_unique<CliCommand>();
@@ -138,7 +140,7 @@ void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& c
   auto val = std::make_unique<CliCommand>();
   val->command = "validate";
   val->app = app.add_subcommand("validate", "Predict every published measurement in validation/ and report the error");
-  val->value("kind", "Only this kind of measurement (memory)");
+  val->value("kind", "Only this kind of measurement (memory or perf)");
   val->render = render_validate;
   commands.push_back(std::move(val));
 }
