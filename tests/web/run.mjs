@@ -209,8 +209,17 @@ test('plan: offers and the recommended plan', async (page) => {
     return;
   }
   await page.click('#panel-plan form.workload button[type="submit"]');
-  await page.waitForSelector('#panel-plan .plan-results table.plans, #panel-plan .plan-results .notice', { timeout: 20000 });
+  await page.waitForSelector('#panel-plan .plan-results table.plans', { timeout: 20000 });
+  expect(await page.locator('#panel-plan .plan-results table.plans tbody tr').count() >= 1, 'plans listed');
+  expect((await page.textContent('#panel-plan .recommended')).includes('Why:'), 'the recommended plan with its reason');
+  expect(await page.locator('#panel-plan svg.chart .pt').count() >= 1, 'cost against time points');
   await shot(page, 'plan');
+  // Training: a deadline, and the chart is cost against time to finish.
+  await page.selectOption('#plan-goal', 'train');
+  await page.fill('#plan-train', '1e9');
+  await page.click('#panel-plan form.workload button[type="submit"]');
+  await page.waitForFunction(() => document.querySelector('#panel-plan figcaption')?.textContent.includes('time to finish'), null, { timeout: 30000 });
+  await shot(page, 'plan-train');
 });
 
 test('every section says so when its command is missing', async (page) => {
