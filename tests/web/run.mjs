@@ -154,7 +154,16 @@ test('fit and speed', async (page) => {
   await page.fill('#fit-batch', '64');
   await page.waitForFunction((b) => document.querySelector('#panel-fit table.verdicts')?.textContent !== b, before, { timeout: 10000 });
   expect(/fits|does not fit/.test(await page.textContent('#panel-fit table.verdicts')), 'verdicts');
+  if (have('perf')) {
+    await page.waitForFunction(() => document.querySelector('#panel-fit table.verdicts thead')?.textContent.includes('Time to first token'), null, { timeout: 10000 });
+  }
   await shot(page, 'fit');
+  // Training changes the columns: no KV cache, step time and MFU instead of latency.
+  await page.selectOption('#fit-task', 'lora');
+  await page.fill('#fit-batch', '1');
+  await page.waitForFunction(() => document.querySelector('#panel-fit table.breakdown')?.textContent.includes('Adapters') ||
+    document.querySelector('#panel-fit table.breakdown')?.textContent.includes('Gradients'), null, { timeout: 10000 });
+  await shot(page, 'fit-lora');
   await page.setInputFiles('#fit-config', { name: 'config.json', mimeType: 'application/json', buffer: Buffer.from('{not json') });
   await page.waitForSelector('#panel-fit .notice.error');
 });
