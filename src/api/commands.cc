@@ -11,6 +11,7 @@ const api::CommandTable& table() {
     api::register_catalog_commands(t);
     api::register_mig_commands(t);
     api::register_offer_commands(t);
+    api::register_plan_commands(t);
     api::register_fit_commands(t);
     api::register_validate_commands(t);
     api::register_perf_commands(t);

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   cli::add_fit_commands(app, commands);
   cli::add_serve_command(app);
   cli::add_perf_commands(app, commands);
+  cli::add_plan_commands(app, commands);
   // Options given after the subcommand (`gpuplan catalog list --json`) reach the top level too.
   std::function<void(CLI::App*)> fall = [&](CLI::App* a) {
     a->fallthrough(true);
