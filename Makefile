@@ -19,9 +19,12 @@ $(BUILD_DIR)/build.ninja:
 build: deps $(BUILD_DIR)/build.ninja
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# The main job with the embedded defaults.
+# The main job: the server with the page and the API (HOST and PORT override the defaults).
+HOST ?= 127.0.0.1
+PORT ?= 8080
 run: build
-	./$(BUILD_DIR)/gpuplan compare a100-40gb-sxm4 a100-80gb-sxm4 a40
+	@echo "gpuplan: open http://$(HOST):$(PORT)/ in a browser (API under /api/v1; Ctrl-C stops it)"
+	./$(BUILD_DIR)/gpuplan serve --host $(HOST) --port $(PORT)
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)

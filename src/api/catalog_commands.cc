@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "api/commands.h"
+#include "api/compare_value.h"
 #include "api/request.h"
 #include "gpuplan/target.h"
 
@@ -157,7 +158,16 @@ struct Derived {
 
 Result<Json> compare(const Context& ctx, const Json& body) {
   Request req(body);
-  if (auto s = req.check_keys({"gpu"}); !s) return s.error();
+  // Only `gpu` is the comparison's own; offers and workload keys add value metrics (compare_value.cc).
+  if (!body.is_object()) return usage_error("the request must be a JSON object");
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    if (it.key() != "gpu" && !is_value_key(it.key())) {
+      return usage_error("unknown option '" + it.key() +
+                             "'; compare takes gpu, and for value metrics offers, spot, max_age, now, provider, "
+                             "region and the workload options of perf",
+                         it.key());
+    }
+  }
   auto names = req.strings("gpu");
   if (!names) return names.error();
   if (names->empty()) return usage_error("compare needs at least one GPU or MIG profile", "gpu");
@@ -214,7 +224,9 @@ Result<Json> compare(const Context& ctx, const Json& body) {
     }
     targets[i]["diff_percent_vs_first"] = std::move(diff);
   }
-  return Json{{"baseline", refs[0].id()}, {"keys", keys}, {"targets", std::move(targets)}};
+  Json out{{"baseline", refs[0].id()}, {"keys", keys}, {"targets", std::move(targets)}};
+  if (auto s = add_value_metrics(ctx, body, refs, out); !s) return s.error();
+  return out;
 }
 
 }  // namespace

@@ -9,9 +9,12 @@ const api::CommandTable& table() {
   static const api::CommandTable commands = [] {
     api::CommandTable t;
     api::register_catalog_commands(t);
+    api::register_mig_commands(t);
+    api::register_offer_commands(t);
+    api::register_plan_commands(t);
     api::register_fit_commands(t);
     api::register_validate_commands(t);
-    api::register_offer_commands(t);
+    api::register_perf_commands(t);
     return t;
   }();
   return commands;

@@ -17,8 +17,11 @@ struct Command {
 using CommandTable = std::vector<Command>;
 
 void register_catalog_commands(CommandTable& table);
+void register_mig_commands(CommandTable& table);
+void register_offer_commands(CommandTable& table);
+void register_plan_commands(CommandTable& table);
 void register_fit_commands(CommandTable& table);
 void register_validate_commands(CommandTable& table);
-void register_offer_commands(CommandTable& table);
+void register_perf_commands(CommandTable& table);
 
 }  // namespace gpuplan::api

@@ -11,6 +11,7 @@
 #include "api/request.h"
 #include "gpuplan/embedded.h"
 #include "gpuplan/memory.h"
+#include "validate/perf_rows.h"
 
 namespace gpuplan::api {
 
@@ -61,7 +62,14 @@ Result<double> to_base_unit(double v, const std::string& unit) {
   if (unit == "GB") return v * kBytesPerGb;
   if (unit == "MiB") return v * kBytesPerMib;
   if (unit == "MB") return v * 1e6;
-  return invalid_data_error("unit '" + unit + "' is not a memory unit", "unit");
+  // Speed units (validation/perf.yaml): seconds, rates, fractions.
+  if (unit == "seconds" || unit == "tokens_per_second" || unit == "samples_per_second" || unit == "TFLOPS" ||
+      unit == "GB/s") {
+    return v;
+  }
+  if (unit == "ms") return v * 1e-3;
+  if (unit == "percent") return v / 100;
+  return invalid_data_error("unit '" + unit + "' is not a known unit", "unit");
 }
 
 Prediction predict_memory_row(const Context& ctx, const Json& row) {
@@ -129,12 +137,32 @@ Prediction predict_memory_row(const Context& ctx, const Json& row) {
   return p;
 }
 
+// The performance model predicts in the row's unit; the summary compares in base units.
+Prediction predict_perf_row(const Context& ctx, const Json& row) {
+  const validate::PerfRowPrediction p = validate::predict_perf_row(*ctx.catalog, row);
+  Prediction out;
+  out.ok = p.ok;
+  out.note = p.ok ? std::string("bound: ") + std::string(perf_bound_name(p.bound)) + (p.note.empty() ? "" : "; " + p.note)
+                  : p.note;
+  if (p.ok) {
+    auto factor = to_base_unit(1.0, row.value("unit", ""));
+    if (!factor) {
+      out.ok = false;
+      out.note = factor.error().message;
+    } else {
+      out.value = p.value * *factor;
+    }
+  }
+  return out;
+}
+
 struct Kind {
   const char* name;
   const char* file;
   Prediction (*predict)(const Context&, const Json&);
 };
-const Kind kKinds[] = {{"memory", "validation/memory.yaml", predict_memory_row}};
+const Kind kKinds[] = {{"memory", "validation/memory.yaml", predict_memory_row},
+                       {"perf", "validation/perf.yaml", predict_perf_row}};
 
 std::string_view embedded_text(std::string_view path) {
   for (const auto& f : embedded_files()) {
@@ -146,6 +174,55 @@ std::string_view embedded_text(std::string_view path) {
 double round_to(double v, int digits) {
   const double s = std::pow(10.0, digits);
   return std::round(v * s) / s;
+}
+
+// Summary over comparable rows (of one kind, or all when `kind` is empty): numeric rows by error,
+// verdict rows by being right.
+Json summarize(const Json& rows, const std::string& kind) {
+  Json sel = Json::array();
+  for (const auto& r : rows) {
+    if (kind.empty() || r["kind"] == kind) sel.push_back(r);
+  }
+  int numeric = 0, within10 = 0, within25 = 0, verdicts = 0, right = 0, skipped = 0, comparable = 0;
+  double max_err = 0;
+  std::string max_id;
+  std::vector<double> errs;
+  for (const auto& r : sel) {
+    if (!r["comparable"].get<bool>()) continue;
+    ++comparable;
+    if (r["status"] == "skipped") {
+      ++skipped;
+      continue;
+    }
+    if (r.contains("verdict_right")) {
+      ++verdicts;
+      right += r["verdict_right"].get<bool>() ? 1 : 0;
+      continue;
+    }
+    if (r["error_percent"].is_null()) continue;
+    const double e = std::fabs(r["error_percent"].get<double>());
+    ++numeric;
+    within10 += e <= 10 ? 1 : 0;
+    within25 += e <= 25 ? 1 : 0;
+    errs.push_back(e);
+    if (e > max_err) max_err = e, max_id = r["id"].get<std::string>();
+  }
+  std::sort(errs.begin(), errs.end());
+  const double median = errs.empty() ? 0 : errs[errs.size() / 2];
+  return Json{{"rows", sel.size()},
+               {"comparable_rows", comparable},
+               {"skipped_rows", skipped},
+               {"numeric_rows", numeric},
+               {"within_10_percent", within10},
+               {"within_10_percent_share", numeric ? round_to(static_cast<double>(within10) / numeric, 4) : 0.0},
+               {"within_25_percent", within25},
+               {"within_25_percent_share", numeric ? round_to(static_cast<double>(within25) / numeric, 4) : 0.0},
+               {"median_error_percent", round_to(median, 2)},
+               {"max_error_percent", round_to(max_err, 2)},
+               {"max_error_row", max_id},
+               {"verdict_rows", verdicts},
+               {"verdicts_right", right},
+               {"verdict_accuracy", verdicts ? round_to(static_cast<double>(right) / verdicts, 4) : 1.0}};
 }
 
 Result<Json> validate(const Context& ctx, const Json& body) {
@@ -203,53 +280,17 @@ Result<Json> validate(const Context& ctx, const Json& body) {
         out["predicted"] = round_to(predicted, 4);
         out["error_percent"] = *base != 0 ? Json(round_to((pr.value - *base) / *base * 100.0, 2)) : Json(nullptr);
       }
+      if (!pr.note.empty()) out["note"] = pr.note;
       out["source"] = row.value("source", "");
       rows.push_back(std::move(out));
     }
   }
-  if (!matched) return usage_error("unknown kind '" + *kind + "'; kinds: memory", "kind");
+  if (!matched) return usage_error("unknown kind '" + *kind + "'; kinds: memory, perf", "kind");
 
-  // Summary over comparable rows: numeric rows by error, verdict rows by being right.
-  int numeric = 0, within10 = 0, within25 = 0, verdicts = 0, right = 0, skipped = 0, comparable = 0;
-  double max_err = 0;
-  std::string max_id;
-  std::vector<double> errs;
-  for (const auto& r : rows) {
-    if (!r["comparable"].get<bool>()) continue;
-    ++comparable;
-    if (r["status"] == "skipped") {
-      ++skipped;
-      continue;
-    }
-    if (r.contains("verdict_right")) {
-      ++verdicts;
-      right += r["verdict_right"].get<bool>() ? 1 : 0;
-      continue;
-    }
-    if (r["error_percent"].is_null()) continue;
-    const double e = std::fabs(r["error_percent"].get<double>());
-    ++numeric;
-    within10 += e <= 10 ? 1 : 0;
-    within25 += e <= 25 ? 1 : 0;
-    errs.push_back(e);
-    if (e > max_err) max_err = e, max_id = r["id"].get<std::string>();
-  }
-  std::sort(errs.begin(), errs.end());
-  const double median = errs.empty() ? 0 : errs[errs.size() / 2];
-  Json summary{{"rows", rows.size()},
-               {"comparable_rows", comparable},
-               {"skipped_rows", skipped},
-               {"numeric_rows", numeric},
-               {"within_10_percent", within10},
-               {"within_10_percent_share", numeric ? round_to(static_cast<double>(within10) / numeric, 4) : 0.0},
-               {"within_25_percent", within25},
-               {"median_error_percent", round_to(median, 2)},
-               {"max_error_percent", round_to(max_err, 2)},
-               {"max_error_row", max_id},
-               {"verdict_rows", verdicts},
-               {"verdicts_right", right},
-               {"verdict_accuracy", verdicts ? round_to(static_cast<double>(right) / verdicts, 4) : 1.0}};
-  return Json{{"kinds", kinds}, {"rows", rows}, {"summary", summary}};
+  Json summary = summarize(rows, "");
+  Json by_kind = Json::object();
+  for (const auto& k : kinds) by_kind[k.get<std::string>()] = summarize(rows, k.get<std::string>());
+  return Json{{"kinds", kinds}, {"rows", rows}, {"summary", summary}, {"summary_by_kind", by_kind}};
 }
 
 }  // namespace

@@ -40,6 +40,8 @@ struct CliCommand {
   // Optional: turns the request built from the options into the one sent (e.g. reads a file named by
   // an option; the library never reads files for a request).
   std::function<Result<Json>(Json)> prepare;
+  // Optional: the exit status of a successful result (e.g. 5 for an invalid MIG layout).
+  std::function<int(const Json& result)> status;
 
   // Adds --name (value), a positional when `positional`, or both.
   Opt& value(const std::string& name, const std::string& help, bool positional = false);
@@ -53,8 +55,26 @@ struct CliCommand {
 
 // Each command family adds its subcommands.
 void add_catalog_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
-void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
+void add_mig_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 void add_offer_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
+void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
+void add_perf_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
+void add_plan_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
+// The workload options of fit (and with `perf`, the extra ones of perf and plan), shared by commands.
+struct WorkloadOptions {
+  bool perf = false;            // add rate, train-tokens, dp, global-batch, cuda-graphs, efficiency
+  bool model_required = true;   // compare takes a workload only for its value metrics
+  bool gpu = true;              // compare has its own positional gpu list
+};
+void add_workload_options(CliCommand& c, WorkloadOptions which);
+
+// --model takes a zoo id or the path of a config.json: the CLI reads the file and sends it inline.
+Result<Json> read_model_file(Json request);
+
+// `gpuplan serve` (cli_serve.cc): added like the others, run instead of a command when given.
+void add_serve_command(CLI::App& app);
+bool serve_requested();
+int run_serve(const Context& ctx);
 
 // Text helpers shared by renderers.
 std::string render_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,

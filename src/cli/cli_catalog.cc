@@ -142,12 +142,34 @@ std::string render_compare(const Json& r, const Json&, const OutputFormat& fmt) 
   for (const auto& dk : dkeys) {
     add_row("derived." + dk, [&](const Json& t) { return t["derived"].contains(dk) ? t["derived"][dk] : Json(nullptr); });
   }
+  std::vector<std::string> vkeys;
+  for (const auto& t : r["targets"]) {
+    if (!t.contains("value")) continue;
+    for (auto it = t["value"].begin(); it != t["value"].end(); ++it) {
+      if (std::find(vkeys.begin(), vkeys.end(), it.key()) == vkeys.end()) vkeys.push_back(it.key());
+    }
+  }
+  for (const auto& vk : vkeys) {
+    add_row("value." + vk, [&](const Json& t) {
+      return t.contains("value") && t["value"].contains(vk) ? t["value"][vk] : Json(nullptr);
+    });
+  }
   if (fmt.csv) return render_csv(header, rows);
   std::vector<bool> right(header.size(), true);
   right[0] = false;
-  return render_table(header, rows, right) +
-         "\nPercentages compare each column with the first. Throughput is dense. ridge = FLOP per byte of memory "
-         "traffic at which a kernel stops being bandwidth-bound.\n";
+  std::string out = render_table(header, rows, right) +
+                    "\nPercentages compare each column with the first. Throughput is dense. ridge = FLOP per byte of "
+                    "memory traffic at which a kernel stops being bandwidth-bound.\n";
+  if (r.contains("value_basis")) {
+    const Json& b = r["value_basis"];
+    out += "value.*: prices " + b["prices"].get<std::string>() + " (" + b["now"].get<std::string>() + ")";
+    if (b.contains("metric")) {
+      out += "; workload metric " + b["metric"].get<std::string>() + " per GPU, units_per_dollar = " +
+             b["units_per_dollar"].get<std::string>();
+    }
+    out += ".\n";
+  }
+  return out;
 }
 
 }  // namespace
@@ -179,6 +201,15 @@ void add_catalog_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>
   cmp->command = "compare";
   cmp->app = app.add_subcommand("compare", "Compare GPUs and MIG profiles side by side");
   cmp->list("gpu", "GPUs or MIG profiles to compare", true).option->required();
+  // Value metrics: prices from offers, and with --model a workload's speed per dollar and per watt.
+  cmp->files("offers", "Offers files (CSV or YAML) for prices; default: the shipped snapshot");
+  cmp->flag("spot", "Spot prices instead of on-demand");
+  cmp->list("provider", "Only these providers' offers");
+  cmp->list("region", "Only these regions' offers");
+  cmp->value("max-age", "Offers captured more than this many days ago are stale (default 180)");
+  cmp->value("now", "Date that staleness is measured at (default: today)");
+  add_workload_options(*cmp, WorkloadOptions{true, false, false});
+  cmp->prepare = read_model_file;
   cmp->render = render_compare;
   commands.push_back(std::move(cmp));
 }

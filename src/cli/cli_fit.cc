@@ -82,6 +82,9 @@ std::string render_validate(const Json& r, const Json&, const OutputFormat& fmt)
   return os.str();
 }
 
+
+}  // namespace
+
 // --model takes a zoo id or the path of a config.json: the CLI reads the file and sends it inline.
 Result<Json> read_model_file(Json request) {
   if (!request.contains("model") || !request["model"].is_string()) return request;
@@ -107,7 +110,6 @@ Result<Json> read_model_file(Json request) {
   return request;
 }
 
-}  // namespace
 
 void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
   auto fit = std::make_unique<CliCommand>();
@@ -136,7 +138,7 @@ void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& c
   fit->value("checkpointing", "none | selective | full activation checkpointing");
   fit->value("lora-rank", "LoRA rank (default 16)");
   fit->value("lora-targets", "LoRA target modules: q,k,v,o,gate,up,down or all (default q,v)");
-  fit->value("engine", "transformers | pytorch | vllm | tgi | deepspeed | llama.cpp | megatron | tensorrt-llm | exllama");
+  fit->value("engine", "transformers | pytorch | vllm | tgi | deepspeed | llama.cpp | megatron | tensorrt-llm");
   fit->value("flash-attention", "true | false: SDPA/flash kernels (default true)");
   fit->value("gpu-memory-utilization", "vLLM's share of the GPU (default 0.9)");
   fit->value("max-num-batched-tokens", "vLLM prefill chunk in tokens (default 8192)");
@@ -149,7 +151,7 @@ void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& c
   auto val = std::make_unique<CliCommand>();
   val->command = "validate";
   val->app = app.add_subcommand("validate", "Predict every published measurement in validation/ and report the error");
-  val->value("kind", "Only this kind of measurement (memory)");
+  val->value("kind", "Only this kind of measurement (memory or perf)");
   val->render = render_validate;
   commands.push_back(std::move(val));
 }

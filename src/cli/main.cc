@@ -20,8 +20,12 @@ int main(int argc, char** argv) {
 
   std::vector<std::unique_ptr<cli::CliCommand>> commands;
   cli::add_catalog_commands(app, commands);
-  cli::add_fit_commands(app, commands);
+  cli::add_mig_commands(app, commands);
   cli::add_offer_commands(app, commands);
+  cli::add_fit_commands(app, commands);
+  cli::add_serve_command(app);
+  cli::add_perf_commands(app, commands);
+  cli::add_plan_commands(app, commands);
   // Options given after the subcommand (`gpuplan catalog list --json`) reach the top level too.
   std::function<void(CLI::App*)> fall = [&](CLI::App* a) {
     a->fallthrough(true);
@@ -53,6 +57,7 @@ int main(int argc, char** argv) {
   auto catalog = Catalog::load(catalog_dirs);
   if (!catalog) return report(catalog.error());
   Context ctx{*catalog};
+  if (cli::serve_requested()) return cli::run_serve(ctx);
 
   for (const auto& c : commands) {
     if (!c->app->parsed()) continue;
@@ -68,7 +73,7 @@ int main(int argc, char** argv) {
     if (!result) return report(result.error());
     if (fmt.json) std::cout << result->dump(2) << "\n";
     else std::cout << c->render(*result, request, fmt);
-    return 0;
+    return c->status ? c->status(*result) : 0;
   }
   std::cerr << app.help();
   return exit_code(ErrorCode::kUsage);

@@ -10,6 +10,9 @@ namespace gpuplan {
 namespace {
 
 constexpr double kSecondsPerHour = 3600.0;
+// 1%: the smallest cost difference worth a line on the cost/time front (list prices are rounded to
+// cents per hour, and the model's own error is larger).
+constexpr double kParetoCostStep = 0.01;
 // Parallel degrees tried. Powers of two: what Megatron, vLLM and DeepSpeed accept for attention heads
 // and what NVLink islands (2, 4, 8 GPUs) are built of.
 constexpr int kDegrees[] = {1, 2, 4, 8, 16};
@@ -241,9 +244,12 @@ PlanResult plan_training(const PlanModel& model, const std::vector<const Offer*>
   std::sort(points.begin(), points.end(), [](const Plan& a, const Plan& b) {
     return a.seconds_total != b.seconds_total ? a.seconds_total < b.seconds_total : a.cost_total < b.cost_total;
   });
+  // A point joins the front only when it is cheaper than every faster point by more than
+  // kParetoCostStep: under near-linear data-parallel scaling dozens of layouts cost within cents of
+  // each other, and listing them all hides the trade-off.
   double cheapest = std::numeric_limits<double>::infinity();
   for (const auto& p : points) {
-    if (p.cost_total < cheapest) {
+    if (p.cost_total < cheapest * (1 - kParetoCostStep)) {
       result.pareto.push_back(p);
       cheapest = p.cost_total;
     }

@@ -1,0 +1,266 @@
+// mig pack at fleet scale: gpuplan's packer against two things operators do today, on a random fleet
+// of 10,000 GPUs and 50,000 instance requests:
+//   - first fit in the driver's order: each instance goes to the first GPU (fleet order) where the
+//     driver can still create it, at the lowest free valid start;
+//   - static mig-parted all-balanced: every GPU partitioned 2x1g + 1x2g + 1x3g (2x1g + 1x2g on
+//     4-slice GPUs, NVIDIA/mig-parted pkg/mig/builder/balanced.go), each request in the smallest slot
+//     that holds it.
+// Counters: gpus (used), lower_bound, gap_pct (vs the lower bound), unplaced (instances).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <string>
+#include <map>
+#include <random>
+
+#include "gpuplan/catalog.h"
+#include "gpuplan/mig_pack.h"
+
+namespace {
+
+using namespace gpuplan;
+using namespace gpuplan::mig;
+
+// The benchmark's fleet and demand, fixed for comparability across runs.
+constexpr int kFleetGpus = 10000;
+constexpr int kRequestUnits = 50000;
+constexpr unsigned kSeed = 20261130;
+// Largest count of one request line (lines are drawn until kRequestUnits units).
+constexpr int kMaxLineCount = 20;
+
+struct Scenario {
+  Fleet fleet;
+  std::vector<PackRequest> requests;
+};
+
+const Scenario& scenario() {
+  static const Scenario s = [] {
+    Scenario sc;
+    auto catalog = Catalog::embedded();
+    // GPU mix: mostly A100/H100 generations, some H200 and A30.
+    const std::vector<std::pair<std::string, double>> mix = {{"a100-40gb-sxm4", 0.20}, {"a100-80gb-sxm4", 0.25},
+                                                             {"h100-80gb-sxm5", 0.35}, {"h200-141gb-sxm", 0.15},
+                                                             {"a30", 0.05}};
+    std::mt19937 rng(kSeed);
+    std::uniform_real_distribution<double> u(0, 1);
+    for (int i = 0; i < kFleetGpus; ++i) {
+      double x = u(rng);
+      size_t k = 0;
+      while (k + 1 < mix.size() && x > mix[k].second) x -= mix[k++].second;
+      auto ref = catalog->resolve(mix[k].first);
+      FleetGpu g;
+      g.node = "node-" + std::to_string(i / 8);
+      g.index = i % 8;
+      g.gpu = ref->gpu;
+      g.table = ref->mig_table;
+      sc.fleet.gpus.push_back(g);
+    }
+    // Requests: memory/compute minimums (portable across GPU types) and profile names.
+    struct Kind {
+      double weight;
+      const char* profile;
+      double memory_gb;
+      int compute;
+    };
+    const std::vector<Kind> kinds = {{0.60, nullptr, 4, 1},   {0.10, nullptr, 9, 1},   {0.06, nullptr, 9, 2},
+                                     {0.03, nullptr, 18, 3},  {0.01, nullptr, 30, 4},  {0.12, "1g.10gb", 0, 0},
+                                     {0.02, "3g.40gb", 0, 0}, {0.03, "2g.20gb", 0, 0}, {0.02, "1g.5gb", 0, 0},
+                                     {0.01, "7g.80gb", 0, 0}};
+    int units = 0, line = 0;
+    std::uniform_int_distribution<int> count(1, kMaxLineCount);
+    while (units < kRequestUnits) {
+      double x = u(rng);
+      size_t k = 0;
+      while (k + 1 < kinds.size() && x > kinds[k].weight) x -= kinds[k++].weight;
+      PackRequest r;
+      r.name = "r" + std::to_string(line++);
+      r.count = std::min(count(rng), kRequestUnits - units);
+      r.priority = static_cast<int>(rng() % 3);
+      if (kinds[k].profile) {
+        r.kind = PackRequest::Kind::kProfile;
+        r.profile = kinds[k].profile;
+      } else {
+        r.kind = PackRequest::Kind::kResources;
+        r.memory_gb = kinds[k].memory_gb;
+        r.compute_slices = kinds[k].compute;
+      }
+      units += r.count;
+      sc.requests.push_back(r);
+    }
+    return sc;
+  }();
+  return s;
+}
+
+// The profile a request uses on a GPU, or -1.
+int profile_for(const PackRequest& r, const MigTable& t) {
+  if (r.kind == PackRequest::Kind::kProfile) {
+    for (size_t i = 0; i < t.profiles.size(); ++i) {
+      if (t.profiles[i].name == r.profile) return static_cast<int>(i);
+    }
+    return -1;
+  }
+  return smallest_profile_for(t, r.memory_gb, r.compute_slices).value_or(-1);
+}
+
+struct Outcome {
+  int gpus = 0;
+  int unplaced = 0;
+};
+
+Outcome first_fit() {
+  const Scenario& s = scenario();
+  std::vector<std::vector<Placed>> layouts(s.fleet.gpus.size());
+  // GPUs per table in fleet order, and per (table, profile) a cursor to the first GPU that may still
+  // take the profile: a GPU that cannot take it now never can again (instances are only added).
+  std::map<const MigTable*, std::vector<size_t>> gpus_of;
+  for (size_t g = 0; g < s.fleet.gpus.size(); ++g) gpus_of[s.fleet.gpus[g].table].push_back(g);
+  std::map<std::pair<const MigTable*, int>, size_t> cursor;
+  auto fits = [&](size_t g, int p) {
+    const MigTable& t = *s.fleet.gpus[g].table;
+    for (int st : t.profiles[p].placement_starts) {
+      layouts[g].push_back(Placed{p, st});
+      const bool ok = first_broken_rule(t, layouts[g], nullptr) == Rule::kNone;
+      layouts[g].pop_back();
+      if (ok) return st;
+    }
+    return -1;
+  };
+  Outcome o;
+  for (const auto& r : s.requests) {
+    std::vector<std::pair<const MigTable*, int>> options;
+    for (const auto& [t, list] : gpus_of) {
+      const int p = profile_for(r, *t);
+      if (p >= 0) options.push_back({t, p});
+    }
+    for (int u = 0; u < r.count; ++u) {
+      size_t best = s.fleet.gpus.size();
+      int best_p = -1;
+      for (const auto& [t, p] : options) {
+        const auto& list = gpus_of[t];
+        size_t& c = cursor[{t, p}];
+        while (c < list.size() && fits(list[c], p) < 0) ++c;
+        if (c < list.size() && list[c] < best) {
+          best = list[c];
+          best_p = p;
+        }
+      }
+      if (best_p < 0) {
+        ++o.unplaced;
+        continue;
+      }
+      layouts[best].push_back(Placed{best_p, fits(best, best_p)});
+    }
+  }
+  for (const auto& l : layouts) o.gpus += l.empty() ? 0 : 1;
+  return o;
+}
+
+Outcome static_balanced() {
+  const Scenario& s = scenario();
+  // Slots per GPU: (memory_mib, compute) of each balanced instance, smallest first.
+  struct Slot {
+    double memory_mib;
+    int compute;
+    bool used;
+  };
+  std::vector<std::vector<Slot>> slots;
+  for (const auto& g : s.fleet.gpus) {
+    const MigTable& t = *g.table;
+    std::vector<Slot> v;
+    auto add = [&](int g_slices, int n) {
+      for (const auto& p : t.profiles) {
+        if (p.compute_slices == g_slices && !p.media_extensions && p.memory_slices == (g_slices == 3 ? 4 : g_slices)) {
+          for (int i = 0; i < n; ++i) v.push_back(Slot{p.memory_mib, p.compute_slices, false});
+          return;
+        }
+      }
+    };
+    add(1, 2);
+    add(2, 1);
+    if (t.compute_slices >= 7) add(3, 1);
+    slots.push_back(v);
+  }
+  Outcome o;
+  std::vector<size_t> next(slots.size(), 0);
+  size_t first_open = 0;
+  for (const auto& r : s.requests) {
+    for (int u = 0; u < r.count; ++u) {
+      bool placed = false;
+      for (size_t g = first_open; g < slots.size() && !placed; ++g) {
+        const MigTable& t = *s.fleet.gpus[g].table;
+        const int p = profile_for(r, t);
+        if (p < 0) continue;
+        for (auto& sl : slots[g]) {
+          if (!sl.used && sl.memory_mib >= t.profiles[p].memory_mib && sl.compute >= t.profiles[p].compute_slices) {
+            sl.used = placed = true;
+            break;
+          }
+        }
+      }
+      while (first_open < slots.size() &&
+             std::all_of(slots[first_open].begin(), slots[first_open].end(), [](const Slot& x) { return x.used; })) {
+        ++first_open;
+      }
+      o.unplaced += placed ? 0 : 1;
+    }
+  }
+  for (const auto& v : slots) o.gpus += std::any_of(v.begin(), v.end(), [](const Slot& x) { return x.used; }) ? 1 : 0;
+  (void)next;
+  return o;
+}
+
+void report(benchmark::State& state, const Outcome& o, int lower_bound) {
+  state.counters["gpus"] = o.gpus;
+  state.counters["unplaced"] = o.unplaced;
+  state.counters["lower_bound"] = lower_bound;
+  state.counters["gap_pct"] = lower_bound > 0 ? 100.0 * (o.gpus - lower_bound) / lower_bound : 0.0;
+  state.SetLabel("gpus=" + std::to_string(o.gpus) + " lower_bound=" + std::to_string(lower_bound) +
+                 " unplaced=" + std::to_string(o.unplaced));
+}
+
+int gpuplan_lower_bound() {
+  static const int lb = [] {
+    const Scenario& s = scenario();
+    auto r = pack(*Catalog::embedded(), s.fleet, s.requests, PackOptions{});
+    return r ? r->lower_bound : 0;
+  }();
+  return lb;
+}
+
+void BM_MigPack_Gpuplan(benchmark::State& state) {
+  const Scenario& s = scenario();
+  auto catalog = Catalog::embedded();
+  Outcome o;
+  int lb = 0;
+  for (auto _ : state) {
+    auto r = pack(*catalog, s.fleet, s.requests, PackOptions{});
+    if (!r) {
+      state.SkipWithError(r.error().message.c_str());
+      return;
+    }
+    o.gpus = r->gpus_used;
+    o.unplaced = 0;
+    for (const auto& u : r->unplaced) o.unplaced += u.count;
+    lb = r->lower_bound;
+  }
+  report(state, o, lb);
+}
+
+void BM_MigPack_FirstFitDriverOrder(benchmark::State& state) {
+  Outcome o;
+  for (auto _ : state) o = first_fit();
+  report(state, o, gpuplan_lower_bound());
+}
+
+void BM_MigPack_StaticAllBalanced(benchmark::State& state) {
+  Outcome o;
+  for (auto _ : state) o = static_balanced();
+  report(state, o, gpuplan_lower_bound());
+}
+
+}  // namespace
+
+BENCHMARK(BM_MigPack_Gpuplan)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_MigPack_FirstFitDriverOrder)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_MigPack_StaticAllBalanced)->Unit(benchmark::kMillisecond)->Iterations(1);

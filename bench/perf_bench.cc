@@ -1,0 +1,151 @@
+// Speed of the performance model: one prediction, and a sweep over targets x batch x context x format x
+// parallel degrees. Results are recorded in docs/model.md ("Speed of the model").
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "gpuplan/api.h"
+#include "gpuplan/catalog.h"
+#include "gpuplan/formats.h"
+#include "gpuplan/model.h"
+#include "gpuplan/perf.h"
+#include "perf/perf_request.h"
+
+namespace gpuplan {
+namespace {
+
+const Model& bench_model(const char* id) { return *zoo_model(id).value(); }
+
+Target bench_target(const char* name, int count = 1) {
+  return perf::make_target(Catalog::embedded()->resolve(name).value(), count);
+}
+
+void BM_PerfInferenceOne(benchmark::State& state) {
+  const Model& m = bench_model("llama-3.1-8b");
+  const PerfArch a = perf_arch(m);
+  const PerfDevice d = perf_device(bench_target("h100-80gb-sxm5"));
+  PerfWorkload w;
+  w.engine = PerfEngine::kVllm;
+  w.weights = perf_weights(WeightFormat::kBf16, m, d, w.engine);
+  w.batch = 16;
+  w.input_tokens = 1024;
+  w.output_tokens = 256;
+  const PerfEfficiency eff = default_efficiency();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(w.batch);
+    InferencePerf p = predict_inference(a, d, w, eff);
+    benchmark::DoNotOptimize(p);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_PerfInferenceOne);
+
+void BM_PerfTrainingOne(benchmark::State& state) {
+  const Model& m = bench_model("llama-2-70b");
+  const PerfArch a = perf_arch(m);
+  const PerfDevice d = perf_device(bench_target("h100-80gb-sxm5", 64));
+  PerfWorkload w;
+  w.task = PerfTask::kTrain;
+  w.engine = PerfEngine::kMegatron;
+  w.weights = perf_weights(WeightFormat::kBf16, m, d, w.engine);
+  w.tp = 8;
+  w.pp = 4;
+  w.dp = 2;
+  w.micro_batch = 1;
+  w.global_batch = 256;
+  w.seq_len = 4096;
+  w.checkpointing = PerfRecompute::kSelective;
+  const PerfEfficiency eff = default_efficiency();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(w.micro_batch);
+    TrainPerf t = predict_training(a, d, w, eff);
+    benchmark::DoNotOptimize(t);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_PerfTrainingOne);
+
+void BM_PerfServingOne(benchmark::State& state) {
+  const Model& m = bench_model("llama-3.1-8b");
+  const PerfArch a = perf_arch(m);
+  const PerfDevice d = perf_device(bench_target("h100-80gb-sxm5"));
+  PerfWorkload w;
+  w.engine = PerfEngine::kVllm;
+  w.weights = perf_weights(WeightFormat::kFp8, m, d, w.engine);
+  w.input_tokens = 1024;
+  w.output_tokens = 256;
+  const PerfEfficiency eff = default_efficiency();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(w.batch);
+    ServingPerf s = predict_serving(a, d, w, eff, 256, 10);
+    benchmark::DoNotOptimize(s);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_PerfServingOne);
+
+// Every catalog target (GPUs and MIG slices) x tp {1,2,4,8} x format {bf16, fp8, int4-awq} x batch
+// {1,8,64,256} x context {512, 2048, 8192, 32768}: devices and formats resolved once per target (as a
+// planner does), then one prediction per configuration.
+void BM_PerfSweep(benchmark::State& state) {
+  const Model& m = bench_model("llama-3.1-70b");
+  const PerfArch a = perf_arch(m);
+  const PerfEfficiency eff = default_efficiency();
+  struct Point {
+    PerfDevice device;
+    PerfWorkload base;
+  };
+  std::vector<Point> points;
+  for (const auto& ref : Catalog::embedded()->all_targets(true)) {
+    for (int tp : {1, 2, 4, 8}) {
+      if (ref.is_mig() && tp > 1) continue;
+      const PerfDevice d = perf_device(perf::make_target(ref, tp));
+      for (WeightFormat f : {WeightFormat::kBf16, WeightFormat::kFp8, WeightFormat::kInt4Awq}) {
+        PerfWorkload w;
+        w.engine = PerfEngine::kVllm;
+        w.weights = perf_weights(f, m, d, w.engine);
+        w.tp = tp;
+        w.output_tokens = 256;
+        points.push_back({d, w});
+      }
+    }
+  }
+  const int64_t batches[] = {1, 8, 64, 256};
+  const int64_t contexts[] = {512, 2048, 8192, 32768};
+  int64_t configs = 0;
+  for (auto _ : state) {
+    double sum = 0;
+    for (const auto& p : points) {
+      PerfWorkload w = p.base;
+      for (int64_t b : batches) {
+        w.batch = b;
+        for (int64_t c : contexts) {
+          w.input_tokens = c;
+          sum += predict_inference(a, p.device, w, eff).tpot_seconds;
+          ++configs;
+        }
+      }
+    }
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetItemsProcessed(configs);
+  state.counters["configs_per_sweep"] = static_cast<double>(points.size() * 16);
+}
+BENCHMARK(BM_PerfSweep)->Unit(benchmark::kMillisecond);
+
+// The whole request path: `perf` over every catalog target, JSON in and out (what the server and the
+// web page call).
+void BM_PerfCommandAllTargets(benchmark::State& state) {
+  Context ctx{Catalog::embedded()};
+  const Json request{
+      {"model", "llama-3.1-8b"}, {"engine", "vllm"}, {"batch", 8}, {"input_tokens", 1024}, {"output_tokens", 256}};
+  for (auto _ : state) {
+    auto r = run_command(ctx, "perf", request);
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_PerfCommandAllTargets)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace gpuplan

@@ -1,0 +1,223 @@
+// The performance model: how fast a workload runs on a target. A roofline per operator (the QKV, output
+// and MLP matmuls of each layer, attention with or without flash attention, element-wise work, the LM
+// head, MoE experts, tensor-parallel all-reduces), each with an achievable efficiency that depends on the
+// operator's size, summed over a step. Inference (prefill and decode), serving (largest batch and a
+// request rate) and training (forward, backward, recomputation, optimizer, data/pipeline parallelism)
+// are built from the same operators. Every figure carries a low/high band from the measured error of the
+// model (validation/perf.yaml) and says what bounds it. See docs/model.md for every formula and source.
+//
+// The functions are pure and allocation-free: a PerfArch (from a Model) and a PerfDevice (from a Target)
+// are computed once, then predict_*() costs a few hundred floating-point operations, so sweeps over
+// millions of configurations run in about a second per core.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "gpuplan/formats.h"
+#include "gpuplan/status.h"
+#include "gpuplan/target.h"
+
+namespace gpuplan {
+
+// What limits a figure: reading memory, tensor-core arithmetic, moving data between GPUs, or fixed
+// per-kernel and per-step costs (launches, scheduling) that no resource explains.
+enum class PerfBound { kMemory, kCompute, kCommunication, kOverhead };
+std::string_view perf_bound_name(PerfBound bound);  // "memory", "compute", "communication", "overhead"
+
+// Engines differ in how many kernels a layer costs and in their per-step host work. kAuto = a tuned
+// serving engine (vLLM-like) for inference and PyTorch for training.
+enum class PerfEngine {
+  kAuto,
+  kVllm,
+  kTensorrtLlm,
+  kTgi,
+  kTransformers,
+  kPytorch,
+  kLlamaCpp,
+  kExllama,
+  kMegatron,
+  kDeepspeed
+};
+Result<PerfEngine> parse_perf_engine(std::string_view name);
+std::string_view perf_engine_name(PerfEngine engine);
+
+// The efficiency assumptions. Defaults are named constants with sources (src/perf/constants.h); a user
+// who measured their own GPU overrides them with `--efficiency key=value,...` (parse_efficiency).
+struct PerfEfficiency {
+  double gemm_peak_fraction;      // large bf16/fp16/tf32 GEMMs: achieved / dense peak
+  double gemm_fp8_peak_fraction;  // large fp8 GEMMs: achieved / dense fp8 peak
+  double gemm_half_intensity;  // arithmetic intensity 1/(1/M+1/N+1/K) at which a GEMM reaches half its large-size rate
+  double dequant_gemm_fraction;    // compute-bound rate of a matmul that dequantizes 4/8-bit weights in its loop
+  double attention_peak_fraction;  // flash attention: achieved / dense peak of its precision
+  double bandwidth_fraction;       // large streaming kernels: achieved / peak memory bandwidth
+  double link_fraction;            // all-reduce bus bandwidth / link bandwidth (nccl-tests busbw)
+  double kernel_seconds;           // fixed cost per kernel (launch gap, ramp-up and tail)
+  double step_seconds;             // per-step host work of the engine (scheduling, sampling); <0 = engine default
+  double training_overlap;         // share of data-parallel communication hidden behind backward compute
+};
+PerfEfficiency default_efficiency();
+// "gemm=0.7,bandwidth=0.8,kernel_us=5,step_ms=1,...": overrides on top of `base`. Keys are listed in
+// efficiency_keys(); an unknown key or a value out of range is a usage error naming it.
+Result<PerfEfficiency> parse_efficiency(std::string_view text, const PerfEfficiency& base);
+std::string efficiency_keys();
+
+// The shape facts of a model the performance model needs, computed once per model.
+struct PerfArch {
+  bool cnn = false;      // a convolutional network (ResNet-50): only the cnn_* fields apply
+  bool encoder = false;  // bidirectional attention (BERT): no causal halving, no KV cache
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t intermediate = 0;
+  int64_t vocab = 0;
+  int64_t experts = 0;  // routed experts per layer (0 = dense)
+  int64_t experts_per_token = 0;
+  bool gated_mlp = false;
+  bool eager_fp32_softmax = false;
+  // Matmul parameters per layer (all layers alike; summed over the model / layers).
+  double qkv_params_per_layer = 0;     // Q, K and V projections
+  double out_params_per_layer = 0;     // attention output projection
+  double mlp_params_per_layer = 0;     // dense MLP (and shared experts)
+  double expert_params_per_layer = 0;  // ONE routed expert (gate+up+down)
+  double router_params_per_layer = 0;
+  double head_params = 0;       // LM head (tied or not: it is read every step)
+  double embedding_params = 0;  // token (and position) embeddings: gathered, not multiplied
+  double other_params = 0;      // norms, biases, poolers, everything else
+  double parameters = 0;
+  double active_parameters = 0;
+  // Attention window per layer group: `global_layers` attend to everything, `window_layers` to at most
+  // `window_tokens` (Mistral, Gemma-2 local layers).
+  int64_t global_layers = 0;
+  int64_t window_layers = 0;
+  int64_t window_tokens = 0;
+  // CNNs: forward FLOPs and stored activation elements per sample.
+  double cnn_flops_per_sample = 0;
+  double cnn_activation_elements_per_sample = 0;
+  int64_t cnn_layers = 0;
+};
+PerfArch perf_arch(const Model& model);
+
+// The rates of one device of a target, computed once per target.
+struct PerfDevice {
+  std::array<double, 8> peak_flops{};  // dense tensor-core FLOP/s per Precision (index = enum value), 0 = none
+  double bandwidth_bytes_per_second = 0;
+  double link_bytes_per_second = 0;       // per direction, between the target's devices
+  double internode_bytes_per_second = 0;  // per GPU, between nodes (data parallel beyond one node)
+  double memory_bytes = 0;
+  double compute_fraction = 1;  // MIG: share of the SMs
+  int count = 1;
+  int devices_per_node = 8;
+  bool nvlink = false;
+  double peak(Precision p) const { return peak_flops[static_cast<size_t>(p)]; }
+};
+PerfDevice perf_device(const Target& target);
+
+enum class PerfTask { kInfer, kTrain, kLora, kQlora };
+enum class PerfRecompute { kNone, kSelective, kFull };
+
+// How the weights are read and what the matmul runs on.
+struct PerfWeights {
+  double bits_per_weight = 16;           // of quantized matrices, including scales and zeros
+  double head_bits = 16;                 // LM head and embeddings (most formats keep them in 16 bits)
+  Precision compute = Precision::kBf16;  // tensor-core rate the kernels use
+  bool dequantize = false;               // weights are expanded in the matmul's loop (int4/nf4/gguf/weight-only int8)
+};
+// A weight format (formats.h) on `device` for `engine`: fp8 runs on fp8 tensor cores where the GPU has
+// them (else it is dequantized to fp16 in the matmul); fp32 runs as TF32 where the GPU has TF32; int4,
+// nf4 and weight-only int8 dequantize to bf16/fp16; llama.cpp GGUF quantized matmuls use int8 tensor
+// cores (MMQ). Bits per weight come from formats.h at the model's shapes.
+PerfWeights perf_weights(WeightFormat format, const Model& model, const PerfDevice& device, PerfEngine engine);
+
+// One workload, resolved to numbers. Field names follow the options of `gpuplan fit` / `gpuplan perf`.
+struct PerfWorkload {
+  PerfTask task = PerfTask::kInfer;
+  PerfEngine engine = PerfEngine::kAuto;
+  PerfWeights weights;
+  double activation_bytes = 2;  // bf16/fp16 activations (4 for fp32)
+  double kv_bytes = 2;          // per KV element
+  int64_t batch = 1;            // sequences decoded together (inference)
+  int64_t input_tokens = 512;
+  int64_t output_tokens = 128;
+  int tp = 1, pp = 1, dp = 1;
+  int zero = 0;  // ZeRO stage 0-3 (3 = FSDP full shard)
+  bool fsdp = false;
+  int64_t micro_batch = 1;   // sequences (samples) per GPU per micro-step (training)
+  int64_t global_batch = 0;  // sequences per optimizer step over all data-parallel ranks (0 = micro x dp)
+  int64_t seq_len = 2048;    // training sequence length
+  PerfRecompute checkpointing = PerfRecompute::kNone;
+  bool flash_attention = true;
+  bool cuda_graphs = true;
+};
+
+// Inference of one static batch: prefill of `batch` prompts, then output_tokens decode steps.
+struct InferencePerf {
+  double ttft_seconds = 0;                    // prefill of the whole batch + first token
+  double tpot_seconds = 0;                    // mean time per decode step (per output token of a sequence)
+  double decode_tokens_per_second = 0;        // one sequence: 1 / tpot
+  double batch_decode_tokens_per_second = 0;  // whole batch during decode
+  double prefill_tokens_per_second = 0;       // prompt tokens processed per second (whole batch)
+  double total_seconds = 0;                   // prefill + all decode steps
+  double throughput_tokens_per_second = 0;    // generated tokens / total_seconds (whole batch)
+  PerfBound prefill_bound = PerfBound::kCompute;
+  PerfBound decode_bound = PerfBound::kMemory;
+  PerfBound bound = PerfBound::kMemory;  // of the dominant phase
+};
+
+// Serving with continuous batching: at the largest batch memory allows, and at a request rate.
+struct ServingPerf {
+  int64_t max_batch = 0;
+  double max_throughput_tokens_per_second = 0;  // generated tokens/s with every slot busy
+  double max_rate_requests_per_second = 0;      // the rate that throughput sustains
+  // At the requested rate (0 when none was asked, or infinite latency when the rate exceeds capacity).
+  double rate_requests_per_second = 0;
+  bool saturated = false;
+  double mean_batch = 0;
+  double ttft_seconds = 0;     // queueing + prefill
+  double tpot_seconds = 0;     // decode step at the mean batch, stretched by interleaved prefills
+  double latency_seconds = 0;  // ttft + output_tokens x tpot
+  double throughput_tokens_per_second = 0;
+};
+
+struct TrainPerf {
+  double step_seconds = 0;       // one optimizer step over global_batch sequences
+  double tokens_per_second = 0;  // whole job
+  double tokens_per_second_per_gpu = 0;
+  double samples_per_second = 0;     // whole job
+  double mfu = 0;                    // model FLOPs (6N + attention, no recompute) / peak, 0..1
+  double compute_seconds = 0;        // per step, per GPU: forward + backward + recompute
+  double communication_seconds = 0;  // exposed (not overlapped) communication per step
+  double optimizer_seconds = 0;
+  double bubble_seconds = 0;
+  PerfBound bound = PerfBound::kCompute;
+};
+
+// Multiplicative error band of the model from validation: prediction x low .. prediction x high.
+struct PerfBand {
+  double low = 1;
+  double high = 1;
+};
+enum class PerfMetricKind { kDecode, kPrefill, kThroughput, kTraining, kMicrobench };
+PerfBand perf_band(PerfMetricKind kind);
+
+InferencePerf predict_inference(const PerfArch& arch, const PerfDevice& device, const PerfWorkload& w,
+                                const PerfEfficiency& eff);
+// `max_batch` from the memory model; `rate` in requests/s (0 = none).
+ServingPerf predict_serving(const PerfArch& arch, const PerfDevice& device, const PerfWorkload& w,
+                            const PerfEfficiency& eff, int64_t max_batch, double rate);
+TrainPerf predict_training(const PerfArch& arch, const PerfDevice& device, const PerfWorkload& w,
+                           const PerfEfficiency& eff);
+
+// Microbenchmarks the model is also checked against: one GEMM, and a streaming copy.
+double predict_gemm_tflops(const PerfDevice& device, Precision precision, double m, double n, double k,
+                           const PerfEfficiency& eff);
+double predict_stream_bandwidth_gbps(const PerfDevice& device, const PerfEfficiency& eff);
+
+// Model FLOPs per token of training (6 x active matmul params + attention, no recompute), as MFU counts.
+double training_flops_per_token(const PerfArch& arch, int64_t seq_len);
+
+}  // namespace gpuplan

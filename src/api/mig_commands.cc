@@ -1,0 +1,255 @@
+// mig.profiles, mig.check, mig.layouts and mig.pack.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "api/commands.h"
+#include "api/request.h"
+#include "gpuplan/mig.h"
+#include "gpuplan/mig_pack.h"
+#include "mig/table_model.h"
+
+namespace gpuplan::api {
+
+namespace {
+
+Result<TargetRef> mig_target(const Context& ctx, const Request& req) {
+  auto name = req.string("gpu");
+  if (!name) return name.error();
+  if (name->empty()) return usage_error("give a MIG-capable GPU, e.g. a100-40gb-sxm4", "gpu");
+  auto ref = ctx.catalog->resolve(*name);
+  if (!ref) return ref.error();
+  if (!ref->mig_table) return not_found_error(ref->gpu->id + " does not support MIG", "gpu");
+  return *ref;
+}
+
+Json placements_json(const MigTable& t, const std::vector<mig::Placed>& layout) {
+  Json out = Json::array();
+  for (const auto& p : layout) out.push_back(Json{{"profile", t.profiles[p.profile].name}, {"start", p.start}});
+  return out;
+}
+
+Result<Json> mig_profiles(const Context& ctx, const Json& body) {
+  Request req(body);
+  if (auto s = req.check_keys({"gpu"}); !s) return s.error();
+  auto ref = mig_target(ctx, req);
+  if (!ref) return ref.error();
+  const MigTable& t = *ref->mig_table;
+  Json profiles = Json::array();
+  for (const auto& p : t.profiles) {
+    Json starts = Json::array();
+    for (int s : p.placement_starts) starts.push_back(Json{{"start", s}, {"size", p.memory_slices}});
+    profiles.push_back(Json{{"name", p.name},
+                            {"profile_id", p.profile_id},
+                            {"memory_slices", p.memory_slices},
+                            {"compute_slices", p.compute_slices},
+                            {"memory_mib", p.memory_mib},
+                            {"sm_count", p.sm_count},
+                            {"copy_engines", p.copy_engines},
+                            {"decoders", p.decoders},
+                            {"jpeg", p.jpeg},
+                            {"ofa", p.ofa},
+                            {"max_count", p.max_count},
+                            {"placements", std::move(starts)},
+                            {"media_extensions", p.media_extensions},
+                            {"kubernetes_resource", mig::kubernetes_resource(p.name)},
+                            {"source", p.source_id.empty() ? t.source_id : p.source_id}});
+  }
+  return Json{{"target", ref->gpu->id},
+              {"table", t.id},
+              {"memory_slices", t.memory_slices},
+              {"compute_slices", t.compute_slices},
+              {"max_instances", t.max_instances},
+              {"min_driver", t.min_driver},
+              {"source", t.source_id},
+              {"profiles", std::move(profiles)}};
+}
+
+Result<Json> mig_check(const Context& ctx, const Json& body) {
+  Request req(body);
+  if (auto s = req.check_keys({"gpu", "layout"}); !s) return s.error();
+  auto ref = mig_target(ctx, req);
+  if (!ref) return ref.error();
+  auto text = req.string("layout");
+  if (!text) return text.error();
+  if (text->empty()) return usage_error("give a layout, e.g. 3g.20gb@4,2g.10gb@0,1g.5gb", "layout");
+  auto entries = mig::parse_layout(*text);
+  if (!entries) return entries.error();
+  auto result = mig::check_layout(*ref->mig_table, *entries);
+  if (!result) return result.error();
+  const MigTable& t = *ref->mig_table;
+  Json placements = Json::array();
+  for (size_t i = 0; i < result->placements.size(); ++i) {
+    Json pj{{"profile", t.profiles[result->placements[i].profile].name}, {"start", result->placements[i].start}};
+    if (!result->compute_instances[i].empty()) {
+      Json cis = Json::array();
+      for (int c : result->compute_instances[i]) cis.push_back(std::to_string(c) + "c");
+      pj["compute_instances"] = std::move(cis);
+    }
+    placements.push_back(std::move(pj));
+  }
+  Json out{{"valid", result->valid},
+           {"reason", result->valid ? Json(nullptr) : Json(result->reason)},
+           {"rule", result->valid ? Json(nullptr) : Json(std::string(mig::rule_name(result->rule)))},
+           {"target", ref->gpu->id},
+           {"placements", std::move(placements)},
+           {"commands", result->commands}};
+  if (result->valid) {
+    const auto st = mig::stranded(t, result->placements);
+    out["stranded"] = Json{{"memory_slices", st.memory_slices}, {"compute_slices", st.compute_slices}};
+  }
+  return out;
+}
+
+Result<Json> mig_layouts(const Context& ctx, const Json& body) {
+  Request req(body);
+  if (auto s = req.check_keys({"gpu", "maximal"}); !s) return s.error();
+  auto ref = mig_target(ctx, req);
+  if (!ref) return ref.error();
+  auto maximal = req.flag("maximal", false);
+  if (!maximal) return maximal.error();
+  const MigTable& t = *ref->mig_table;
+  auto model = mig::table_model(t);
+  if (!model) return Error{ErrorCode::kInternal, "MIG table " + t.id + " is too large", ""};
+  // One entry per combination (profile counts), placed with the least stranded capacity; with
+  // --maximal, only combinations with a placement that leaves room for no further instance.
+  Json layouts = Json::array();
+  for (const auto& [counts, indices] : model->by_counts) {
+    if (std::all_of(counts.begin(), counts.end(), [](int c) { return c == 0; })) continue;
+    int best = -1;
+    for (int i : indices) {
+      if (*maximal && !mig::is_maximal(t, model->layouts[i])) continue;
+      if (best < 0 || model->stranded_total(i) < model->stranded_total(best)) best = i;
+    }
+    if (best < 0) continue;
+    layouts.push_back(placements_json(t, model->layouts[best]));
+  }
+  return Json{{"target", ref->gpu->id}, {"table", t.id}, {"count", layouts.size()}, {"layouts", std::move(layouts)}};
+}
+
+// A fleet or requests input: an inline object, YAML text, or one file as [{name, text}] (what the
+// CLI's --fleet FILE sends: the library never reads files). The name goes into error messages.
+struct Input {
+  std::string name;
+  std::string text;
+};
+Result<Input> input_text(const Request& req, const char* key) {
+  if (!req.has(key)) return usage_error(std::string("give --") + key + " FILE (or '" + key + "' inline)", key);
+  const Json& v = req.raw(key);
+  if (v.is_string()) return Input{key, v.get<std::string>()};
+  if (v.is_object()) return Input{key, v.dump()};
+  if (v.is_array() && v.size() == 1 && v[0].is_object() && v[0].contains("text") && v[0]["text"].is_string()) {
+    return Input{v[0].value("name", std::string(key)), v[0]["text"].get<std::string>()};
+  }
+  return usage_error(std::string("'") + key + "' must be YAML text, an object, or one file [{name, text}]", key);
+}
+
+Json unit_json(const mig::Fleet& fleet, const std::vector<mig::PackRequest>& requests, const mig::GpuPlan& plan,
+               const mig::PlacedUnit& u) {
+  const mig::FleetGpu& g = fleet.gpus[plan.gpu];
+  Json j{{"profile", g.table->profiles[u.placed.profile].name}, {"start", u.placed.start}};
+  if (u.request >= 0) {
+    j["request"] = requests[u.request].name;
+    if (!requests[u.request].tenant.empty()) j["tenant"] = requests[u.request].tenant;
+  } else {
+    const mig::ExistingInstance* src = nullptr;
+    if (u.existing >= 0) src = &g.instances[u.existing];
+    if (u.moved_from_gpu >= 0) src = &fleet.gpus[u.moved_from_gpu].instances[u.moved_from_instance];
+    j["request"] = src && !src->name.empty() ? Json(src->name) : Json(nullptr);
+    j["busy"] = true;
+  }
+  j["existing"] = u.existing >= 0;
+  if (u.moved_from_gpu >= 0) {
+    const auto& from = fleet.gpus[u.moved_from_gpu];
+    j["moved_from"] = Json{{"node", from.node}, {"index", from.index}, {"start", from.instances[u.moved_from_instance].placed.start}};
+  }
+  return j;
+}
+
+Json pack_json(const mig::Fleet& fleet, const std::vector<mig::PackRequest>& requests, const mig::PackResult& r) {
+  Json gpus = Json::array();
+  Json reconfig = Json::array();
+  for (const auto& plan : r.gpus) {
+    const mig::FleetGpu& g = fleet.gpus[plan.gpu];
+    Json destroy = Json::array();
+    for (int d : plan.destroy) destroy.push_back(Json{{"profile", g.table->profiles[g.instances[d].placed.profile].name},
+                                                      {"start", g.instances[d].placed.start},
+                                                      {"busy", g.instances[d].busy}});
+    if (!plan.destroy.empty() || !plan.create.empty()) {
+      reconfig.push_back(Json{{"node", g.node}, {"index", g.index}, {"destroy", destroy},
+                              {"create", placements_json(*g.table, plan.create)}});
+    }
+    if (plan.layout.empty()) continue;
+    Json layout = Json::array();
+    for (const auto& u : plan.layout) layout.push_back(unit_json(fleet, requests, plan, u));
+    gpus.push_back(Json{{"node", g.node},
+                        {"index", g.index},
+                        {"target", g.gpu->id},
+                        {"layout", std::move(layout)},
+                        {"stranded", Json{{"memory_slices", plan.stranded.memory_slices},
+                                          {"compute_slices", plan.stranded.compute_slices}}},
+                        {"commands", mig::create_commands(*g.table, plan.create, g.index)}});
+  }
+  Json unplaced = Json::array();
+  for (const auto& u : r.unplaced) {
+    unplaced.push_back(Json{{"request", requests[u.request].name}, {"count", u.count}, {"reason", u.reason}});
+  }
+  const int gap = r.gpus_used - r.lower_bound;
+  return Json{{"gpus_used", r.gpus_used},
+              {"lower_bound", r.lower_bound},
+              {"lp_bound", std::round(r.lp_bound * 1000) / 1000},
+              {"gap", gap},
+              {"gap_percent", r.lower_bound > 0 ? std::round(1000.0 * gap / r.lower_bound) / 10 : 0.0},
+              {"optimal", r.exact || gap == 0},
+              {"fleet_gpus", fleet.gpus.size()},
+              {"disturbed", r.disturbed},
+              {"stranded", Json{{"memory_slices", r.stranded_memory_slices}, {"compute_slices", r.stranded_compute_slices}}},
+              {"gpus", std::move(gpus)},
+              {"unplaced", std::move(unplaced)},
+              {"reconfigurations", std::move(reconfig)},
+              {"notes", r.notes},
+              {"warnings", fleet.warnings}};
+}
+
+Result<Json> mig_pack(const Context& ctx, const Json& body) {
+  Request req(body);
+  if (auto s = req.check_keys({"fleet", "requests", "keep_existing", "export"}); !s) return s.error();
+  auto fleet_text = input_text(req, "fleet");
+  if (!fleet_text) return fleet_text.error();
+  auto requests_text = input_text(req, "requests");
+  if (!requests_text) return requests_text.error();
+  auto keep = req.flag("keep_existing", false);
+  auto format = req.string("export", "");
+  if (!keep) return keep.error();
+  if (!format) return format.error();
+  if (!format->empty() && *format != "mig-parted" && *format != "k8s" && *format != "slurm") {
+    return usage_error("'export' is one of mig-parted, k8s, slurm", "export");
+  }
+  auto fleet = mig::parse_fleet(*ctx.catalog, fleet_text->name, fleet_text->text);
+  if (!fleet) return fleet.error();
+  auto requests = mig::parse_requests(*ctx.catalog, requests_text->name, requests_text->text);
+  if (!requests) return requests.error();
+  mig::PackOptions options;
+  options.keep_existing = *keep;
+  auto result = mig::pack(*ctx.catalog, *fleet, *requests, options);
+  if (!result) return result.error();
+  Json out = pack_json(*fleet, *requests, *result);
+  if (!format->empty()) {
+    std::string text = *format == "mig-parted" ? mig::export_mig_parted(*fleet, *result)
+                       : *format == "k8s"      ? mig::export_kubernetes(*fleet, *requests, *result)
+                                               : mig::export_slurm(*fleet, *result);
+    out["export"] = Json{{"format", *format}, {"text", std::move(text)}};
+  }
+  return out;
+}
+
+}  // namespace
+
+void register_mig_commands(CommandTable& table) {
+  table.push_back({"mig.profiles", mig_profiles});
+  table.push_back({"mig.check", mig_check});
+  table.push_back({"mig.layouts", mig_layouts});
+  table.push_back({"mig.pack", mig_pack});
+}
+
+}  // namespace gpuplan::api

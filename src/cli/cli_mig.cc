@@ -1,0 +1,153 @@
+// `gpuplan mig profiles|check|layouts|pack`.
+#include <sstream>
+
+#include "cli/cli.h"
+
+namespace gpuplan::cli {
+
+namespace {
+
+std::string layout_text(const Json& placements) {
+  std::string out;
+  for (const auto& p : placements) {
+    out += (out.empty() ? "" : ", ") + p["profile"].get<std::string>() + "@" + std::to_string(p["start"].get<int>());
+  }
+  return out.empty() ? "(empty)" : out;
+}
+
+std::string render_profiles(const Json& r, const Json&, const OutputFormat& fmt) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& p : r["profiles"]) {
+    std::string starts;
+    for (const auto& s : p["placements"]) {
+      if (!starts.empty()) starts += ',';
+      starts += std::to_string(s["start"].get<int>());
+    }
+    rows.push_back({p["name"].get<std::string>(), std::to_string(p["profile_id"].get<int>()),
+                    std::to_string(p["memory_slices"].get<int>()), std::to_string(p["compute_slices"].get<int>()),
+                    fmt_value(p["memory_mib"]), std::to_string(p["sm_count"].get<int>()),
+                    std::to_string(p["max_count"].get<int>()),
+                    "{" + starts + "}:" + std::to_string(p["memory_slices"].get<int>()),
+                    p["media_extensions"].get<bool>() ? "yes" : "no"});
+  }
+  const std::vector<std::string> header = {"profile", "id", "mem_slices", "compute_slices", "memory_mib", "sms",
+                                           "max", "placements", "+me"};
+  if (fmt.csv) return render_csv(header, rows);
+  std::ostringstream os;
+  os << r["target"].get<std::string>() << " (MIG table " << r["table"].get<std::string>() << "): "
+     << r["memory_slices"].get<int>() << " memory slices, " << r["compute_slices"].get<int>()
+     << " compute slices, up to " << r["max_instances"].get<int>() << " instances, driver >= "
+     << r["min_driver"].get<std::string>() << "\n\n"
+     << render_table(header, rows, {false, true, true, true, true, true, true, false, false});
+  return os.str();
+}
+
+std::string render_check(const Json& r, const Json&, const OutputFormat&) {
+  std::ostringstream os;
+  if (!r["valid"].get<bool>()) {
+    os << "invalid (" << r["rule"].get<std::string>() << "): " << r["reason"].get<std::string>() << "\n";
+    return os.str();
+  }
+  os << "valid on " << r["target"].get<std::string>() << ": " << layout_text(r["placements"]) << "\n";
+  os << "stranded: " << r["stranded"]["memory_slices"].get<int>() << " memory slices, "
+     << r["stranded"]["compute_slices"].get<int>() << " compute slices\n";
+  os << "create it with (largest first, explicit placements):\n";
+  for (const auto& c : r["commands"]) os << "  " << c.get<std::string>() << "\n";
+  return os.str();
+}
+
+std::string render_layouts(const Json& r, const Json& request, const OutputFormat& fmt) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& l : r["layouts"]) rows.push_back({layout_text(l)});
+  if (fmt.csv) return render_csv({"layout"}, rows);
+  std::ostringstream os;
+  const bool maximal = request.contains("maximal") && request["maximal"].get<bool>();
+  os << r["count"].get<size_t>() << (maximal ? " maximal" : "") << " combinations on " << r["target"].get<std::string>()
+     << " (each with the placement that strands the least):\n";
+  for (const auto& row : rows) os << "  " << row[0] << "\n";
+  return os.str();
+}
+
+std::string render_pack(const Json& r, const Json&, const OutputFormat& fmt) {
+  if (r.contains("export")) return r["export"]["text"].get<std::string>();
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& g : r["gpus"]) {
+    std::string layout;
+    for (const auto& u : g["layout"]) {
+      layout += (layout.empty() ? "" : ", ") + u["profile"].get<std::string>() + "@" + std::to_string(u["start"].get<int>()) +
+                " " + (u["request"].is_null() ? std::string("(busy)") : u["request"].get<std::string>());
+    }
+    rows.push_back({g["node"].get<std::string>(), std::to_string(g["index"].get<int>()), g["target"].get<std::string>(),
+                    layout, std::to_string(g["stranded"]["memory_slices"].get<int>()) + "/" +
+                                std::to_string(g["stranded"]["compute_slices"].get<int>())});
+  }
+  const std::vector<std::string> header = {"node", "gpu", "target", "layout", "stranded mem/compute"};
+  if (fmt.csv) return render_csv(header, rows);
+  std::ostringstream os;
+  os << "GPUs used: " << r["gpus_used"].get<int>() << " of " << r["fleet_gpus"].get<size_t>() << " (lower bound "
+     << r["lower_bound"].get<int>() << ", gap " << r["gap"].get<int>() << ")";
+  if (r["optimal"].get<bool>()) os << ", optimal";
+  os << "\nbusy instances disturbed: " << r["disturbed"].get<int>() << "; stranded: "
+     << r["stranded"]["memory_slices"].get<int>() << " memory slices, " << r["stranded"]["compute_slices"].get<int>()
+     << " compute slices\n\n";
+  os << render_table(header, rows);
+  if (!r["unplaced"].empty()) {
+    os << "\nNot placed:\n";
+    for (const auto& u : r["unplaced"]) {
+      os << "  " << u["request"].get<std::string>() << " x" << u["count"].get<int>() << ": " << u["reason"].get<std::string>() << "\n";
+    }
+  }
+  if (!r["reconfigurations"].empty()) {
+    os << "\nReconfigurations:\n";
+    for (const auto& c : r["reconfigurations"]) {
+      os << "  " << c["node"].get<std::string>() << " gpu " << c["index"].get<int>() << ": destroy "
+         << layout_text(c["destroy"]) << "; create " << layout_text(c["create"]) << "\n";
+    }
+  }
+  for (const auto& n : r["notes"]) os << "note: " << n.get<std::string>() << "\n";
+  for (const auto& w : r["warnings"]) os << "warning: " << w.get<std::string>() << "\n";
+  return os.str();
+}
+
+}  // namespace
+
+void add_mig_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
+  CLI::App* mig = app.add_subcommand("mig", "Share GPUs with MIG: profiles, layout checks, fleet packing");
+  mig->require_subcommand(1);
+
+  auto profiles = std::make_unique<CliCommand>();
+  profiles->command = "mig.profiles";
+  profiles->app = mig->add_subcommand("profiles", "The MIG profile table of a GPU");
+  profiles->value("gpu", "GPU id or alias (a100-40gb-sxm4)", true).option->required();
+  profiles->render = render_profiles;
+  commands.push_back(std::move(profiles));
+
+  auto check = std::make_unique<CliCommand>();
+  check->command = "mig.check";
+  check->app = mig->add_subcommand("check", "Check a layout (3g.20gb@4,2g.10gb@0,1g.5gb); exit 5 when invalid");
+  check->value("gpu", "GPU id or alias", true).option->required();
+  check->value("layout", "profiles with optional @start and [1c,2c] compute instances", true).option->required();
+  check->render = render_check;
+  check->status = [](const Json& r) { return r["valid"].get<bool>() ? 0 : exit_code(ErrorCode::kInvalidLayout); };
+  commands.push_back(std::move(check));
+
+  auto layouts = std::make_unique<CliCommand>();
+  layouts->command = "mig.layouts";
+  layouts->app = mig->add_subcommand("layouts", "Every valid combination of instances, with placements");
+  layouts->value("gpu", "GPU id or alias", true).option->required();
+  layouts->flag("maximal", "Only combinations to which no instance can be added");
+  layouts->render = render_layouts;
+  commands.push_back(std::move(layouts));
+
+  auto pack = std::make_unique<CliCommand>();
+  pack->command = "mig.pack";
+  pack->app = mig->add_subcommand("pack", "Place MIG requests on the fewest GPUs of a fleet");
+  pack->files("fleet", "fleet YAML file (nodes, GPUs, existing instances)").option->required();
+  pack->files("requests", "requests YAML file").option->required();
+  pack->flag("keep-existing", "Never move a busy instance; propose reconfigurations of idle ones");
+  pack->value("export", "Print a config instead of the plan: mig-parted, k8s or slurm");
+  pack->render = render_pack;
+  commands.push_back(std::move(pack));
+}
+
+}  // namespace gpuplan::cli

@@ -1,0 +1,120 @@
+// `gpuplan plan`: the workload options of `gpuplan perf` plus a goal and the offers.
+#include <cstdio>
+#include <sstream>
+
+#include "cli/cli.h"
+
+namespace gpuplan::cli {
+
+namespace {
+
+std::string num(const Json& v, const char* fmt, double scale = 1) {
+  if (!v.is_number()) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v.get<double>() * scale);
+  return buf;
+}
+
+std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
+  const bool serve = r["goal"]["kind"] == "serve";
+  std::vector<std::string> header =
+      serve ? std::vector<std::string>{"#", "offer", "target", "gpus", "tp", "pp", "replicas", "batch", "usd_h",
+                                       "usd_per_mtok", "ttft_ms", "tpot_ms", "meets"}
+            : std::vector<std::string>{"#", "offer", "target", "gpus", "dp", "tp", "pp", "usd_h", "hours", "usd_total", "meets"};
+  std::vector<std::vector<std::string>> rows;
+  int i = 0;
+  for (const auto& p : r["plans"]) {
+    ++i;
+    if (serve) {
+      rows.push_back({std::to_string(i), p["offer"].get<std::string>(), p["target"].get<std::string>(),
+                      std::to_string(p["gpus"].get<int>()), std::to_string(p["tp"].get<int>()),
+                      std::to_string(p["pp"].get<int>()), std::to_string(p["replicas"].get<int>()),
+                      std::to_string(p["batch"].get<int>()), num(p["cost_per_hour"], "%.2f"),
+                      num(p["cost_per_million_tokens"], "%.3f"), num(p["ttft_seconds"], "%.0f", 1e3),
+                      num(p["tpot_seconds"], "%.1f", 1e3), p["meets_goal"].get<bool>() ? "yes" : "no"});
+    } else {
+      rows.push_back({std::to_string(i), p["offer"].get<std::string>(), p["target"].get<std::string>(),
+                      std::to_string(p["gpus"].get<int>()), std::to_string(p["replicas"].get<int>()),
+                      std::to_string(p["tp"].get<int>()), std::to_string(p["pp"].get<int>()),
+                      num(p["cost_per_hour"], "%.2f"), num(p["seconds_total"], "%.1f", 1.0 / 3600),
+                      num(p["cost_total"], "%.0f"), p["meets_goal"].get<bool>() ? "yes" : "no"});
+    }
+  }
+  if (fmt.csv) return render_csv(header, rows);
+  std::ostringstream os;
+  const Json& g = r["goal"];
+  os << r["model"].get<std::string>() << ", " << r["task"].get<std::string>() << ": ";
+  if (serve) {
+    os << num(g["rate_requests_per_second"], "%g") << " req/s of " << g["input_tokens"].get<int>() << " + "
+       << g["output_tokens"].get<int>() << " tokens";
+    if (g["ttft_slo_seconds"].is_number()) os << ", TTFT <= " << num(g["ttft_slo_seconds"], "%g") << " s";
+    if (g["tpot_slo_seconds"].is_number()) os << ", TPOT <= " << num(g["tpot_slo_seconds"], "%g") << " s";
+  } else {
+    os << num(g["train_tokens"], "%.4g") << " tokens";
+    if (g["deadline_seconds"].is_number()) os << " within " << num(g["deadline_seconds"], "%.4g", 1.0 / 3600) << " h";
+    if (g["budget"].is_number()) os << " for at most " << num(g["budget"], "%.0f");
+  }
+  os << "; objective " << r["objective"].get<std::string>() << "\n";
+  os << r["offers_considered"].get<size_t>() << " offers, " << r["configurations"].get<long long>()
+     << " configurations evaluated\n\n";
+  if (r["best"].is_object()) {
+    const Json& b = r["best"];
+    os << "Recommended: " << b["offer"].get<std::string>() << " (" << b["target"].get<std::string>() << ") x"
+       << b["instances"].get<int>() << ": " << b["reason"].get<std::string>() << "\n  "
+       << num(b["cost_per_hour"], "%.2f") << " " << b["currency"].get<std::string>() << "/h";
+    if (serve) os << ", " << num(b["cost_per_million_tokens"], "%.3f") << " per million tokens";
+    else os << ", " << num(b["cost_total"], "%.0f") << " in total, " << num(b["seconds_total"], "%.1f", 1.0 / 3600) << " h";
+    os << "; price captured " << b["captured_at"].get<std::string>() << " (" << b["source"].get<std::string>() << ")\n\n";
+  } else {
+    os << "No offer meets the goal; the reasons are below.\n\n";
+  }
+  if (!rows.empty()) os << render_table(header, rows) << "\n";
+  if (!serve && !r["pareto"].empty()) {
+    os << "Cost against time (Pareto front: no other plan is both cheaper and faster)\n";
+    std::vector<std::vector<std::string>> pr;
+    for (const auto& p : r["pareto"]) {
+      pr.push_back({p["offer"].get<std::string>(), std::to_string(p["gpus"].get<int>()),
+                    num(p["seconds_total"], "%.1f", 1.0 / 3600), num(p["cost_total"], "%.0f")});
+    }
+    os << render_table({"offer", "gpus", "hours", "usd_total"}, pr, {false, true, true, true}) << "\n";
+  }
+  if (!r["rejected"].empty()) {
+    os << "Rejected offers\n";
+    size_t shown = 0;
+    for (const auto& x : r["rejected"]) {
+      if (++shown > 25) {
+        os << "  ... and " << r["rejected"].size() - 25 << " more (--json lists them all)\n";
+        break;
+      }
+      os << "  " << x["offer"].get<std::string>() << ": " << x["reason"].get<std::string>() << "\n";
+    }
+  }
+  return os.str();
+}
+
+}  // namespace
+
+void add_plan_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
+  auto c = std::make_unique<CliCommand>();
+  c->command = "plan";
+  c->app = app.add_subcommand("plan", "Where to rent it: the cheapest offer, count and layout that meets the goal");
+  add_workload_options(*c, WorkloadOptions{true, true, true});
+  c->files("offers", "Offers files (CSV or YAML); default: the shipped snapshot");
+  c->value("ttft-slo", "Serving: time-to-first-token target, seconds");
+  c->value("tpot-slo", "Serving: time-per-output-token target, seconds");
+  c->value("deadline", "Training: finish within this time (36h, 2d, 90m, or hours)");
+  c->value("budget", "Training: spend at most this much (the offers' currency)");
+  c->value("objective", "cost | time (default cost)");
+  c->flag("spot", "Spot prices instead of on-demand");
+  c->list("provider", "Only these providers");
+  c->list("region", "Only these regions");
+  c->value("max-age", "Offers captured more than this many days ago are stale (default 180)");
+  c->value("now", "Date that staleness is measured at (default: today)");
+  c->value("top", "Plans to list (default 10)");
+  c->value("max-instances", "Instances per offer at most (default 16)");
+  c->render = render_plan;
+  c->prepare = read_model_file;
+  commands.push_back(std::move(c));
+}
+
+}  // namespace gpuplan::cli

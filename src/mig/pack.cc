@@ -1,0 +1,554 @@
+// mig pack: from a fleet and requests to a packing model, and from the solver's bins back to a plan
+// per fleet GPU (placements, kept and moved instances, reconfigurations).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <cstdio>
+#include <set>
+
+#include "gpuplan/mig_pack.h"
+#include "gpuplan/target.h"
+#include "mig/pack_model.h"
+
+namespace gpuplan::mig {
+
+namespace {
+
+// "8", "7.5": a number for messages.
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::vector<int> sub(std::vector<int> a, const std::vector<int>& b) {
+  for (size_t i = 0; i < a.size(); ++i) a[i] -= b[i];
+  return a;
+}
+
+bool dominated(const std::vector<int>& a, const std::vector<int>& b) {  // a <= b, a != b
+  bool strict = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] > b[i]) return false;
+    strict = strict || a[i] < b[i];
+  }
+  return strict;
+}
+
+// Configurations of a GPU of `model`'s table that keeps `fixed` in place.
+void build_configs(const TableModel& model, GpuClass& gc) {
+  const uint64_t fixed_bits = model.bits_of(gc.fixed);
+  const std::vector<int> fixed_counts = profile_counts(*model.table, gc.fixed);
+  for (size_t i = 0; i < model.layouts.size(); ++i) {
+    if ((model.bits[i] & fixed_bits) != fixed_bits) continue;
+    const std::vector<int> counts = sub(model.counts[i], fixed_counts);
+    const int s = model.stranded_total(static_cast<int>(i));
+    auto it = gc.all.find(counts);
+    if (it == gc.all.end() || s < it->second.stranded) gc.all[counts] = Config{counts, static_cast<int>(i), s};
+  }
+  for (const auto& [counts, cfg] : gc.all) {
+    if (std::all_of(counts.begin(), counts.end(), [](int c) { return c == 0; })) continue;
+    bool maximal = true;
+    for (const auto& [other, unused] : gc.all) {
+      if (dominated(counts, other)) {
+        maximal = false;
+        break;
+      }
+    }
+    if (maximal) gc.configs.push_back(cfg);
+  }
+}
+
+struct Built {
+  PackModel model;
+  std::vector<int> target_of_gpu;                   // per fleet GPU
+  std::vector<int> class_of_gpu;                    // per fleet GPU
+  std::vector<std::string> reasons;                 // per request: why it has no option ("" if it has)
+  std::vector<std::vector<std::pair<size_t, int>>> busy_of_class;  // busy classes: (gpu, instance)
+};
+
+std::string target_list(const Fleet& fleet, const std::vector<int>& target_of_gpu) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < fleet.gpus.size(); ++i) {
+    if (target_of_gpu[i] >= 0) names.insert(fleet.gpus[i].gpu->id);
+  }
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// Per target: the profile a request uses there, or -1 with the reason.
+int profile_on(const Catalog& catalog, const PackRequest& rq, const FleetGpu& g, std::string* why) {
+  if (!rq.target.empty() && rq.target != g.gpu->id) {
+    *why = "asks for target " + rq.target;
+    return -1;
+  }
+  switch (rq.kind) {
+    case PackRequest::Kind::kProfile: {
+      for (size_t i = 0; i < g.table->profiles.size(); ++i) {
+        if (g.table->profiles[i].name == rq.profile) return static_cast<int>(i);
+      }
+      *why = "no fleet GPU has profile " + rq.profile;
+      return -1;
+    }
+    case PackRequest::Kind::kResources: {
+      auto p = smallest_profile_for(*g.table, rq.memory_gb, rq.compute_slices);
+      if (!p) {
+ *why = "no profile has " + num(rq.memory_gb) + " GB and " + std::to_string(rq.compute_slices) + " compute slices";
+        return -1;
+      }
+      return *p;
+    }
+    case PackRequest::Kind::kWorkload: {
+      auto p = smallest_profile_for_workload(catalog, *g.table, rq.workload, why);
+      return p ? *p : -1;
+    }
+  }
+  return -1;
+}
+
+Built build(const Catalog& catalog, const Fleet& fleet, const std::vector<PackRequest>& requests, bool keep) {
+  Built b;
+  PackModel& m = b.model;
+  std::map<std::string, int> target_index;
+  b.target_of_gpu.assign(fleet.gpus.size(), -1);
+  b.class_of_gpu.assign(fleet.gpus.size(), -1);
+  for (size_t i = 0; i < fleet.gpus.size(); ++i) {
+    const FleetGpu& g = fleet.gpus[i];
+    if (!g.table) continue;
+    auto [it, fresh] = target_index.try_emplace(g.gpu->id, static_cast<int>(m.targets.size()));
+    if (fresh) m.targets.push_back(PackTarget{g.gpu->id, g.table, table_model(*g.table)});
+    b.target_of_gpu[i] = it->second;
+  }
+  // GPU classes: by target, and with --keep-existing by the busy instances that stay.
+  std::map<std::pair<int, std::vector<std::pair<int, int>>>, int> class_index;
+  for (size_t i = 0; i < fleet.gpus.size(); ++i) {
+    if (b.target_of_gpu[i] < 0) continue;
+    std::vector<Placed> fixed;
+    if (keep) {
+      for (const auto& inst : fleet.gpus[i].instances) {
+        if (inst.busy) fixed.push_back(inst.placed);
+      }
+      std::sort(fixed.begin(), fixed.end(), [](const Placed& x, const Placed& y) { return x.start < y.start; });
+    }
+    std::vector<std::pair<int, int>> key;
+    for (const auto& f : fixed) key.push_back({f.profile, f.start});
+    auto [it, fresh] = class_index.try_emplace({b.target_of_gpu[i], key}, static_cast<int>(m.classes.size()));
+    if (fresh) {
+      GpuClass gc;
+      gc.target = b.target_of_gpu[i];
+      gc.pinned = !fixed.empty();
+      gc.fixed = fixed;
+      build_configs(*m.targets[gc.target].model, gc);
+      m.classes.push_back(std::move(gc));
+    }
+    m.classes[it->second].members.push_back(i);
+    b.class_of_gpu[i] = it->second;
+  }
+  // Tiers: busy instances that may move first, then request priorities, largest first.
+  std::set<int, std::greater<int>> priorities;
+  for (const auto& rq : requests) priorities.insert(rq.priority);
+  std::map<int, int> tier_of;
+  const int busy_tiers = keep ? 0 : 1;
+  for (int p : priorities) tier_of[p] = busy_tiers + static_cast<int>(tier_of.size());
+  m.tiers = std::max(1, busy_tiers + static_cast<int>(priorities.size()));
+  std::map<std::pair<int, std::vector<std::pair<int, int>>>, int> demand_index;
+  if (!keep) {
+    for (size_t i = 0; i < fleet.gpus.size(); ++i) {
+      if (b.target_of_gpu[i] < 0) continue;
+      for (size_t j = 0; j < fleet.gpus[i].instances.size(); ++j) {
+        const auto& inst = fleet.gpus[i].instances[j];
+        if (!inst.busy) continue;
+        const std::vector<std::pair<int, int>> opts{{b.target_of_gpu[i], inst.placed.profile}};
+        auto [it, fresh] = demand_index.try_emplace({-1, opts}, static_cast<int>(m.demands.size()));
+        if (fresh) {
+          DemandClass d;
+          d.tier = 0;
+          d.busy = true;
+          d.options.push_back(Option{b.target_of_gpu[i], inst.placed.profile});
+          m.demands.push_back(d);
+          b.busy_of_class.emplace_back();
+        }
+        m.demands[it->second].count++;
+        b.busy_of_class[it->second].push_back({i, static_cast<int>(j)});
+      }
+    }
+  }
+  b.reasons.assign(requests.size(), "");
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const PackRequest& rq = requests[r];
+    std::vector<std::pair<int, int>> opts;
+    std::string why;
+    std::vector<bool> seen(m.targets.size(), false);
+    for (size_t i = 0; i < fleet.gpus.size(); ++i) {
+      const int t = b.target_of_gpu[i];
+      if (t < 0 || seen[t]) continue;
+      seen[t] = true;
+      std::string w;
+      const int p = profile_on(catalog, rq, fleet.gpus[i], &w);
+      if (p >= 0) opts.push_back({t, p});
+      else if (why.empty()) why = w;
+    }
+    if (opts.empty()) {
+      b.reasons[r] = why.empty() ? "the fleet has no MIG-capable GPU" : why;
+      if (rq.kind == PackRequest::Kind::kProfile && rq.target.empty()) {
+        b.reasons[r] = "no GPU in the fleet has profile " + rq.profile + " (fleet targets: " +
+                       target_list(fleet, b.target_of_gpu) + ")";
+      }
+      continue;
+    }
+    auto [it, fresh] = demand_index.try_emplace({tier_of[rq.priority], opts}, static_cast<int>(m.demands.size()));
+    if (fresh) {
+      DemandClass d;
+      d.tier = tier_of[rq.priority];
+      for (const auto& [t, p] : opts) d.options.push_back(Option{t, p});
+      m.demands.push_back(d);
+      b.busy_of_class.emplace_back();
+    }
+    m.demands[it->second].count += rq.count;
+    m.demands[it->second].lines.push_back({static_cast<int>(r), rq.count});
+  }
+  return b;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Assembly: bins -> fleet GPUs with placements.
+
+struct Slot {
+  int profile;
+  int demand;  // demand class, or -1 for a fixed (pinned) instance
+};
+
+// Picks the layout for `counts` (+ fixed) on GPU `g`, preferring to keep existing instances where
+// they are: busy ones first, then idle ones, then the least stranded.
+int choose_layout(const TableModel& tm, const GpuClass& gc, const std::vector<int>& counts, const FleetGpu& g,
+                  const std::vector<int>& busy_units, int* score_out) {
+  std::vector<int> full = counts;
+  for (const auto& f : gc.fixed) ++full[f.profile];
+  auto it = tm.by_counts.find(full);
+  if (it == tm.by_counts.end()) return -1;
+  const uint64_t fixed_bits = tm.bits_of(gc.fixed);
+  int best = -1, best_score = std::numeric_limits<int>::min();
+  for (int li : it->second) {
+    if ((tm.bits[li] & fixed_bits) != fixed_bits) continue;
+    std::vector<int> busy_hits(counts.size(), 0);
+    int idle_hits = 0;
+    for (const auto& inst : g.instances) {
+      if (!(tm.bits[li] & tm.bit(inst.placed))) continue;
+      if (inst.busy) ++busy_hits[inst.placed.profile];
+      else ++idle_hits;
+    }
+    int kept_busy = 0;
+    for (size_t p = 0; p < counts.size(); ++p) kept_busy += std::min(busy_hits[p], busy_units[p]);
+    // Weights: one kept busy instance outranks every idle one (at most 7), which outranks stranding.
+    const int score = kept_busy * 10000 + idle_hits * 100 - tm.stranded_total(li);
+    if (score > best_score) {
+      best_score = score;
+      best = li;
+    }
+  }
+  if (score_out) *score_out = best_score;
+  return best;
+}
+
+std::vector<int> busy_units_of(const PackModel& M, const Bin& bin) {
+  std::vector<int> out(bin.units.size(), 0);
+  for (size_t p = 0; p < bin.units.size(); ++p) {
+    for (const auto& [k, a] : bin.units[p]) out[p] += M.demands[k].busy ? a : 0;
+  }
+  return out;
+}
+
+std::vector<int> filled_counts(const Bin& bin) {
+  std::vector<int> c(bin.units.size(), 0);
+  for (size_t p = 0; p < c.size(); ++p) c[p] = bin.filled(static_cast<int>(p));
+  return c;
+}
+
+// Matches the bins of each GPU class to its member GPUs (GPUs with instances first, each taking
+// the bin that keeps the most of them), and returns per fleet GPU the bin index or -1.
+std::vector<int> match_bins(const PackModel& M, const Fleet& fleet, const std::vector<Bin>& bins) {
+  std::vector<int> bin_of(fleet.gpus.size(), -1);
+  std::vector<std::vector<int>> by_class(M.classes.size());
+  for (size_t b = 0; b < bins.size(); ++b) by_class[bins[b].gpu_class].push_back(static_cast<int>(b));
+  for (size_t g = 0; g < M.classes.size(); ++g) {
+    const GpuClass& gc = M.classes[g];
+    const TableModel& tm = *M.targets[gc.target].model;
+    std::vector<size_t> members = gc.members;
+    std::stable_sort(members.begin(), members.end(), [&](size_t a, size_t b) {
+      return fleet.gpus[a].instances.size() > fleet.gpus[b].instances.size();
+    });
+    std::vector<int>& free = by_class[g];
+    for (size_t gi : members) {
+      if (free.empty()) break;
+      size_t pick = 0;
+      if (!fleet.gpus[gi].instances.empty()) {
+        int best = std::numeric_limits<int>::min();
+        std::set<std::pair<std::vector<int>, std::vector<int>>> tried;
+        for (size_t i = 0; i < free.size(); ++i) {
+          const Bin& bin = bins[free[i]];
+          auto sig = std::make_pair(filled_counts(bin), busy_units_of(M, bin));
+          if (!tried.insert(sig).second) continue;
+          int score = 0;
+          choose_layout(tm, gc, sig.first, fleet.gpus[gi], sig.second, &score);
+          if (score > best) {
+            best = score;
+            pick = i;
+          }
+        }
+      }
+      bin_of[gi] = free[pick];
+      free.erase(free.begin() + static_cast<long>(pick));
+    }
+  }
+  return bin_of;
+}
+
+struct LineCursor {
+  std::vector<std::pair<int, int>> lines;  // (request, remaining)
+  size_t at = 0;
+  int next() {
+    while (at < lines.size() && lines[at].second == 0) ++at;
+    if (at == lines.size()) return -1;
+    --lines[at].second;
+    return lines[at].first;
+  }
+};
+
+}  // namespace
+
+std::optional<int> smallest_profile_for(const MigTable& table, double memory_gb, int compute_slices) {
+  std::optional<int> best;
+  for (int pass = 0; pass < 2 && !best; ++pass) {
+    for (size_t i = 0; i < table.profiles.size(); ++i) {
+      const MigProfile& p = table.profiles[i];
+      if (p.media_extensions != (pass == 1)) continue;
+      if (p.memory_mib * kBytesPerMib < memory_gb * kBytesPerGb || p.compute_slices < compute_slices) continue;
+      if (!best) {
+        best = static_cast<int>(i);
+        continue;
+      }
+      const MigProfile& b = table.profiles[*best];
+      if (std::tie(p.memory_slices, p.compute_slices, p.memory_mib) < std::tie(b.memory_slices, b.compute_slices, b.memory_mib)) {
+        best = static_cast<int>(i);
+      }
+    }
+  }
+  return best;
+}
+
+std::optional<int> smallest_profile_for_workload(const Catalog&, const MigTable&, const nlohmann::ordered_json&,
+                                                 std::string* why) {
+  // The fit model (issue 3) decides whether a workload fits a MIG target; until it is wired in,
+  // workload requests are left unplaced with this reason.
+  if (why) *why = "workload requests need the fit model (issue 3), which mig pack does not use yet; give profile or memory_gb";
+  return std::nullopt;
+}
+
+Result<PackResult> pack(const Catalog& catalog, const Fleet& fleet, const std::vector<PackRequest>& requests,
+                        const PackOptions& options) {
+  for (const auto& g : fleet.gpus) {
+    if (g.table && !table_model(*g.table)) {
+      return Error{ErrorCode::kInternal, "MIG table " + g.table->id + " is too large for the packer", ""};
+    }
+  }
+  Built built = build(catalog, fleet, requests, options.keep_existing);
+  const PackModel& M = built.model;
+  SolveOutcome sol = solve_packing(M, options.exact_state_limit);
+  PackResult out;
+  out.exact = sol.exact;
+  const std::vector<int> bin_of = match_bins(M, fleet, sol.bins);
+
+  // Busy instances that may move: bind units to instances, kept in place first.
+  std::vector<std::vector<std::pair<size_t, int>>> busy_left = built.busy_of_class;
+  std::vector<LineCursor> cursors(M.demands.size());
+  for (size_t k = 0; k < M.demands.size(); ++k) cursors[k].lines = M.demands[k].lines;
+
+  out.gpus.resize(fleet.gpus.size());
+  std::vector<std::vector<std::pair<size_t, int>>> pending_busy;  // (gpu plan, layout entry) needing a source
+  for (size_t gi = 0; gi < fleet.gpus.size(); ++gi) {
+    GpuPlan& plan = out.gpus[gi];
+    plan.gpu = gi;
+    const FleetGpu& g = fleet.gpus[gi];
+    if (built.class_of_gpu[gi] < 0) continue;
+    const GpuClass& gc = M.classes[built.class_of_gpu[gi]];
+    const TableModel& tm = *M.targets[gc.target].model;
+    std::vector<int> counts(g.table->profiles.size(), 0), busy(counts.size(), 0);
+    const Bin* bin = bin_of[gi] >= 0 ? &sol.bins[bin_of[gi]] : nullptr;
+    if (bin) {
+      counts = filled_counts(*bin);
+      busy = busy_units_of(M, *bin);
+    }
+    if (!bin && !gc.pinned) {
+      for (size_t j = 0; j < g.instances.size(); ++j) plan.destroy.push_back(static_cast<int>(j));
+      continue;
+    }
+    const int li = choose_layout(tm, gc, counts, g, busy, nullptr);
+    if (li < 0) return Error{ErrorCode::kInternal, "no layout for a chosen configuration", ""};
+    // Units per profile, busy units first so they land on the busy instances' slots.
+    std::vector<std::vector<int>> queue(counts.size());
+    if (bin) {
+      for (size_t p = 0; p < bin->units.size(); ++p) {
+        for (const auto& [k, a] : bin->units[p]) {
+          for (int u = 0; u < a; ++u) queue[p].push_back(static_cast<int>(k));
+        }
+        std::stable_sort(queue[p].begin(), queue[p].end(),
+                         [&](int x, int y) { return M.demands[x].busy && !M.demands[y].busy; });
+      }
+    }
+    std::vector<bool> fixed_used(gc.fixed.size(), false);
+    std::vector<bool> inst_used(g.instances.size(), false);
+    // Entries that keep an existing instance first (same profile and start).
+    std::vector<Placed> layout = tm.layouts[li];
+    std::stable_sort(layout.begin(), layout.end(), [&](const Placed& a, const Placed& b) {
+      auto kept = [&](const Placed& p) {
+        for (const auto& inst : g.instances) {
+          if (inst.placed == p) return inst.busy ? 2 : 1;
+        }
+        return 0;
+      };
+      return kept(a) > kept(b);
+    });
+    for (const Placed& pl : layout) {
+      PlacedUnit unit;
+      unit.placed = pl;
+      int existing = -1;
+      for (size_t j = 0; j < g.instances.size(); ++j) {
+        if (!inst_used[j] && g.instances[j].placed == pl) existing = static_cast<int>(j);
+      }
+      bool is_fixed = false;
+      for (size_t f = 0; f < gc.fixed.size(); ++f) {
+        if (!fixed_used[f] && gc.fixed[f] == pl) {
+          fixed_used[f] = true;
+          is_fixed = true;
+          break;
+        }
+      }
+      if (is_fixed) {
+        unit.existing = existing;
+        if (existing >= 0) inst_used[existing] = true;
+        plan.layout.push_back(unit);
+        continue;
+      }
+      if (queue[pl.profile].empty()) continue;
+      const int k = queue[pl.profile].front();
+      queue[pl.profile].erase(queue[pl.profile].begin());
+      if (M.demands[k].busy) {
+        // Keep this GPU's own busy instance when it sits here; otherwise a moved one is bound below.
+        auto& left = busy_left[k];
+        auto own = std::find_if(left.begin(), left.end(), [&](const auto& e) {
+          return e.first == gi && g.instances[e.second].placed == pl;
+        });
+        if (own != left.end()) {
+          unit.existing = own->second;
+          inst_used[own->second] = true;
+          left.erase(own);
+        } else {
+          pending_busy.push_back({{gi, static_cast<int>(plan.layout.size())}});
+        }
+        plan.layout.push_back(unit);
+        continue;
+      }
+      unit.request = cursors[k].next();
+      if (existing >= 0 && !g.instances[existing].busy) {
+        unit.existing = existing;
+        inst_used[existing] = true;
+      }
+      plan.layout.push_back(unit);
+    }
+    for (size_t j = 0; j < g.instances.size(); ++j) {
+      if (!inst_used[j] && !(options.keep_existing && g.instances[j].busy)) plan.destroy.push_back(static_cast<int>(j));
+    }
+  }
+  // Moved busy instances: bind each remaining busy unit to a busy instance of its class.
+  for (const auto& pend : pending_busy) {
+    const auto [gi, idx] = pend.front();
+    PlacedUnit& unit = out.gpus[gi].layout[idx];
+    for (size_t k = 0; k < M.demands.size(); ++k) {
+      if (!M.demands[k].busy || busy_left[k].empty()) continue;
+      const auto& opt = M.demands[k].options.front();
+      if (opt.profile != unit.placed.profile || opt.target != built.target_of_gpu[gi]) continue;
+      unit.moved_from_gpu = static_cast<int>(busy_left[k].back().first);
+      unit.moved_from_instance = busy_left[k].back().second;
+      busy_left[k].pop_back();
+      ++out.disturbed;
+      break;
+    }
+  }
+  for (const auto& left : busy_left) out.disturbed += static_cast<int>(left.size());  // destroyed, not re-placed
+
+  for (auto& plan : out.gpus) {
+    std::stable_sort(plan.layout.begin(), plan.layout.end(),
+                     [](const PlacedUnit& a, const PlacedUnit& b) { return a.placed.start < b.placed.start; });
+  }
+  // Creation lists, stranded, totals.
+  std::vector<int> placed_per_class(M.demands.size(), 0);
+  for (const auto& b : sol.bins) {
+    for (const auto& per : b.units) {
+      for (const auto& [k, a] : per) placed_per_class[k] += a;
+    }
+  }
+  for (auto& plan : out.gpus) {
+    const FleetGpu& g = fleet.gpus[plan.gpu];
+    if (plan.layout.empty() || !g.table) continue;
+    ++out.gpus_used;
+    std::vector<Placed> final_layout;
+    for (const auto& u : plan.layout) {
+      final_layout.push_back(u.placed);
+      if (u.existing < 0) plan.create.push_back(u.placed);
+    }
+    const TableModel& tm = *M.targets[built.target_of_gpu[plan.gpu]].model;
+    const uint64_t bits = tm.bits_of(final_layout);
+    for (int li : tm.by_counts.at(profile_counts(*g.table, final_layout))) {
+      if (tm.bits[li] == bits) plan.stranded = tm.stranded[li];
+    }
+    out.stranded_memory_slices += plan.stranded.memory_slices;
+    out.stranded_compute_slices += plan.stranded.compute_slices;
+  }
+  int pinned = 0;
+  for (const auto& c : M.classes) pinned += c.pinned ? static_cast<int>(c.members.size()) : 0;
+  out.lp_bound = lp_lower_bound(M, placed_per_class) + pinned;
+  out.lower_bound = static_cast<int>(std::ceil(out.lp_bound - 1e-6));
+  if (out.exact) out.lower_bound = std::max(out.lower_bound, out.gpus_used);
+
+  // Unplaced units per request line.
+  for (size_t k = 0; k < M.demands.size(); ++k) {
+    if (M.demands[k].busy) continue;
+    for (size_t i = cursors[k].at; i < cursors[k].lines.size(); ++i) {
+      const auto [r, left] = cursors[k].lines[i];
+      if (left <= 0) continue;
+      std::string names;
+      for (const auto& o : M.demands[k].options) {
+        names += (names.empty() ? "" : ", ") + M.targets[o.target].table->profiles[o.profile].name + " on " +
+                 M.targets[o.target].id;
+      }
+      const bool others_first = M.demands[k].tier > 0;
+      out.unplaced.push_back(Unplaced{r, left, "no room left on the fleet for " + names +
+                                                   (others_first ? " after higher-priority requests" : "")});
+    }
+  }
+  for (size_t r = 0; r < requests.size(); ++r) {
+    if (!built.reasons[r].empty()) out.unplaced.push_back(Unplaced{static_cast<int>(r), requests[r].count, built.reasons[r]});
+  }
+  std::sort(out.unplaced.begin(), out.unplaced.end(), [](const Unplaced& a, const Unplaced& b) { return a.request < b.request; });
+  for (size_t k = 0; k < M.demands.size(); ++k) {
+    if (M.demands[k].busy || M.demands[k].options.size() < 1) continue;
+    for (const auto& [r, n] : M.demands[k].lines) {
+      const PackRequest& rq = requests[r];
+      if (rq.kind != PackRequest::Kind::kResources) continue;
+      std::string map;
+      for (const auto& o : M.demands[k].options) {
+        map += (map.empty() ? "" : ", ") + M.targets[o.target].table->profiles[o.profile].name + " on " +
+               M.targets[o.target].id;
+      }
+      out.notes.push_back(rq.name + ": smallest profile with >= " + num(rq.memory_gb) + " GB and >= " +
+                          std::to_string(rq.compute_slices) + " compute slices: " + map);
+      (void)n;
+    }
+  }
+  return out;
+}
+
+}  // namespace gpuplan::mig

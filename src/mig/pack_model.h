@@ -1,0 +1,86 @@
+// The packer's abstract problem: GPU classes (identical GPUs), their configurations (profile count
+// vectors a GPU can hold), demand classes (identical units with the same options and priority tier),
+// and bins (one GPU's chosen configuration with the units it holds).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mig/table_model.h"
+
+namespace gpuplan::mig {
+
+struct Option {
+  int target = 0;   // index into PackModel::targets
+  int profile = 0;  // index into that target's table profiles
+};
+
+struct DemandClass {
+  int count = 0;
+  int tier = 0;  // 0 = most important
+  std::vector<Option> options;
+  bool busy = false;  // existing busy instances that may move (not --keep-existing)
+  std::vector<std::pair<int, int>> lines;  // (request index, units) in request order
+};
+
+struct Config {
+  std::vector<int> counts;  // new instances per profile (besides the GPU class's fixed ones)
+  int layout = 0;           // best layout (least stranded) holding fixed + counts
+  int stranded = 0;         // its stranded memory + compute slices
+};
+
+struct GpuClass {
+  int target = 0;
+  bool pinned = false;              // holds busy instances that stay (--keep-existing): always used
+  std::vector<Placed> fixed;        // those instances
+  std::vector<size_t> members;      // fleet GPU indices
+  std::vector<Config> configs;      // maximal configurations (the LP and exact search use these)
+  std::map<std::vector<int>, Config> all;  // every configuration by counts (for the filled layouts)
+};
+
+struct PackTarget {
+  std::string id;  // catalog GPU id
+  const MigTable* table = nullptr;
+  std::shared_ptr<const TableModel> model;
+};
+
+struct PackModel {
+  std::vector<PackTarget> targets;
+  std::vector<GpuClass> classes;
+  std::vector<DemandClass> demands;
+  int tiers = 1;
+};
+
+// One GPU's configuration with the units it holds: units[p] = (demand class, amount) for profile p.
+struct Bin {
+  int gpu_class = 0;
+  std::vector<int> capacity;
+  std::vector<std::vector<std::pair<int, int>>> units;
+  int filled(int profile) const {
+    int n = 0;
+    for (const auto& u : units[profile]) n += u.second;
+    return n;
+  }
+  int total() const {
+    int n = 0;
+    for (size_t p = 0; p < units.size(); ++p) n += filled(static_cast<int>(p));
+    return n;
+  }
+};
+
+struct SolveOutcome {
+  std::vector<Bin> bins;
+  std::vector<int> unplaced;  // per demand class
+  bool exact = false;
+};
+
+// Places the demand on the classes: exact search when small, else LP-guided construction.
+SolveOutcome solve_packing(const PackModel& model, int exact_state_limit);
+// The LP relaxation's optimum GPU count for placing `placed` units per demand class (pinned GPUs
+// excluded: they are always used).
+double lp_lower_bound(const PackModel& model, const std::vector<int>& placed);
+
+}  // namespace gpuplan::mig

@@ -1,0 +1,521 @@
+// The packing search. Small problems: an exact memoized search over (remaining demand, remaining
+// GPUs). Large ones: the configuration LP (Gilmore-Gomory style, all maximal configurations
+// enumerated), its floor taken as whole GPUs, and the small residual solved exactly or by LP dives.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <unordered_map>
+
+#include "mig/lp.h"
+#include "mig/pack_model.h"
+
+namespace gpuplan::mig {
+
+namespace {
+
+// Tie-break weight of one stranded slice in the LP, in GPUs: a GPU strands at most 15 slices, so
+// the weight stays far below one GPU and only orders equal-GPU solutions.
+constexpr double kStrandedCostPerSlice = 1e-3;
+// Rounding slack when taking the floor of LP values (the simplex tolerance is 1e-9).
+constexpr double kFloorSlack = 1e-6;
+// The exact search is tried on problems (or residuals) with at most this many units; the state
+// limit (PackOptions) stops it when the state space is larger than it looks.
+constexpr int kExactMaxUnits = 64;
+
+using Value = std::vector<long long>;  // placed per tier (most important first), -GPUs, -stranded
+
+int total(const std::vector<int>& v) { return std::accumulate(v.begin(), v.end(), 0); }
+
+int option_for(const DemandClass& d, int target) {
+  for (const auto& o : d.options) {
+    if (o.target == target) return o.profile;
+  }
+  return -1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exact search.
+
+class Exact {
+ public:
+  Exact(const PackModel& m, int limit) : m_(m), limit_(limit) {}
+
+  // False when the state limit was hit.
+  bool run(const std::vector<int>& r, const std::vector<int>& n, std::vector<Bin>* bins) {
+    solve(r, n);
+    if (aborted_) return false;
+    rebuild(r, n, bins);
+    return true;
+  }
+
+ private:
+  struct Fill {
+    std::vector<std::pair<int, int>> units;  // per profile index order: (class, amount) flattened below
+    std::vector<int> profile_of;             // profile per entry of units
+    std::vector<int> counts;                 // filled counts per profile
+  };
+  struct Entry {
+    Value value;
+    int gpu_class = -1;  // -1: terminal
+    int config = -1;     // -1: skip the rest of this class
+    Fill fill;
+  };
+
+  std::string key(const std::vector<int>& r, const std::vector<int>& n) const {
+    std::string k;
+    k.reserve((r.size() + n.size()) * 2);
+    for (int v : r) k.append(reinterpret_cast<const char*>(&v), sizeof v);
+    for (int v : n) k.append(reinterpret_cast<const char*>(&v), sizeof v);
+    return k;
+  }
+
+  Value zero() const { return Value(static_cast<size_t>(m_.tiers) + 2, 0); }
+
+  static void add(Value& a, const Value& b) {
+    for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+  }
+
+  // Every maximal fill of `config` from the remaining demand.
+  void fills(int g, const Config& config, const std::vector<int>& r, std::vector<Fill>* out) const {
+    const GpuClass& gc = m_.classes[g];
+    Fill cur;
+    cur.counts.assign(config.counts.size(), 0);
+    std::function<void(size_t)> by_profile = [&](size_t p) {
+      if (p == config.counts.size()) {
+        out->push_back(cur);
+        return;
+      }
+      if (config.counts[p] == 0) return by_profile(p + 1);
+      std::vector<int> comp;
+      int avail = 0;
+      for (size_t k = 0; k < m_.demands.size(); ++k) {
+        if (r[k] > 0 && option_for(m_.demands[k], gc.target) == static_cast<int>(p)) {
+          comp.push_back(static_cast<int>(k));
+          avail += r[k];
+        }
+      }
+      const int want = std::min(avail, config.counts[p]);
+      std::function<void(size_t, int)> split = [&](size_t i, int left) {
+        if (i + 1 >= comp.size()) {
+          if (!comp.empty() && left > r[comp.back()]) return;
+          if (!comp.empty() && left > 0) {
+            cur.units.push_back({comp.back(), left});
+            cur.profile_of.push_back(static_cast<int>(p));
+          }
+          cur.counts[p] = want;
+          by_profile(p + 1);
+          if (!comp.empty() && left > 0) {
+            cur.units.pop_back();
+            cur.profile_of.pop_back();
+          }
+          return;
+        }
+        for (int a = std::min(left, r[comp[i]]); a >= 0; --a) {
+          if (a > 0) {
+            cur.units.push_back({comp[i], a});
+            cur.profile_of.push_back(static_cast<int>(p));
+          }
+          split(i + 1, left - a);
+          if (a > 0) {
+            cur.units.pop_back();
+            cur.profile_of.pop_back();
+          }
+        }
+      };
+      split(0, want);
+      cur.counts[p] = 0;
+    };
+    by_profile(0);
+  }
+
+  int stranded_of(int g, const std::vector<int>& counts) const {
+    auto it = m_.classes[g].all.find(counts);
+    return it == m_.classes[g].all.end() ? 0 : it->second.stranded;
+  }
+
+  const Value& solve(const std::vector<int>& r, const std::vector<int>& n) {
+    const std::string k = key(r, n);
+    if (auto it = memo_.find(k); it != memo_.end()) return it->second.value;
+    Entry best;
+    best.value = zero();
+    if (aborted_ || memo_.size() > static_cast<size_t>(limit_)) {
+      aborted_ = true;
+      return memo_.emplace(k, best).first->second.value;
+    }
+    int g = -1;
+    for (size_t i = 0; i < n.size() && g < 0; ++i) {
+      if (n[i] > 0) g = static_cast<int>(i);
+    }
+    if (g >= 0 && total(r) > 0) {
+      const GpuClass& gc = m_.classes[g];
+      const std::vector<int> empty(m_.targets[gc.target].table->profiles.size(), 0);
+      // Skip: the remaining GPUs of this class stay as they are.
+      std::vector<int> n2 = n;
+      n2[g] = 0;
+      best.value = solve(r, n2);
+      if (gc.pinned) best.value.back() -= static_cast<long long>(stranded_of(g, empty)) * n[g];
+      best.gpu_class = g;
+      best.config = -1;
+      n2[g] = n[g] - 1;
+      for (size_t c = 0; c < gc.configs.size(); ++c) {
+        std::vector<Fill> fs;
+        fills(g, gc.configs[c], r, &fs);
+        for (auto& f : fs) {
+          if (f.units.empty() && !gc.pinned) continue;
+          std::vector<int> r2 = r;
+          Value v = zero();
+          for (const auto& [cls, amount] : f.units) {
+            r2[cls] -= amount;
+            v[m_.demands[cls].tier] += amount;
+          }
+          v[m_.tiers] -= gc.pinned ? 0 : 1;
+          v[m_.tiers + 1] -= stranded_of(g, f.counts);
+          add(v, solve(r2, n2));
+          if (v > best.value) {
+            best.value = v;
+            best.config = static_cast<int>(c);
+            best.fill = f;
+          }
+        }
+      }
+    }
+    return memo_.emplace(k, std::move(best)).first->second.value;
+  }
+
+  void rebuild(std::vector<int> r, std::vector<int> n, std::vector<Bin>* bins) {
+    for (;;) {
+      auto it = memo_.find(key(r, n));
+      if (it == memo_.end() || it->second.gpu_class < 0) return;
+      const Entry& e = it->second;
+      const int g = e.gpu_class;
+      if (e.config < 0) {
+        n[g] = 0;
+        continue;
+      }
+      Bin b;
+      b.gpu_class = g;
+      b.capacity = e.fill.counts;
+      b.units.assign(b.capacity.size(), {});
+      for (size_t i = 0; i < e.fill.units.size(); ++i) {
+        b.units[e.fill.profile_of[i]].push_back(e.fill.units[i]);
+        r[e.fill.units[i].first] -= e.fill.units[i].second;
+      }
+      bins->push_back(std::move(b));
+      --n[g];
+    }
+  }
+
+  const PackModel& m_;
+  int limit_;
+  bool aborted_ = false;
+  std::unordered_map<std::string, Entry> memo_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The configuration LP.
+
+enum class Goal { kMinGpus, kPureMinGpus, kMaxTier, kDive };
+
+struct LpRun {
+  bool feasible = false;
+  double objective = 0;
+  std::vector<std::pair<int, int>> xcols;  // (class, config)
+  std::vector<double> x;
+  std::vector<std::vector<double>> y;  // per demand class, per option
+};
+
+LpRun run_lp(const PackModel& M, const std::vector<int>& r, const std::vector<int>& n, Goal goal, int tier,
+             const std::vector<double>& tier_floor) {
+  LpRun out;
+  lp::Problem p;
+  std::map<std::pair<int, int>, int> brow;  // (target, profile) -> row
+  // x columns.
+  for (size_t g = 0; g < M.classes.size(); ++g) {
+    if (n[g] <= 0) continue;
+    for (size_t c = 0; c < M.classes[g].configs.size(); ++c) out.xcols.push_back({static_cast<int>(g), static_cast<int>(c)});
+  }
+  const int nx = static_cast<int>(out.xcols.size());
+  std::vector<std::vector<int>> ycol(M.demands.size());
+  int col = nx;
+  for (size_t k = 0; k < M.demands.size(); ++k) {
+    ycol[k].assign(M.demands[k].options.size(), -1);
+    if (r[k] <= 0) continue;
+    for (size_t o = 0; o < M.demands[k].options.size(); ++o) ycol[k][o] = col++;
+  }
+  p.columns = col;
+  p.cost.assign(col, 0.0);
+  const double big = 2.0 * (total(n) + 1);
+  for (int i = 0; i < nx; ++i) {
+    const auto [g, c] = out.xcols[i];
+    const double gpu = M.classes[g].pinned ? 0.0 : 1.0;
+    const double strand = kStrandedCostPerSlice * M.classes[g].configs[c].stranded;
+    p.cost[i] = goal == Goal::kMaxTier ? 0.0 : goal == Goal::kPureMinGpus ? gpu : gpu + strand;
+  }
+  for (size_t k = 0; k < M.demands.size(); ++k) {
+    for (int yc : ycol[k]) {
+      if (yc < 0) continue;
+      if (goal == Goal::kMaxTier) p.cost[yc] = M.demands[k].tier == tier ? -1.0 : 0.0;
+      if (goal == Goal::kDive) p.cost[yc] = -big * (M.tiers - M.demands[k].tier);
+    }
+  }
+  // A_g rows.
+  std::map<int, int> arow;
+  for (int i = 0; i < nx; ++i) {
+    const int g = out.xcols[i].first;
+    if (!arow.count(g)) {
+      arow[g] = static_cast<int>(p.rows.size());
+      p.rows.push_back(lp::Row{{}, lp::Sense::kLe, static_cast<double>(n[g])});
+    }
+    p.rows[arow[g]].terms.push_back({i, 1.0});
+  }
+  // B rows.
+  auto b_row = [&](int t, int prof) {
+    auto it = brow.find({t, prof});
+    if (it != brow.end()) return it->second;
+    const int row = static_cast<int>(p.rows.size());
+    p.rows.push_back(lp::Row{{}, lp::Sense::kLe, 0.0});
+    brow[{t, prof}] = row;
+    return row;
+  };
+  for (size_t k = 0; k < M.demands.size(); ++k) {
+    for (size_t o = 0; o < ycol[k].size(); ++o) {
+      if (ycol[k][o] < 0) continue;
+      p.rows[b_row(M.demands[k].options[o].target, M.demands[k].options[o].profile)].terms.push_back({ycol[k][o], 1.0});
+    }
+  }
+  for (int i = 0; i < nx; ++i) {
+    const auto [g, c] = out.xcols[i];
+    const auto& counts = M.classes[g].configs[c].counts;
+    for (size_t prof = 0; prof < counts.size(); ++prof) {
+      if (counts[prof] == 0) continue;
+      auto it = brow.find({M.classes[g].target, static_cast<int>(prof)});
+      if (it != brow.end()) p.rows[it->second].terms.push_back({i, -static_cast<double>(counts[prof])});
+    }
+  }
+  // C rows.
+  const bool exact_demand = goal == Goal::kMinGpus || goal == Goal::kPureMinGpus;
+  for (size_t k = 0; k < M.demands.size(); ++k) {
+    if (r[k] <= 0) continue;
+    lp::Row row{{}, exact_demand ? lp::Sense::kEq : lp::Sense::kLe, static_cast<double>(r[k])};
+    for (int yc : ycol[k]) row.terms.push_back({yc, 1.0});
+    p.rows.push_back(std::move(row));
+  }
+  if (goal == Goal::kMaxTier) {
+    for (int t = 0; t < tier; ++t) {
+      lp::Row row{{}, lp::Sense::kGe, std::max(0.0, tier_floor[t] - kFloorSlack)};
+      for (size_t k = 0; k < M.demands.size(); ++k) {
+        if (M.demands[k].tier != t) continue;
+        for (int yc : ycol[k]) {
+          if (yc >= 0) row.terms.push_back({yc, 1.0});
+        }
+      }
+      if (!row.terms.empty()) p.rows.push_back(std::move(row));
+    }
+  }
+  const lp::Solution s = lp::solve(p);
+  out.feasible = s.feasible;
+  if (!s.feasible) return out;
+  out.objective = s.objective;
+  out.x.assign(s.x.begin(), s.x.begin() + nx);
+  out.y.resize(M.demands.size());
+  for (size_t k = 0; k < M.demands.size(); ++k) {
+    out.y[k].assign(ycol[k].size(), 0.0);
+    for (size_t o = 0; o < ycol[k].size(); ++o) {
+      if (ycol[k][o] >= 0) out.y[k][o] = s.x[ycol[k][o]];
+    }
+  }
+  return out;
+}
+
+// Demand classes in priority order (most important tier first), for greedy fills.
+std::vector<int> tier_order(const PackModel& M) {
+  std::vector<int> order(M.demands.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return M.demands[a].tier < M.demands[b].tier; });
+  return order;
+}
+
+// Fills `fresh` bins from the remaining demand, following the LP's y where it can, then greedily.
+void fill_bins(const PackModel& M, const LpRun& lp, std::vector<Bin>& bins, const std::vector<size_t>& fresh,
+               std::vector<int>& r) {
+  std::map<std::pair<int, int>, int> pool;  // (target, profile) -> free slots in fresh bins
+  for (size_t b : fresh) {
+    const int t = M.classes[bins[b].gpu_class].target;
+    for (size_t p = 0; p < bins[b].capacity.size(); ++p) pool[{t, static_cast<int>(p)}] += bins[b].capacity[p];
+  }
+  std::map<std::pair<int, int>, std::vector<std::pair<int, int>>> take;  // pool -> (class, amount)
+  const std::vector<int> order = tier_order(M);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int k : order) {
+      const auto& d = M.demands[k];
+      for (size_t o = 0; o < d.options.size() && r[k] > 0; ++o) {
+        const std::pair<int, int> key{d.options[o].target, d.options[o].profile};
+        auto it = pool.find(key);
+        if (it == pool.end() || it->second == 0) continue;
+        int want = r[k];
+        if (pass == 0) {
+          const double y = k < static_cast<int>(lp.y.size()) && o < lp.y[k].size() ? lp.y[k][o] : 0.0;
+          want = std::min(want, static_cast<int>(std::floor(y + kFloorSlack)));
+        }
+        const int a = std::min(want, it->second);
+        if (a <= 0) continue;
+        it->second -= a;
+        r[k] -= a;
+        take[key].push_back({k, a});
+      }
+    }
+  }
+  for (auto& [key, list] : take) {
+    for (size_t b : fresh) {
+      if (M.classes[bins[b].gpu_class].target != key.first) continue;
+      int room = bins[b].capacity[key.second] - bins[b].filled(key.second);
+      while (room > 0 && !list.empty()) {
+        const int a = std::min(room, list.back().second);
+        bins[b].units[key.second].push_back({list.back().first, a});
+        room -= a;
+        list.back().second -= a;
+        if (list.back().second == 0) list.pop_back();
+      }
+    }
+  }
+}
+
+Bin new_bin(const PackModel& M, int g, int c) {
+  Bin b;
+  b.gpu_class = g;
+  b.capacity = M.classes[g].configs[c].counts;
+  b.units.assign(b.capacity.size(), {});
+  return b;
+}
+
+// Turns LP values into whole GPUs: floor of every x (or, when `one`, a single GPU of the largest x),
+// fills them, and drops bins that got nothing. Returns the number of units placed.
+int commit(const PackModel& M, const LpRun& lp, bool one, std::vector<int>& r, std::vector<int>& n,
+           std::vector<Bin>& bins) {
+  std::vector<size_t> fresh;
+  const size_t before = bins.size();
+  if (one) {
+    size_t best = 0;
+    for (size_t i = 1; i < lp.x.size(); ++i) {
+      if (lp.x[i] > lp.x[best]) best = i;
+    }
+    if (lp.x.empty() || lp.x[best] <= kFloorSlack) return 0;
+    const auto [g, c] = lp.xcols[best];
+    bins.push_back(new_bin(M, g, c));
+    --n[g];
+  } else {
+    for (size_t i = 0; i < lp.x.size(); ++i) {
+      const auto [g, c] = lp.xcols[i];
+      const int k = std::min(static_cast<int>(std::floor(lp.x[i] + kFloorSlack)), n[g]);
+      for (int j = 0; j < k; ++j) bins.push_back(new_bin(M, g, c));
+      n[g] -= std::max(k, 0);
+    }
+  }
+  for (size_t b = before; b < bins.size(); ++b) fresh.push_back(b);
+  const int r0 = total(r);
+  fill_bins(M, lp, bins, fresh, r);
+  // Drop empty bins (unless pinned: those GPUs are used anyway) and give their GPUs back.
+  std::vector<Bin> kept(bins.begin(), bins.begin() + static_cast<long>(before));
+  for (size_t b = before; b < bins.size(); ++b) {
+    if (bins[b].total() > 0 || M.classes[bins[b].gpu_class].pinned) kept.push_back(std::move(bins[b]));
+    else ++n[bins[b].gpu_class];
+  }
+  bins = std::move(kept);
+  return r0 - total(r);
+}
+
+}  // namespace
+
+double lp_lower_bound(const PackModel& M, const std::vector<int>& placed) {
+  std::vector<int> n;
+  for (const auto& c : M.classes) n.push_back(static_cast<int>(c.members.size()));
+  if (total(placed) == 0) return 0.0;
+  const LpRun run = run_lp(M, placed, n, Goal::kPureMinGpus, 0, {});
+  return run.feasible ? run.objective : 0.0;
+}
+
+SolveOutcome solve_packing(const PackModel& M, int exact_state_limit) {
+  SolveOutcome out;
+  std::vector<int> r, n;
+  for (const auto& d : M.demands) r.push_back(d.count);
+  for (const auto& c : M.classes) n.push_back(static_cast<int>(c.members.size()));
+  const std::vector<int> demand = r;
+  auto finish = [&](const std::vector<int>& left) {
+    out.unplaced = left;
+    return out;
+  };
+  if (total(r) <= kExactMaxUnits) {
+    Exact exact(M, exact_state_limit);
+    std::vector<Bin> bins;
+    if (exact.run(r, n, &bins)) {
+      out.bins = std::move(bins);
+      out.exact = true;
+      std::vector<int> left = r;
+      for (const auto& b : out.bins) {
+        for (const auto& per : b.units) {
+          for (const auto& [k, a] : per) left[k] -= a;
+        }
+      }
+      return finish(left);
+    }
+  }
+  LpRun all = run_lp(M, r, n, Goal::kMinGpus, 0, {});
+  if (!all.feasible) {
+    // Not everything fits: the most units of each tier, most important first.
+    std::vector<double> floors(M.tiers, 0.0);
+    LpRun last;
+    for (int t = 0; t < M.tiers; ++t) {
+      last = run_lp(M, r, n, Goal::kMaxTier, t, floors);
+      if (!last.feasible) break;
+      for (size_t k = 0; k < M.demands.size(); ++k) {
+        if (M.demands[k].tier != t) continue;
+        for (double y : last.y[k]) floors[t] += y;
+      }
+    }
+    if (last.feasible) {
+      for (size_t k = 0; k < M.demands.size(); ++k) {
+        double placed = 0;
+        for (double y : last.y[k]) placed += y;
+        r[k] = std::min(r[k], static_cast<int>(std::floor(placed + kFloorSlack)));
+      }
+    }
+    all = run_lp(M, r, n, Goal::kMinGpus, 0, {});
+  }
+  if (all.feasible) commit(M, all, false, r, n, out.bins);
+  // The residual: restore the units the tier LPs trimmed, they may still fit.
+  for (size_t k = 0; k < r.size(); ++k) {
+    int placed = 0;
+    for (const auto& b : out.bins) {
+      for (const auto& per : b.units) {
+        for (const auto& [cls, a] : per) placed += cls == static_cast<int>(k) ? a : 0;
+      }
+    }
+    r[k] = demand[k] - placed;
+  }
+  while (total(r) > 0) {
+    if (total(r) <= kExactMaxUnits) {
+      Exact exact(M, exact_state_limit);
+      std::vector<Bin> more;
+      if (exact.run(r, n, &more)) {
+        for (auto& b : more) {
+          for (const auto& per : b.units) {
+            for (const auto& [k, a] : per) r[k] -= a;
+          }
+          --n[b.gpu_class];
+          out.bins.push_back(std::move(b));
+        }
+        break;
+      }
+    }
+    const LpRun dive = run_lp(M, r, n, Goal::kDive, 0, {});
+    if (!dive.feasible) break;
+    bool any_whole = false;
+    for (double x : dive.x) any_whole = any_whole || x >= 1.0 - kFloorSlack;
+    if (commit(M, dive, !any_whole, r, n, out.bins) == 0 && commit(M, dive, true, r, n, out.bins) == 0) break;
+  }
+  return finish(r);
+}
+
+}  // namespace gpuplan::mig

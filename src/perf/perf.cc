@@ -1,0 +1,808 @@
+// The performance model: operators, their rooflines, and inference / serving / training built from them.
+// docs/model.md ("Performance") derives every formula used here.
+#include "gpuplan/perf.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
+#include "perf/constants.h"
+
+namespace gpuplan {
+
+using namespace perf;
+
+namespace {
+
+double dbl(int64_t v) { return static_cast<double>(v); }
+
+// Kernels one transformer layer costs per forward pass, by engine. TensorRT-LLM fuses residual+norm,
+// rotary+KV write into attention, and the gated activation into the MLP GEMM; vLLM launches norm, QKV,
+// rotary, cache write, attention, out, add+norm, gate_up, activation, down; llama.cpp's graph has ~14
+// nodes per layer; eager PyTorch ~25 (separate adds, casts, transposes).
+double kernels_per_layer(PerfEngine e) {
+  switch (e) {
+    case PerfEngine::kTensorrtLlm:
+      return 7;
+    case PerfEngine::kVllm:
+    case PerfEngine::kTgi:
+    case PerfEngine::kExllama:
+    case PerfEngine::kAuto:
+      return 10;
+    case PerfEngine::kLlamaCpp:
+      return 14;
+    case PerfEngine::kMegatron:
+      return 14;
+    case PerfEngine::kTransformers:
+    case PerfEngine::kPytorch:
+    case PerfEngine::kDeepspeed:
+      return 25;
+  }
+  return 10;
+}
+
+// Engines with fused norm / activation / residual kernels.
+bool fused_elementwise(PerfEngine e) {
+  return e != PerfEngine::kTransformers && e != PerfEngine::kPytorch && e != PerfEngine::kDeepspeed;
+}
+
+// Host work per decode step outside the kernels: scheduling, sampling, detokenisation, Python.
+// vLLM 0.6 (V0 engine, no multi-step): ~1.5-2 ms at batch 1 (vLLM blog "vLLM v0.6.0", Sep 2024: CPU
+// overhead was most of the step before 0.6); TensorRT-LLM's C++ runtime and llama.cpp's ~0.2-0.3 ms.
+double step_overhead_seconds(PerfEngine e) {
+  switch (e) {
+    case PerfEngine::kVllm:
+    case PerfEngine::kAuto:
+      return 2.0e-3;
+    case PerfEngine::kTgi:
+      return 1.5e-3;
+    case PerfEngine::kTensorrtLlm:
+      return 0.2e-3;
+    case PerfEngine::kLlamaCpp:
+    case PerfEngine::kExllama:
+      return 0.3e-3;
+    case PerfEngine::kTransformers:
+    case PerfEngine::kPytorch:
+    case PerfEngine::kDeepspeed:
+    case PerfEngine::kMegatron:
+      return 1.0e-3;
+  }
+  return 1e-3;
+}
+
+// Time accumulator that remembers which resource each operator was bound by.
+struct Cost {
+  double compute = 0;   // seconds of operators bound by arithmetic
+  double memory = 0;    // bound by memory bandwidth
+  double comm = 0;      // moving data between GPUs
+  double overhead = 0;  // fixed per-kernel / per-step costs
+  double total() const { return compute + memory + comm + overhead; }
+  PerfBound bound() const {
+    PerfBound b = PerfBound::kCompute;
+    double m = compute;
+    if (memory > m) b = PerfBound::kMemory, m = memory;
+    if (comm > m) b = PerfBound::kCommunication, m = comm;
+    if (overhead > m) b = PerfBound::kOverhead;
+    return b;
+  }
+  void roof(double t_compute, double t_memory) {
+    if (t_compute >= t_memory)
+      compute += t_compute;
+    else
+      memory += t_memory;
+  }
+  void add(const Cost& o, double k = 1) {
+    compute += k * o.compute, memory += k * o.memory, comm += k * o.comm, overhead += k * o.overhead;
+  }
+};
+
+// Everything a step needs, resolved once per prediction.
+struct Rates {
+  double gemm_flops;       // achievable rate of a large GEMM in the weights' compute precision
+  double attn_flops;       // achievable rate of flash attention (16-bit, or tf32/fp32)
+  double attn_gemm_flops;  // eager attention's batched matmuls
+  double head_flops;       // LM head and router: kept in 16 bits by every quantized format
+  double cuda_core_flops;  // GEMV kernels on CUDA cores (fp32 FMA), what engines pick for a few rows
+  double bandwidth;        // achievable bytes/s
+  double half_intensity;
+  double kernel_seconds;
+  double allreduce_bw;  // bus bandwidth of tensor-parallel all-reduces
+  double allreduce_latency;
+};
+
+double peak_16bit(const PerfDevice& d) {
+  if (d.peak(Precision::kBf16) > 0) return d.peak(Precision::kBf16);
+  if (d.peak(Precision::kFp16) > 0) return d.peak(Precision::kFp16);
+  return d.peak(Precision::kFp32);
+}
+
+double compute_peak(const PerfDevice& d, Precision p) {
+  const double v = d.peak(p);
+  if (v > 0) return v;
+  if (p == Precision::kBf16 || p == Precision::kFp8 || p == Precision::kInt8 || p == Precision::kInt4)
+    return peak_16bit(d);
+  if (p == Precision::kTf32) return d.peak(Precision::kFp32);
+  return peak_16bit(d);
+}
+
+Rates make_rates(const PerfDevice& d, const PerfWorkload& w, const PerfEfficiency& eff) {
+  Rates r{};
+  const Precision p = w.weights.compute;
+  double gemm_frac =
+      p == Precision::kFp8 || p == Precision::kInt8 ? eff.gemm_fp8_peak_fraction : eff.gemm_peak_fraction;
+  if (p == Precision::kFp32) gemm_frac = eff.gemm_peak_fraction;  // CUDA-core SGEMM reaches a similar share
+  r.gemm_flops = compute_peak(d, p) * gemm_frac;
+  if (w.weights.dequantize) r.gemm_flops *= eff.dequant_gemm_fraction;
+  const double attn_peak = (p == Precision::kTf32 || p == Precision::kFp32) ? compute_peak(d, p) : peak_16bit(d);
+  r.attn_flops = attn_peak * eff.attention_peak_fraction;
+  r.attn_gemm_flops = attn_peak * eff.gemm_peak_fraction;
+  r.head_flops = (p == Precision::kTf32 || p == Precision::kFp32) ? r.gemm_flops : attn_peak * eff.gemm_peak_fraction;
+  r.cuda_core_flops = d.peak(Precision::kFp32) * eff.gemm_peak_fraction;
+  r.bandwidth = d.bandwidth_bytes_per_second * eff.bandwidth_fraction;
+  r.half_intensity = eff.gemm_half_intensity;
+  r.kernel_seconds = w.cuda_graphs ? eff.kernel_seconds : std::max(eff.kernel_seconds, kEagerKernelSeconds);
+  r.allreduce_bw = d.link_bytes_per_second * eff.link_fraction;
+  r.allreduce_latency = d.nvlink ? kAllReduceLatencySeconds : kAllReduceLatencyPcieSeconds;
+  return r;
+}
+
+// Convolutions: tensor-core convs reach kConvPeakFraction of peak; fp32 convs on CUDA cores reach the
+// GEMM fraction (no MMA tile to underfill with 64-channel layers).
+double conv_flops(const PerfDevice& d, Precision p, const PerfEfficiency& eff) {
+  if (p == Precision::kFp32) return d.peak(Precision::kFp32) * eff.gemm_peak_fraction;
+  return compute_peak(d, p) * kConvPeakFraction;
+}
+
+// One GEMM: M rows (tokens) x K inputs x N outputs, weights of `w_bytes` per element.
+void gemm(Cost& c, const Rates& r, double m, double n, double k, double w_bytes, double a_bytes, double flop_rate) {
+  if (m <= 0 || n <= 0 || k <= 0) return;
+  const double intensity = 1.0 / (1.0 / m + 1.0 / n + 1.0 / k);  // FLOPs per element moved, /2
+  const double eff_m = intensity / (intensity + r.half_intensity);
+  double t_c = 2.0 * m * n * k / (flop_rate * eff_m);
+  // Engines pick the faster kernel: for a few rows a CUDA-core GEMV beats an underfilled tensor-core tile.
+  if (r.cuda_core_flops > 0) t_c = std::min(t_c, 2.0 * m * n * k / r.cuda_core_flops);
+  const double t_m = (n * k * w_bytes + (m * k + m * n) * a_bytes) / r.bandwidth;
+  c.roof(t_c, t_m);
+}
+
+// Ring all-reduce of `bytes` over n devices: 2(n-1)/n x bytes over the bus bandwidth, plus latency.
+double allreduce_seconds(double bytes, int n, double bus_bw, double latency) {
+  if (n <= 1 || bytes <= 0) return 0;
+  return 2.0 * (n - 1) / n * bytes / bus_bw + latency;
+}
+
+// Sum over the q new positions of the tokens each attends to, with `ctx0` tokens already cached, a
+// window (0 = none) and causal masking (an encoder attends to all ctx0 + q).
+double attended_pairs(double q, double ctx0, double window, bool causal) {
+  if (!causal) {
+    const double kv = ctx0 + q;
+    return q * (window > 0 ? std::min(kv, window) : kv);
+  }
+  // positions p = ctx0+1 .. ctx0+q attend to min(p, window)
+  const double lo = ctx0 + 1, hi = ctx0 + q;
+  if (window <= 0 || hi <= window) return (lo + hi) * q / 2.0;
+  if (lo >= window) return q * window;
+  const double below = window - lo + 1;  // positions lo..window
+  return (lo + window) * below / 2.0 + (q - below) * window;
+}
+
+// Forward pass of one step on one GPU: `batch` sequences each adding `q` tokens after `ctx0` cached ones.
+// `logit_rows`: rows that go through the LM head. Layers: this GPU's share (pipeline stage).
+struct StepShape {
+  double batch;
+  double q;
+  double ctx0;
+  double logit_rows;
+  bool training;  // activations kept (no KV cache write); attention over the micro-batch itself
+};
+
+struct LayerCosts {
+  Cost gemm;       // matmuls of one layer
+  Cost attention;  // attention of one layer (global layer), and of a window layer
+  Cost attention_window;
+  Cost elementwise;
+  double attention_flops_global = 0;
+  double attention_flops_window = 0;
+  Cost comm;
+};
+
+LayerCosts layer_costs(const PerfArch& a, const PerfWorkload& w, const Rates& r, const StepShape& s) {
+  LayerCosts lc;
+  const double tp = std::max(1, w.tp);
+  const double tokens = s.batch * s.q;
+  const double wb = w.weights.bits_per_weight / 8.0;
+  const double ab = w.activation_bytes;
+  const double h = dbl(a.hidden);
+  // Attention projections and dense MLP: N split across tensor-parallel ranks.
+  gemm(lc.gemm, r, tokens, a.qkv_params_per_layer / h / tp, h, wb, ab, r.gemm_flops);
+  const double out_in = a.out_params_per_layer / h;
+  gemm(lc.gemm, r, tokens, h, out_in / tp, wb, ab, r.gemm_flops);
+  if (a.mlp_params_per_layer > 0) {
+    const double inter_total = a.mlp_params_per_layer / h;  // summed inner widths of up(+gate) and down
+    const double up_share = a.gated_mlp ? 2.0 / 3.0 : 0.5;
+    gemm(lc.gemm, r, tokens, inter_total * up_share / tp, h, wb, ab, r.gemm_flops);
+    gemm(lc.gemm, r, tokens, h, inter_total * (1 - up_share) / tp, wb, ab, r.gemm_flops);
+  }
+  if (a.experts > 0 && a.expert_params_per_layer > 0) {
+    const double e = dbl(a.experts), k = dbl(a.experts_per_token);
+    gemm(lc.gemm, r, tokens, a.router_params_per_layer / h, h, 2, ab, r.head_flops);
+    // Experts a step touches: each token picks k of e; expected distinct = e (1 - (1 - k/e)^tokens).
+    const double touched = e * (1.0 - std::pow(1.0 - k / e, tokens));
+    const double rows_per_expert = tokens * k / touched;
+    const double inner = a.expert_params_per_layer / h;
+    const double up_share = a.gated_mlp ? 2.0 / 3.0 : 0.5;
+    Cost one;
+    gemm(one, r, rows_per_expert, inner * up_share / tp, h, wb, ab, r.gemm_flops);
+    gemm(one, r, rows_per_expert, h, inner * (1 - up_share) / tp, wb, ab, r.gemm_flops);
+    lc.gemm.add(one, touched);
+  }
+  // Attention core. Heads split across tensor-parallel ranks (KV heads too, at least one per rank).
+  const double heads = dbl(a.heads) / tp;
+  const double kv_heads = std::max(1.0, dbl(a.kv_heads) / tp);
+  const double d = dbl(a.head_dim);
+  const bool causal = !a.encoder;
+  auto attention = [&](Cost& c, double window, double& flops_out) {
+    const double pairs = s.batch * attended_pairs(s.q, s.ctx0, window, causal);
+    const double flops = 4.0 * pairs * heads * d;
+    flops_out = flops;
+    const double kv_tokens = s.batch * (window > 0 ? std::min(s.ctx0 + s.q, window) : s.ctx0 + s.q);
+    const double kv_read = kv_tokens * 2.0 * kv_heads * d * (s.training ? ab : w.kv_bytes);
+    const double qo = 2.0 * tokens * heads * d * ab;
+    if (w.flash_attention || s.q == 1) {
+      c.roof(flops / r.attn_flops, (kv_read + qo) / r.bandwidth);
+    } else {
+      const double score_bytes = a.eager_fp32_softmax ? 4.0 : ab;
+      const double scores = pairs * heads * score_bytes * kEagerScorePasses * (causal ? 2.0 : 1.0);
+      c.roof(flops / r.attn_gemm_flops, (kv_read + qo + scores) / r.bandwidth);
+    }
+  };
+  attention(lc.attention, 0, lc.attention_flops_global);
+  if (a.window_layers > 0) attention(lc.attention_window, dbl(a.window_tokens), lc.attention_flops_window);
+  // Element-wise passes (norms, residual adds, rotary, activation).
+  const double inter_active =
+      a.mlp_params_per_layer / h / (a.gated_mlp ? 3.0 : 2.0) +
+      (a.experts > 0 ? dbl(a.experts_per_token) * a.expert_params_per_layer / h / (a.gated_mlp ? 3.0 : 2.0) : 0);
+  const double ew_bytes =
+      tokens * ab * (kElementwiseHiddenPasses * h + kElementwiseIntermediatePasses * inter_active / tp);
+  lc.elementwise.memory += ew_bytes * (fused_elementwise(w.engine) ? 1.0 : kEagerElementwiseFactor) / r.bandwidth;
+  // Tensor parallel: one all-reduce after attention, one after the MLP.
+  if (w.tp > 1) lc.comm.comm += 2 * allreduce_seconds(tokens * h * ab, w.tp, r.allreduce_bw, r.allreduce_latency);
+  return lc;
+}
+
+// Forward step over this GPU's layers (all layers / pp), LM head included (last stage).
+Cost forward_step(const PerfArch& a, const PerfWorkload& w, const Rates& r, const StepShape& s, double kernels) {
+  const LayerCosts lc = layer_costs(a, w, r, s);
+  const double pp = std::max(1, w.pp);
+  const double global = dbl(a.global_layers) / pp, window = dbl(a.window_layers) / pp;
+  const double layers = global + window;
+  Cost c;
+  c.add(lc.gemm, layers);
+  c.add(lc.attention, global);
+  c.add(lc.attention_window, window);
+  c.add(lc.elementwise, layers);
+  c.add(lc.comm, layers);
+  c.overhead += layers * kernels * r.kernel_seconds;
+  if (s.logit_rows > 0 && a.head_params > 0) {
+    gemm(c, r, s.logit_rows, a.head_params / dbl(a.hidden) / std::max(1, w.tp), dbl(a.hidden),
+         w.weights.head_bits / 8.0, w.activation_bytes, r.head_flops);
+  }
+  return c;
+}
+
+double engine_step_seconds(const PerfWorkload& w, const PerfEfficiency& eff) {
+  return eff.step_seconds >= 0 ? eff.step_seconds : step_overhead_seconds(w.engine);
+}
+
+// One inference step as the user sees it: every pipeline stage in turn, plus the engine's host work.
+Cost inference_step(const PerfArch& a, const PerfWorkload& w, const Rates& r, const StepShape& s,
+                    const PerfEfficiency& eff) {
+  Cost c = forward_step(a, w, r, s, kernels_per_layer(w.engine));
+  const double pp = std::max(1, w.pp);
+  Cost out;
+  out.add(c, pp);
+  if (w.pp > 1) out.comm += (pp - 1) * r.allreduce_latency;  // point-to-point hand-offs between stages
+  out.overhead += engine_step_seconds(w, eff);
+  return out;
+}
+
+// Prefill work per request when a serving engine batches prompts into chunks of this many tokens
+// (TensorRT-LLM and vLLM default max_num_tokens / max_num_batched_tokens of 8192).
+constexpr double kPrefillChunkTokens = 8192;
+
+}  // namespace
+
+std::string_view perf_bound_name(PerfBound bound) {
+  switch (bound) {
+    case PerfBound::kMemory:
+      return "memory";
+    case PerfBound::kCompute:
+      return "compute";
+    case PerfBound::kCommunication:
+      return "communication";
+    case PerfBound::kOverhead:
+      return "overhead";
+  }
+  return "?";
+}
+
+namespace {
+struct EngineName {
+  PerfEngine e;
+  std::string_view name;
+};
+constexpr EngineName kEngines[] = {
+    {PerfEngine::kAuto, "auto"},
+    {PerfEngine::kVllm, "vllm"},
+    {PerfEngine::kTensorrtLlm, "tensorrt-llm"},
+    {PerfEngine::kTgi, "tgi"},
+    {PerfEngine::kTransformers, "transformers"},
+    {PerfEngine::kPytorch, "pytorch"},
+    {PerfEngine::kLlamaCpp, "llama.cpp"},
+    {PerfEngine::kExllama, "exllama"},
+    {PerfEngine::kMegatron, "megatron"},
+    {PerfEngine::kDeepspeed, "deepspeed"},
+};
+}  // namespace
+
+Result<PerfEngine> parse_perf_engine(std::string_view name) {
+  std::string n(name);
+  for (auto& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (n == "trtllm" || n == "tensorrt_llm" || n == "trt-llm") n = "tensorrt-llm";
+  if (n == "llamacpp" || n == "llama-cpp") n = "llama.cpp";
+  if (n == "hf" || n == "huggingface") n = "transformers";
+  if (n.empty()) return PerfEngine::kAuto;
+  for (const auto& e : kEngines) {
+    if (e.name == n) return e.e;
+  }
+  std::string list;
+  for (const auto& e : kEngines) list += (list.empty() ? "" : ", ") + std::string(e.name);
+  return usage_error("unknown engine '" + std::string(name) + "'; use one of " + list, "engine");
+}
+
+std::string_view perf_engine_name(PerfEngine engine) {
+  for (const auto& e : kEngines) {
+    if (e.e == engine) return e.name;
+  }
+  return "?";
+}
+
+PerfEfficiency default_efficiency() {
+  return PerfEfficiency{kGemmPeakFraction,    kGemmFp8PeakFraction,   kGemmHalfIntensity,
+                        kDequantGemmFraction, kAttentionPeakFraction, kBandwidthFraction,
+                        kLinkFraction,        kKernelSeconds,         -1.0,
+                        kTrainingOverlap};
+}
+
+namespace {
+struct EffKey {
+  std::string_view key;
+  double PerfEfficiency::*field;
+  double scale;  // user unit -> field unit
+  double min, max;
+  std::string_view help;
+};
+constexpr EffKey kEffKeys[] = {
+    {"gemm", &PerfEfficiency::gemm_peak_fraction, 1, 0.01, 1, "large 16-bit GEMM / dense peak"},
+    {"gemm_fp8", &PerfEfficiency::gemm_fp8_peak_fraction, 1, 0.01, 1, "large fp8/int8 GEMM / dense peak"},
+    {"gemm_half_intensity", &PerfEfficiency::gemm_half_intensity, 1, 0, 1e6,
+     "GEMM intensity 1/(1/M+1/N+1/K) at half the large-size rate"},
+    {"dequant", &PerfEfficiency::dequant_gemm_fraction, 1, 0.01, 1, "dequantizing matmul / dense rate"},
+    {"attention", &PerfEfficiency::attention_peak_fraction, 1, 0.01, 1, "flash attention / dense peak"},
+    {"bandwidth", &PerfEfficiency::bandwidth_fraction, 1, 0.01, 1, "streaming kernel / peak bandwidth"},
+    {"link", &PerfEfficiency::link_fraction, 1, 0.01, 1, "all-reduce bus bandwidth / link bandwidth"},
+    {"kernel_us", &PerfEfficiency::kernel_seconds, 1e-6, 0, 1e4, "fixed cost per kernel, microseconds"},
+    {"step_ms", &PerfEfficiency::step_seconds, 1e-3, 0, 1e4, "engine host time per step, milliseconds"},
+    {"overlap", &PerfEfficiency::training_overlap, 1, 0, 1, "share of data-parallel traffic hidden by backward"},
+};
+}  // namespace
+
+std::string efficiency_keys() {
+  std::string s;
+  for (const auto& k : kEffKeys) s += (s.empty() ? "" : ", ") + std::string(k.key) + " (" + std::string(k.help) + ")";
+  return s;
+}
+
+Result<PerfEfficiency> parse_efficiency(std::string_view text, const PerfEfficiency& base) {
+  PerfEfficiency e = base;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view item = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return usage_error("--efficiency takes key=value pairs separated by commas, got '" + std::string(item) +
+                             "'; keys: " + efficiency_keys(),
+                         "efficiency");
+    }
+    const std::string key(item.substr(0, eq)), value(item.substr(eq + 1));
+    const EffKey* found = nullptr;
+    for (const auto& k : kEffKeys) found = (k.key == key) ? &k : found;
+    if (!found) return usage_error("unknown efficiency key '" + key + "'; keys: " + efficiency_keys(), "efficiency");
+    char* stop = nullptr;
+    const double v = std::strtod(value.c_str(), &stop);
+    if (value.empty() || stop != value.c_str() + value.size() || !(v >= found->min && v <= found->max)) {
+      return usage_error("efficiency '" + key + "' must be a number in [" + std::to_string(found->min) + ", " +
+                             std::to_string(found->max) + "], got '" + value + "'",
+                         "efficiency");
+    }
+    e.*(found->field) = v * found->scale;
+  }
+  return e;
+}
+
+PerfArch perf_arch(const Model& m) {
+  PerfArch a;
+  a.cnn = m.kind == ModelKind::kCnn;
+  a.encoder = m.kind == ModelKind::kEncoder;
+  a.layers = m.layers;
+  a.hidden = m.hidden;
+  a.heads = m.heads;
+  a.kv_heads = m.kv_heads > 0 ? m.kv_heads : m.heads;
+  a.head_dim = m.head_dim;
+  a.intermediate = m.intermediate;
+  a.vocab = m.vocab;
+  a.experts = m.experts;
+  a.experts_per_token = m.experts_per_token;
+  a.gated_mlp = m.gated_mlp;
+  a.eager_fp32_softmax = m.eager_fp32_softmax;
+  a.parameters = dbl(m.parameters);
+  a.active_parameters = dbl(m.active_parameters);
+  const double layers = std::max<double>(1, dbl(m.layers));
+  double embedding = 0, head = 0;
+  for (const auto& t : m.tensors) {
+    const double n = dbl(t.elements());
+    switch (t.role) {
+      case TensorRole::kAttnQ:
+      case TensorRole::kAttnK:
+      case TensorRole::kAttnV:
+        (t.per_layer ? a.qkv_params_per_layer : a.other_params) += t.per_layer ? n / layers : n;
+        break;
+      case TensorRole::kAttnOut:
+        (t.per_layer ? a.out_params_per_layer : a.other_params) += t.per_layer ? n / layers : n;
+        break;
+      case TensorRole::kMlpGate:
+      case TensorRole::kMlpUp:
+      case TensorRole::kMlpDown:
+      case TensorRole::kLinear:
+        if (t.expert && m.experts > 0)
+          a.expert_params_per_layer += n / layers / dbl(m.experts);
+        else if (t.per_layer)
+          a.mlp_params_per_layer += n / layers;
+        else
+          a.other_params += n;
+        break;
+      case TensorRole::kRouter:
+        a.router_params_per_layer += t.per_layer ? n / layers : n;
+        break;
+      case TensorRole::kEmbedding:
+        embedding += n;
+        break;
+      case TensorRole::kPositionEmbedding:
+        a.embedding_params += n;
+        break;
+      case TensorRole::kHead:
+        head += n;
+        break;
+      default:
+        a.other_params += n;
+        break;
+    }
+  }
+  a.embedding_params += embedding;
+  // A tied head multiplies by the embedding table; an untied one has its own.
+  a.head_params = head > 0 ? head : (m.kind == ModelKind::kCnn ? 0 : dbl(m.vocab) * dbl(m.hidden));
+  if (m.kind == ModelKind::kEncoder && head <= 0) a.head_params = dbl(m.vocab) * dbl(m.hidden);
+  for (const auto& l : m.attention) {
+    if (l.window_tokens > 0) {
+      ++a.window_layers;
+      a.window_tokens = l.window_tokens;
+    } else {
+      ++a.global_layers;
+    }
+  }
+  if (m.attention.empty()) a.global_layers = m.layers;
+  a.cnn_flops_per_sample = m.cnn_flops_per_sample;
+  a.cnn_activation_elements_per_sample = m.cnn_activation_elements_per_sample;
+  for (const auto& t : m.tensors) a.cnn_layers += (t.role == TensorRole::kConv) ? t.count : 0;
+  return a;
+}
+
+PerfDevice perf_device(const Target& t) {
+  PerfDevice d;
+  for (size_t i = 0; i < d.peak_flops.size(); ++i) {
+    const auto v = t.peak_tflops(static_cast<Precision>(i));
+    d.peak_flops[i] = v ? *v * 1e12 : 0;
+  }
+  if (d.peak_flops[static_cast<size_t>(Precision::kFp32)] <= 0) {
+    d.peak_flops[static_cast<size_t>(Precision::kFp32)] =
+        t.ref.gpu->number("fp32_tflops", 0) * 1e12 * t.compute_fraction();
+  }
+  d.bandwidth_bytes_per_second = t.memory_bandwidth_gbps() * 1e9;
+  d.link_bytes_per_second = t.link_gbps() * 1e9;
+  d.nvlink = t.link == Link::kNvlink && t.ref.gpu->number("nvlink_gbps", 0) > 0;
+  const std::string& arch = t.ref.gpu->architecture;
+  d.internode_bytes_per_second =
+      (arch == "hopper" || arch == "blackwell") ? kInternodeHopperBytesPerSecond : kInternodeAmpereBytesPerSecond;
+  d.memory_bytes = t.memory_total_bytes();
+  d.compute_fraction = t.compute_fraction();
+  d.count = t.count;
+  d.devices_per_node = kDevicesPerNode;
+  return d;
+}
+
+PerfWeights perf_weights(WeightFormat format, const Model& model, const PerfDevice& device, PerfEngine engine) {
+  PerfWeights pw;
+  const WeightBytes wb = model_weight_bytes(model, format);
+  if (wb.quantized_parameters > 0) pw.bits_per_weight = wb.quantized_bytes * 8.0 / wb.quantized_parameters;
+  if (wb.other_parameters > 0) pw.head_bits = std::max(8.0, wb.other_bytes * 8.0 / wb.other_parameters);
+  const bool has_bf16 = device.peak(Precision::kBf16) > 0;
+  const Precision half = has_bf16 ? Precision::kBf16 : Precision::kFp16;
+  switch (format) {
+    case WeightFormat::kFp32:
+      pw.compute = device.peak(Precision::kTf32) > 0 ? Precision::kTf32 : Precision::kFp32;
+      pw.head_bits = 32;
+      break;
+    case WeightFormat::kBf16:
+      pw.compute = half;
+      break;
+    case WeightFormat::kFp16:
+      pw.compute = device.peak(Precision::kFp16) > 0 ? Precision::kFp16 : half;
+      break;
+    case WeightFormat::kFp8:
+      if (device.peak(Precision::kFp8) > 0) {
+        pw.compute = Precision::kFp8;
+      } else {
+        pw.compute = half;  // fp8 weights upcast in the matmul (Marlin fp8 on Ampere)
+        pw.dequantize = true;
+      }
+      break;
+    case WeightFormat::kQ8_0:
+    case WeightFormat::kQ6_K:
+    case WeightFormat::kQ5_K_M:
+    case WeightFormat::kQ4_K_M:
+    case WeightFormat::kQ4_0:
+      // llama.cpp multiplies quantized blocks on int8 tensor cores (MMQ, PR #7676); others dequantize.
+      pw.compute = engine == PerfEngine::kLlamaCpp && device.peak(Precision::kInt8) > 0 ? Precision::kInt8 : half;
+      pw.dequantize = true;
+      break;
+    default:  // weight-only int8, LLM.int8, GPTQ, AWQ, NF4, FP4: dequantize to 16 bits inside the matmul
+      pw.compute = half;
+      pw.dequantize = true;
+      break;
+  }
+  return pw;
+}
+
+double training_flops_per_token(const PerfArch& a, int64_t seq_len) {
+  if (a.cnn) return 3.0 * a.cnn_flops_per_sample;
+  const double active_matmul =
+      dbl(a.layers) * (a.qkv_params_per_layer + a.out_params_per_layer + a.mlp_params_per_layer +
+                       a.router_params_per_layer + dbl(a.experts_per_token) * a.expert_params_per_layer) +
+      a.head_params;
+  // PaLM / llm-foundry convention: 6N + 12 x layers x heads x head_dim x seq (no causal halving).
+  return 6.0 * active_matmul + 12.0 * dbl(a.layers) * dbl(a.heads) * dbl(a.head_dim) * dbl(seq_len);
+}
+
+InferencePerf predict_inference(const PerfArch& a, const PerfDevice& d, const PerfWorkload& w,
+                                const PerfEfficiency& eff) {
+  InferencePerf out;
+  const Rates r = make_rates(d, w, eff);
+  const double batch = dbl(std::max<int64_t>(1, w.batch));
+  const double input = dbl(std::max<int64_t>(1, w.input_tokens));
+  const double output = dbl(std::max<int64_t>(1, w.output_tokens));
+  if (a.cnn) {
+    // One forward pass of `batch` samples.
+    const double flops = a.cnn_flops_per_sample * batch;
+    const double bytes = a.cnn_activation_elements_per_sample * batch * w.activation_bytes * kCnnInferActivationPasses;
+    Cost c;
+    c.compute += flops / conv_flops(d, w.weights.compute, eff);
+    c.memory += bytes / r.bandwidth;
+    c.overhead += dbl(a.cnn_layers) * 2 * r.kernel_seconds;
+    out.ttft_seconds = out.total_seconds = out.tpot_seconds = c.total();
+    out.throughput_tokens_per_second = batch / c.total();
+    out.bound = out.prefill_bound = out.decode_bound = c.bound();
+    return out;
+  }
+  const Cost pre = inference_step(a, w, r, StepShape{batch, input, 0, batch, false}, eff);
+  const double mean_ctx = input + (output - 1) / 2.0;
+  const Cost dec = inference_step(a, w, r, StepShape{batch, 1, mean_ctx, batch, false}, eff);
+  out.ttft_seconds = pre.total();
+  out.tpot_seconds = dec.total();
+  out.decode_tokens_per_second = 1.0 / out.tpot_seconds;
+  out.batch_decode_tokens_per_second = batch / out.tpot_seconds;
+  out.prefill_tokens_per_second = batch * input / out.ttft_seconds;
+  out.total_seconds = out.ttft_seconds + (output - 1) * out.tpot_seconds;
+  out.throughput_tokens_per_second = batch * output / out.total_seconds;
+  out.prefill_bound = pre.bound();
+  out.decode_bound = dec.bound();
+  out.bound = out.ttft_seconds >= (output - 1) * out.tpot_seconds ? out.prefill_bound : out.decode_bound;
+  return out;
+}
+
+ServingPerf predict_serving(const PerfArch& a, const PerfDevice& d, const PerfWorkload& w, const PerfEfficiency& eff,
+                            int64_t max_batch, double rate) {
+  ServingPerf s;
+  if (a.cnn || max_batch < 1) return s;
+  const Rates r = make_rates(d, w, eff);
+  const double input = dbl(std::max<int64_t>(1, w.input_tokens));
+  const double output = dbl(std::max<int64_t>(1, w.output_tokens));
+  const double bmax = dbl(max_batch);
+  const double mean_ctx = input + (output - 1) / 2.0;
+  auto step = [&](double b) { return inference_step(a, w, r, StepShape{b, 1, mean_ctx, b, false}, eff).total(); };
+  // Prefill work per request, prompts batched into chunks of kPrefillChunkTokens.
+  const double per_chunk = std::max(1.0, std::floor(kPrefillChunkTokens / input));
+  const double prefill_batch = std::min(per_chunk, bmax);
+  const double prefill_per_request =
+      inference_step(a, w, r, StepShape{prefill_batch, input, 0, prefill_batch, false}, eff).total() / prefill_batch;
+  const double t_max = step(bmax);
+  s.max_batch = max_batch;
+  const double cycle = output * t_max + bmax * prefill_per_request;  // every slot serves one request per cycle
+  s.max_rate_requests_per_second = bmax / cycle;
+  s.max_throughput_tokens_per_second = bmax * output / cycle;
+  if (rate <= 0) return s;
+  // Decode step time is linear in the batch: t(b) = t0 + slope x b.
+  const double t1 = step(1);
+  const double slope = bmax > 1 ? (t_max - t1) / (bmax - 1) : 0;
+  const double t0 = t1 - slope;
+  const double rho_prefill = rate * prefill_per_request;  // share of GPU time spent on prompts
+  s.rate_requests_per_second = rate;
+  const double denom = 1.0 - rho_prefill - rate * output * slope;
+  double b = denom > 0 ? rate * output * t0 / denom : INFINITY;  // Little's law: b = rate x residence
+  if (!(b <= bmax) || rho_prefill >= 1) {
+    s.saturated = true;
+    s.mean_batch = bmax;
+    s.tpot_seconds = t_max;
+    s.ttft_seconds = INFINITY;
+    s.latency_seconds = INFINITY;
+    s.throughput_tokens_per_second = s.max_throughput_tokens_per_second;
+    return s;
+  }
+  b = std::max(b, 1.0);
+  s.mean_batch = b;
+  const double t_b = t0 + slope * b;
+  s.tpot_seconds = t_b / (1.0 - rho_prefill);
+  const double prefill_one = inference_step(a, w, r, StepShape{1, input, 0, 1, false}, eff).total();
+  // A new request waits for the running step to end (half a step on average) and for prompts ahead of
+  // it (M/D/1 waiting time rho P / (2 (1 - rho))), then its own prefill.
+  s.ttft_seconds = t_b / 2 + rho_prefill * prefill_per_request / (2 * (1 - rho_prefill)) + prefill_one;
+  s.latency_seconds = s.ttft_seconds + (output - 1) * s.tpot_seconds;
+  s.throughput_tokens_per_second = rate * output;
+  return s;
+}
+
+TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const PerfWorkload& w, const PerfEfficiency& eff) {
+  TrainPerf t;
+  Rates r = make_rates(d, w, eff);
+  // Training kernels are large: launches run ahead asynchronously and only the per-kernel gap remains.
+  r.kernel_seconds = eff.kernel_seconds;
+  const double tp = std::max(1, w.tp), pp = std::max(1, w.pp), dp = std::max(1, w.dp);
+  const double mb = dbl(std::max<int64_t>(1, w.micro_batch));
+  const double global = w.global_batch > 0 ? dbl(w.global_batch) : mb * dp;
+  const double micro_steps = std::max(1.0, std::round(global / (mb * dp)));
+  const double seq = a.cnn ? 1 : dbl(std::max<int64_t>(1, w.seq_len));
+  const bool frozen = w.task == PerfTask::kLora || w.task == PerfTask::kQlora;
+  Cost micro;  // one micro-batch on one GPU (its pipeline stage)
+  double params_local = a.parameters / (tp * pp);
+  if (a.cnn) {
+    const double flops = a.cnn_flops_per_sample * mb;
+    const double act = a.cnn_activation_elements_per_sample * mb * w.activation_bytes;
+    micro.compute += 3 * flops / conv_flops(d, w.weights.compute, eff);
+    micro.memory += act * kCnnTrainActivationPasses / r.bandwidth;
+    micro.overhead += dbl(a.cnn_layers) * 6 * r.kernel_seconds;
+  } else {
+    const StepShape shape{mb, seq, 0, a.encoder ? mb * seq * 0.15 : mb * seq, true};
+    const LayerCosts lc = layer_costs(a, w, r, shape);
+    const double layers = dbl(a.global_layers + a.window_layers) / pp;
+    const double g = dbl(a.global_layers) / pp, wl = dbl(a.window_layers) / pp;
+    Cost attn;
+    attn.add(lc.attention, g);
+    attn.add(lc.attention_window, wl);
+    const double attn_bwd = w.flash_attention ? kFlashBackwardFlopsRatio : 2.0;
+    const double gemm_bwd = frozen ? 1.0 : 2.0;  // frozen base: input gradients only
+    const double recompute = w.checkpointing == PerfRecompute::kFull ? 1.0 : 0.0;
+    const double attn_recompute = w.checkpointing == PerfRecompute::kNone ? 0.0 : 1.0;
+    micro.add(lc.gemm, layers * (1 + gemm_bwd + recompute));
+    micro.add(attn, 1 + attn_bwd + attn_recompute);
+    micro.add(lc.elementwise, layers * (3 + recompute));
+    micro.add(lc.comm, layers * (2 + recompute));
+    micro.overhead += layers * kernels_per_layer(w.engine) * (3 + recompute) * r.kernel_seconds;
+    if (w.task == PerfTask::kQlora) {
+      // bitsandbytes dequantizes each 4-bit matrix to bf16 before every use (forward, backward, recompute).
+      const double linear = (a.qkv_params_per_layer + a.out_params_per_layer + a.mlp_params_per_layer) / tp;
+      micro.memory +=
+          layers * (2 + recompute) * linear * (w.weights.bits_per_weight / 8 + 2 * w.activation_bytes) / r.bandwidth;
+    }
+    // LM head: forward + 2 x backward (or 1 x when frozen).
+    Cost head;
+    gemm(head, r, shape.logit_rows, a.head_params / dbl(a.hidden) / tp, dbl(a.hidden), w.weights.head_bits / 8,
+         w.activation_bytes, r.head_flops);
+    micro.add(head, 1 + gemm_bwd);
+  }
+  // Pipeline: (m + pp - 1) stage slots per step, of which pp - 1 are the bubble.
+  const double t_micro = micro.total();
+  t.compute_seconds = micro_steps * t_micro;
+  t.bubble_seconds = (pp - 1) * t_micro;
+  // Data-parallel gradient traffic: all-reduce of bf16 gradients (DDP, ZeRO-1/2: reduce-scatter +
+  // all-gather, same bytes), or FSDP/ZeRO-3: all-gather weights forward and backward + reduce-scatter.
+  double trainable = params_local;
+  if (frozen) trainable = 0.01 * params_local;  // adapters: ~1% of the weights at rank 16 (order of magnitude)
+  const double grad_bytes = trainable * (a.cnn ? 4.0 : 2.0);
+  const bool sharded_weights = w.zero >= 3 || w.fsdp;
+  const double ranks_in_node = std::max(1.0, d.devices_per_node / (tp * pp));
+  // Beyond one node NCCL runs hierarchical rings: every GPU's NIC carries its share, so the bus bandwidth
+  // is the node's NICs together (GPUs per node x per-GPU NIC), capped by the links inside the node.
+  const double node_nics = d.internode_bytes_per_second * d.devices_per_node;
+  const double bw = (dp <= ranks_in_node ? d.link_bytes_per_second : std::min(d.link_bytes_per_second, node_nics)) *
+                    eff.link_fraction;
+  double comm = 0;
+  if (dp > 1) {
+    const double ring = (dp - 1) / dp;
+    // FSDP gathers the weights for forward and for backward and reduce-scatters gradients every micro-step.
+    comm =
+        sharded_weights ? 3 * ring * params_local * w.activation_bytes * micro_steps / bw : 2 * ring * grad_bytes / bw;
+    comm += r.allreduce_latency * 2;
+  }
+  // Overlap: DDP hides gradient buckets behind backward; FSDP prefetches behind forward and backward.
+  const double window = t.compute_seconds * (sharded_weights ? 1.0 : 2.0 / 3.0);
+  const double exposed = std::max(comm - eff.training_overlap * window, (1 - eff.training_overlap) * comm);
+  t.communication_seconds = std::max(0.0, exposed);
+  // Optimizer: memory-bound pass over this rank's share of the parameters.
+  const double opt_share = (w.zero >= 1 || w.fsdp) ? trainable / dp : trainable;
+  const double opt_bytes = a.cnn ? kSgdBytesPerParam : kAdamBytesPerParam;
+  t.optimizer_seconds = opt_share * opt_bytes / r.bandwidth + 10 * r.kernel_seconds;
+  t.step_seconds = t.compute_seconds + t.bubble_seconds + t.communication_seconds + t.optimizer_seconds;
+  const double sequences = micro_steps * mb * dp;
+  t.samples_per_second = sequences / t.step_seconds;
+  t.tokens_per_second = t.samples_per_second * seq;
+  t.tokens_per_second_per_gpu = t.tokens_per_second / (dp * tp * pp);
+  const double peak = compute_peak(d, w.weights.compute);
+  t.mfu = peak > 0 ? training_flops_per_token(a, w.seq_len) * (a.cnn ? t.samples_per_second : t.tokens_per_second) /
+                         (dp * tp * pp * peak)
+                   : 0;
+  Cost total = micro;
+  total.add(micro, micro_steps - 1);
+  total.comm += t.communication_seconds;
+  total.memory += t.optimizer_seconds;
+  total.overhead += t.bubble_seconds;
+  t.bound = total.bound();
+  return t;
+}
+
+double predict_gemm_tflops(const PerfDevice& d, Precision p, double m, double n, double k, const PerfEfficiency& eff) {
+  PerfWorkload w;
+  w.weights.compute = p;
+  w.weights.bits_per_weight =
+      p == Precision::kFp8 || p == Precision::kInt8 ? 8 : (p == Precision::kFp32 || p == Precision::kTf32 ? 32 : 16);
+  w.activation_bytes = w.weights.bits_per_weight / 8;
+  const Rates r = make_rates(d, w, eff);
+  Cost c;
+  gemm(c, r, m, n, k, w.activation_bytes, w.activation_bytes, r.gemm_flops);
+  return 2.0 * m * n * k / (c.total() + r.kernel_seconds) / 1e12;
+}
+
+double predict_stream_bandwidth_gbps(const PerfDevice& d, const PerfEfficiency& eff) {
+  return d.bandwidth_bytes_per_second * eff.bandwidth_fraction / 1e9;
+}
+
+PerfBand perf_band(PerfMetricKind kind) {
+  switch (kind) {
+    case PerfMetricKind::kDecode:
+      return {kBandDecodeLow, kBandDecodeHigh};
+    case PerfMetricKind::kPrefill:
+      return {kBandPrefillLow, kBandPrefillHigh};
+    case PerfMetricKind::kThroughput:
+      return {kBandThroughputLow, kBandThroughputHigh};
+    case PerfMetricKind::kTraining:
+      return {kBandTrainingLow, kBandTrainingHigh};
+    case PerfMetricKind::kMicrobench:
+      return {kBandMicrobenchLow, kBandMicrobenchHigh};
+  }
+  return {};
+}
+
+}  // namespace gpuplan

@@ -1,0 +1,205 @@
+#include "perf/perf_request.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "api/request.h"
+#include "gpuplan/formats.h"
+
+namespace gpuplan::perf {
+
+const std::vector<std::string_view>& perf_request_keys() {
+  static const std::vector<std::string_view> keys = [] {
+    std::vector<std::string_view> k = workload_keys();
+    for (std::string_view extra : {"gpu", "rate", "train_tokens", "efficiency", "dp", "global_batch", "fsdp",
+                                   "cuda_graphs", "micro_batch", "seq_len"}) {
+      if (std::find(k.begin(), k.end(), extra) == k.end()) k.push_back(extra);
+    }
+    return k;
+  }();
+  return keys;
+}
+
+namespace {
+
+#define GP_TRY(var, expr)               \
+  auto var##_r = (expr);                \
+  if (!var##_r) return var##_r.error(); \
+  const auto var = *var##_r
+
+PerfTask perf_task(Task t) {
+  switch (t) {
+    case Task::kInfer:
+      return PerfTask::kInfer;
+    case Task::kTrain:
+      return PerfTask::kTrain;
+    case Task::kLora:
+      return PerfTask::kLora;
+    case Task::kQlora:
+      return PerfTask::kQlora;
+  }
+  return PerfTask::kInfer;
+}
+
+PerfRecompute perf_recompute(Checkpointing c) {
+  switch (c) {
+    case Checkpointing::kNone:
+      return PerfRecompute::kNone;
+    case Checkpointing::kSelective:
+      return PerfRecompute::kSelective;
+    case Checkpointing::kFull:
+      return PerfRecompute::kFull;
+  }
+  return PerfRecompute::kNone;
+}
+
+PerfEngine perf_engine(Engine e) {
+  switch (e) {
+    case Engine::kTransformers:
+      return PerfEngine::kTransformers;
+    case Engine::kPytorch:
+      return PerfEngine::kPytorch;
+    case Engine::kVllm:
+      return PerfEngine::kVllm;
+    case Engine::kTgi:
+      return PerfEngine::kTgi;
+    case Engine::kDeepspeed:
+      return PerfEngine::kDeepspeed;
+    case Engine::kLlamaCpp:
+      return PerfEngine::kLlamaCpp;
+    case Engine::kMegatron:
+      return PerfEngine::kMegatron;
+    case Engine::kTensorrtLlm:
+      return PerfEngine::kTensorrtLlm;
+  }
+  return PerfEngine::kTransformers;
+}
+
+}  // namespace
+
+Result<PerfSetup> parse_perf_setup(const Json& request) {
+  api::Request req(request);
+  PerfSetup s;
+  // The fit reading of the workload, after the spellings validation rows use.
+  Json fit_req = Json::object();
+  for (auto it = request.begin(); it != request.end(); ++it) {
+    if (std::find(workload_keys().begin(), workload_keys().end(), it.key()) != workload_keys().end()) {
+      fit_req[it.key()] = it.value();
+    }
+  }
+  GP_TRY(task_text, req.string("task"));
+  const bool infer = task_text.empty() || task_text == "infer";
+  if (req.has("checkpointing") && req.raw("checkpointing").is_boolean()) {
+    fit_req["checkpointing"] = req.raw("checkpointing").get<bool>() ? "full" : "none";
+  }
+  if (fit_req.contains("weights") && fit_req["weights"] == "tf32") fit_req["weights"] = "fp32";  // TF32 matmuls
+  // Engines the memory model has no profile for run with its plain-PyTorch profile.
+  GP_TRY(engine_text, req.string("engine"));
+  GP_TRY(engine, parse_perf_engine(engine_text));
+  if (engine == PerfEngine::kExllama || engine == PerfEngine::kAuto) fit_req.erase("engine");
+  if (!infer) {
+    if (req.has("micro_batch")) fit_req["batch"] = request["micro_batch"];
+    if (req.has("seq_len")) fit_req["context"] = request["seq_len"];
+  }
+  // Inference lengths: output defaults to 128 tokens; the prompt fills the context, or 512 tokens.
+  s.lengths_given = req.has("input_tokens") || req.has("output_tokens");
+  GP_TRY(context, req.integer("context", 0, 0, 1 << 24));
+  GP_TRY(output, req.integer("output_tokens", infer ? 128 : 0, 0, 1 << 24));
+  GP_TRY(input, req.integer("input_tokens", context > 0 ? std::max<long long>(1, context - output) : 512, 0, 1 << 24));
+  if (infer) {
+    fit_req["input_tokens"] = std::max<long long>(1, input);
+    fit_req["output_tokens"] = output;
+    fit_req["context"] = std::max<long long>(1, input) + output;
+  }
+  GP_TRY(w, parse_workload(fit_req));
+  s.workload = w;
+  s.arch = perf_arch(*w.model);
+  PerfWorkload& p = s.perf;
+  p.task = perf_task(w.task);
+  p.engine = engine_text.empty() ? perf_engine(w.engine) : engine;
+  p.activation_bytes = w.weights == WeightFormat::kFp32 ? 4.0 : 2.0;
+  p.kv_bytes = kv_bytes_per_element(w.kv_cache);
+  p.batch = w.batch;
+  p.micro_batch = w.batch;
+  p.input_tokens = std::max<int64_t>(1, w.prompt_tokens());
+  p.output_tokens = std::max<int64_t>(1, infer ? w.output_tokens : 1);
+  p.seq_len = w.context;
+  p.tp = w.tp;
+  p.pp = w.pp;
+  p.zero = w.zero;
+  p.checkpointing = perf_recompute(w.checkpointing);
+  p.flash_attention = w.flash_attention;
+  GP_TRY(dp, req.integer("dp", 0, 0, 1 << 20));
+  p.dp = static_cast<int>(dp);  // 0: count / (tp x pp), set per target
+  GP_TRY(fsdp, req.flag("fsdp", false));
+  p.fsdp = fsdp;
+  GP_TRY(graphs, req.flag("cuda_graphs", p.engine != PerfEngine::kTransformers));
+  p.cuda_graphs = graphs;
+  s.batch_given = req.has("batch") || req.has("micro_batch");
+  GP_TRY(global, req.integer("global_batch", 0, 0, 1LL << 40));
+  p.global_batch = global;
+  GP_TRY(rate, req.number("rate", 0));
+  if (rate < 0) return usage_error("rate must be >= 0 requests per second", "rate");
+  s.rate = rate;
+  GP_TRY(train_tokens, req.number("train_tokens", 0));
+  if (train_tokens < 0) return usage_error("train_tokens must be >= 0", "train_tokens");
+  s.train_tokens = train_tokens;
+  GP_TRY(eff_text, req.string("efficiency", ""));
+  GP_TRY(eff, parse_efficiency(eff_text, default_efficiency()));
+  s.efficiency = eff;
+  return s;
+}
+
+Target make_target(const TargetRef& ref, int count) {
+  Target t{ref, std::max(1, count), Link::kPcie};
+  const Gpu& g = *ref.gpu;
+  const bool sxm = g.form_factor.rfind("sxm", 0) == 0;
+  if (!ref.is_mig() && t.count > 1 && g.number("nvlink_gbps", 0) > 0 && (sxm || t.count <= 2)) t.link = Link::kNvlink;
+  return t;
+}
+
+PerfWorkload workload_for(const PerfSetup& s, const PerfDevice& device, int count) {
+  PerfWorkload w = s.perf;
+  w.weights = perf_weights(s.workload.weights, *s.workload.model, device, w.engine);
+  if (w.dp <= 0) w.dp = std::max(1, count / std::max(1, w.tp * w.pp));
+  return w;
+}
+
+Result<MemoryVerdict> MemoryCache::verdict(const Target& t) {
+  const int count = std::max(t.count, s_.workload.tp * s_.workload.pp);
+  auto prepared = [&](std::map<int, PreparedWorkload>& cache, bool serving) -> Result<const PreparedWorkload*> {
+    if (auto it = cache.find(count); it != cache.end()) return &it->second;
+    Workload w = s_.workload;
+    w.count = count;
+    if (serving) {
+      // In flight, sequences are half-way through their output on average.
+      w.context = s_.perf.input_tokens + std::max<int64_t>(1, s_.perf.output_tokens / 2);
+      w.input_tokens = std::min(w.input_tokens, w.context);
+    }
+    auto p = prepare(w);
+    if (!p) return p.error();
+    return &cache.emplace(count, std::move(p).value()).first->second;
+  };
+  MemoryVerdict v;
+  auto base = prepared(fit_, false);
+  if (!base) return base.error();
+  Target tc = t;
+  tc.count = count;
+  const TargetFit f = fit_target(**base, tc);
+  v.fits = f.fits;
+  v.total_bytes = f.total_bytes;
+  v.capacity_bytes = f.capacity_bytes;
+  if (s_.workload.task == Task::kInfer && s_.workload.model->kind != ModelKind::kCnn) {
+    auto serve = prepared(serving_, true);
+    if (!serve) return serve.error();
+    const TargetFit sf = fit_target(**serve, tc);
+    const double mean_tokens =
+        static_cast<double>(s_.perf.input_tokens) + static_cast<double>(s_.perf.output_tokens) / 2;
+    v.serving_max_batch = sf.kv_pool_tokens > 0
+                              ? static_cast<int64_t>(std::floor(static_cast<double>(sf.kv_pool_tokens) / mean_tokens))
+                              : sf.max_batch;
+  }
+  return v;
+}
+
+}  // namespace gpuplan::perf

@@ -1,0 +1,67 @@
+// Glue between requests (JSON keyed by CLI long options, or a validation row's `workload:`) and the
+// performance model. The workload part is read by parse_workload() (workload.h), the same reading as
+// `gpuplan fit`; the perf options (lengths, rate, tokens to train, parallel layout, efficiency) are read
+// here. The perf command, `gpuplan validate` and the benchmark share this one reading.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gpuplan/api.h"
+#include "gpuplan/memory.h"
+#include "gpuplan/model.h"
+#include "gpuplan/perf.h"
+#include "gpuplan/target.h"
+#include "gpuplan/workload.h"
+
+namespace gpuplan::perf {
+
+// The request keys of a performance workload: the workload keys of `gpuplan fit` plus the perf ones.
+const std::vector<std::string_view>& perf_request_keys();
+
+struct PerfSetup {
+  Workload workload;  // as `gpuplan fit` reads it (context = input + output for inference)
+  PerfArch arch;
+  PerfWorkload perf;        // resolved except `weights`, which depends on the target's device
+  double rate = 0;          // requests/s (serving), 0 = none
+  double train_tokens = 0;  // tokens to process (training), 0 = none
+  PerfEfficiency efficiency;
+  bool batch_given = false;
+  bool lengths_given = false;  // input_tokens or output_tokens in the request
+};
+
+// Reads the workload; keys outside perf_request_keys() are ignored (the command checks its own list).
+// Validation rows may also say micro_batch / seq_len (= batch / context when training) and
+// checkpointing: true/false (= full/none).
+Result<PerfSetup> parse_perf_setup(const Json& request);
+
+// A target of `count` devices, linked by NVLink when the GPU has it and the devices can all use it
+// (SXM boards behind NVSwitch, or a bridged pair of PCIe cards), else by PCIe.
+Target make_target(const TargetRef& ref, int count);
+
+// The PerfWorkload for one target (formats resolved on that device; data parallel = count / (tp x pp)
+// unless the request gave dp).
+PerfWorkload workload_for(const PerfSetup& s, const PerfDevice& device, int count);
+
+// What the memory model says for this setup on a target: whether it fits, and the largest batch a
+// serving engine holds (paged KV: pool tokens / (input + output / 2); else the largest static batch at
+// input + output / 2 tokens).
+struct MemoryVerdict {
+  bool fits = false;
+  int64_t serving_max_batch = 0;
+  double total_bytes = 0;
+  double capacity_bytes = 0;
+};
+class MemoryCache {
+ public:
+  explicit MemoryCache(const PerfSetup& s) : s_(s) {}
+  Result<MemoryVerdict> verdict(const Target& t);
+
+ private:
+  const PerfSetup& s_;
+  std::map<int, PreparedWorkload> fit_;      // per device count, at the workload's batch and context
+  std::map<int, PreparedWorkload> serving_;  // per device count, at the mean serving context
+};
+
+}  // namespace gpuplan::perf

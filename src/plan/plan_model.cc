@@ -1,0 +1,90 @@
+#include "plan/plan_model.h"
+
+#include <cmath>
+
+namespace gpuplan {
+
+WorkloadPlanModel::Layout& WorkloadPlanModel::layout(int tp, int pp) const {
+  auto key = std::make_pair(tp, pp);
+  auto it = layouts_.find(key);
+  if (it != layouts_.end()) return it->second;
+  Layout l;
+  l.setup = base_;
+  l.setup.workload.tp = tp;
+  l.setup.workload.pp = pp;
+  l.setup.workload.count = 0;
+  l.setup.perf.tp = tp;
+  l.setup.perf.pp = pp;
+  l.setup.perf.dp = 0;
+  auto& stored = layouts_.emplace(key, std::move(l)).first->second;
+  // The cache keeps a reference to the setup: make it after the setup has its final address.
+  stored.memory = std::make_unique<perf::MemoryCache>(stored.setup);
+  return stored;
+}
+
+bool WorkloadPlanModel::layout_allowed(int tp, int pp) const {
+  const Model& m = *base_.workload.model;
+  if (m.kind == ModelKind::kCnn) return tp == 1 && pp == 1;
+  // Engines split attention heads evenly across tensor-parallel ranks (KV heads are replicated when
+  // fewer than tp), and give each pipeline stage at least one layer.
+  if (m.heads > 0 && m.heads % tp != 0) return false;
+  return m.layers >= pp;
+}
+
+int WorkloadPlanModel::max_serving_batch(const Target& t, int tp, int pp, std::string* why_not) const {
+  Layout& l = layout(tp, pp);
+  auto v = l.memory->verdict(t);
+  if (!v) {
+    *why_not = v.error().message;
+    return 0;
+  }
+  if (v->serving_max_batch < 1) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "needs %.1f GiB per GPU for one sequence, %.1f GiB available", v->total_bytes / kBytesPerGib,
+                  v->capacity_bytes / kBytesPerGib);
+    *why_not = buf;
+    return 0;
+  }
+  return static_cast<int>(std::min<int64_t>(v->serving_max_batch, 1 << 20));
+}
+
+ServePoint WorkloadPlanModel::serve(const Target& t, int tp, int pp, int batch) const {
+  Layout& l = layout(tp, pp);
+  const PerfDevice device = perf_device(t);
+  PerfWorkload w = perf::workload_for(l.setup, device, t.count);
+  // With continuous batching a new request's first token waits for its own prefill, not the batch's.
+  w.batch = 1;
+  const InferencePerf first = predict_inference(l.setup.arch, device, w, l.setup.efficiency);
+  w.batch = batch;
+  const InferencePerf at = predict_inference(l.setup.arch, device, w, l.setup.efficiency);
+  // Prefills of arriving requests interleave with decode steps: in steady state batch / output_tokens
+  // requests finish (and as many start, each with its prefill) per decode step.
+  const double prefills_per_step = static_cast<double>(batch) / std::max<double>(1, static_cast<double>(w.output_tokens));
+  return ServePoint{first.ttft_seconds, at.tpot_seconds + prefills_per_step * first.ttft_seconds};
+}
+
+TrainPoint WorkloadPlanModel::train(const Target& t, int dp, int tp, int pp) const {
+  Layout& l = layout(tp, pp);
+  TrainPoint p;
+  auto v = l.memory->verdict(t);
+  if (!v) {
+    p.why_not = v.error().message;
+    return p;
+  }
+  if (!v->fits) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "needs %.1f GiB per GPU with DP%d x TP%d x PP%d, %.1f GiB available",
+                  v->total_bytes / kBytesPerGib, dp, tp, pp, v->capacity_bytes / kBytesPerGib);
+    p.why_not = buf;
+    return p;
+  }
+  const PerfDevice device = perf_device(t);
+  PerfWorkload w = perf::workload_for(l.setup, device, t.count);
+  w.dp = dp;
+  const TrainPerf tr = predict_training(l.setup.arch, device, w, l.setup.efficiency);
+  p.fits = true;
+  p.tokens_per_second = l.setup.arch.cnn ? tr.samples_per_second : tr.tokens_per_second;
+  return p;
+}
+
+}  // namespace gpuplan

@@ -1,0 +1,472 @@
+// The Router: HTTP requests onto gpuplan commands. No sockets and no files here (see server.h).
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "gpuplan/embedded.h"
+#include "server/server.h"
+
+namespace gpuplan::server {
+
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+constexpr int kMaxJsonDepth = 64;
+
+// Commands the API documents but a build may not have yet: asking for one is a 404 that says so.
+constexpr std::array kKnownCommands = {"catalog.list", "catalog.show", "compare",  "fit",  "perf",    "mig.profiles",
+                                       "mig.check",    "mig.layouts",  "mig.pack", "plan", "validate"};
+
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string_view::npos) slash = path.size();
+    if (slash > start) out.emplace_back(path.substr(start, slash - start));
+    start = slash + 1;
+  }
+  return out;
+}
+
+std::string join(const std::vector<std::string>& parts, size_t from, char sep) {
+  std::string out;
+  for (size_t i = from; i < parts.size(); ++i) {
+    if (i > from) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
+// Query parameters as a request: `-` in keys becomes `_` (the CLI's long options), a repeated key
+// becomes a list, a key without a value is a flag that is set.
+Json query_json(const std::vector<std::pair<std::string, std::string>>& query) {
+  Json out = Json::object();
+  for (const auto& [raw_key, value] : query) {
+    std::string key = raw_key;
+    std::replace(key.begin(), key.end(), '-', '_');
+    Json v = value.empty() ? Json(true) : Json(value);
+    if (!out.contains(key)) {
+      out[key] = std::move(v);
+    } else {
+      Json& slot = out[key];
+      if (!slot.is_array()) slot = Json::array({slot});
+      slot.push_back(std::move(v));
+    }
+  }
+  return out;
+}
+
+// Rejects JSON nested deeper than kMaxJsonDepth before it is parsed: the parser and the code that
+// copies and prints values recurse, and a hostile body must not exhaust the stack.
+bool too_deep(std::string_view body) {
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+bool is_loopback_name(std::string_view host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host == "[::1]";
+}
+
+// The Host header without its port.
+std::string_view host_name(std::string_view host) {
+  if (!host.empty() && host.front() == '[') {
+    const size_t close = host.find(']');
+    return close == std::string_view::npos ? host : host.substr(0, close + 1);
+  }
+  const size_t colon = host.rfind(':');
+  return colon == std::string_view::npos ? host : host.substr(0, colon);
+}
+
+struct Asset {
+  std::string_view contents;
+  std::string content_type;
+  std::string etag;
+};
+
+std::string content_type_for(std::string_view path) {
+  auto ends = [&](std::string_view ext) {
+    return path.size() >= ext.size() && path.substr(path.size() - ext.size()) == ext;
+  };
+  if (ends(".html")) return "text/html; charset=utf-8";
+  if (ends(".js")) return "text/javascript; charset=utf-8";
+  if (ends(".css")) return "text/css; charset=utf-8";
+  if (ends(".json")) return "application/json";
+  if (ends(".svg")) return "image/svg+xml";
+  return "application/octet-stream";
+}
+
+// FNV-1a: a strong enough ETag for files that only change with the binary.
+std::string etag_of(std::string_view s) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "\"";
+  for (int i = 15; i >= 0; --i) out += kHex[(h >> (i * 4)) & 0xF];
+  return out + "\"";
+}
+
+// web/ files, by URL path ("/" is web/index.html).
+const std::map<std::string, Asset, std::less<>>& assets() {
+  static const auto* const map = [] {
+    auto* m = new std::map<std::string, Asset, std::less<>>();
+    for (const auto& f : embedded_files()) {
+      if (f.path.substr(0, 4) != "web/") continue;
+      const std::string url(f.path.substr(3));
+      (*m)[url] = Asset{f.contents, content_type_for(f.path), etag_of(f.contents)};
+      if (url == "/index.html") (*m)["/"] = Asset{f.contents, content_type_for(f.path), etag_of(f.contents)};
+    }
+    return m;
+  }();
+  return *map;
+}
+
+// Ids of the models embedded under data/models/ (<id>.json configs and <id>.yaml layer shapes).
+Json zoo_models() {
+  static const Json list = [] {
+    Json out = Json::array();
+    for (const auto& f : embedded_files()) {
+      std::string_view p = f.path;
+      if (!p.starts_with("data/models/") || p == "data/models/zoo.yaml") continue;
+      p.remove_prefix(12);
+      if (p.find('/') != std::string_view::npos) continue;
+      const size_t dot = p.rfind('.');
+      if (dot == std::string_view::npos) continue;
+      const std::string_view ext = p.substr(dot);
+      if (ext != ".json" && ext != ".yaml") continue;
+      out.push_back(Json{{"id", std::string(p.substr(0, dot))}, {"kind", ext == ".json" ? "config.json" : "layers"}});
+    }
+    return out;
+  }();
+  return list;
+}
+
+void add_security_headers(HttpResponse& res) {
+  for (const auto& h : security_headers()) res.headers.push_back(h);
+}
+
+HttpResponse json_response(int status, const Json& body) {
+  HttpResponse res;
+  res.status = status;
+  res.body = dump(body);
+  res.headers.emplace_back("Cache-Control", "no-store");
+  return res;
+}
+
+}  // namespace
+
+const std::vector<std::pair<std::string, std::string>>& security_headers() {
+  static const std::vector<std::pair<std::string, std::string>> headers = {
+      {"Content-Security-Policy",
+       "default-src 'self'; img-src 'self' data: blob:; object-src 'none'; base-uri 'none'; form-action 'self'; "
+       "frame-ancestors 'none'"},
+      {"X-Content-Type-Options", "nosniff"},
+      {"X-Frame-Options", "DENY"},
+      {"Referrer-Policy", "no-referrer"},
+      {"Cross-Origin-Opener-Policy", "same-origin"},
+      {"Cross-Origin-Resource-Policy", "same-origin"},
+  };
+  return headers;
+}
+
+// A fixed set of worker threads that run commands, so that a request can stop waiting for a command
+// that runs past the time limit. The queue is bounded: when it is full the server is busy (503).
+class ComputePool {
+ public:
+  ComputePool(int threads, size_t capacity) : capacity_(capacity) {
+    for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  }
+  ~ComputePool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+  ComputePool(const ComputePool&) = delete;
+  ComputePool& operator=(const ComputePool&) = delete;
+
+  bool submit(std::function<void()> job) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queue_.size() >= capacity_) return false;
+      queue_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+    return true;
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      job();
+    }
+  }
+
+  size_t capacity_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+};
+
+HttpResponse error_response(int status, std::string_view code, std::string_view message, std::string_view field) {
+  Json e{{"code", code}, {"message", message}};
+  e["field"] = field.empty() ? Json(nullptr) : Json(field);
+  return json_response(status, Json{{"error", std::move(e)}});
+}
+
+Router::Router(Runner runner, std::vector<std::string> commands, Options options)
+    : runner_(std::make_shared<const Runner>(std::move(runner))),
+      commands_(std::move(commands)),
+      options_(std::move(options)) {
+  const int threads =
+      options_.threads > 0 ? options_.threads : static_cast<int>(std::max(4U, std::thread::hardware_concurrency()));
+  pool_ = std::make_unique<ComputePool>(threads, static_cast<size_t>(threads) * 64);
+}
+Router::~Router() = default;
+Router::Router(Router&&) noexcept = default;
+Router& Router::operator=(Router&&) noexcept = default;
+
+HttpResponse Router::handle(const HttpRequest& req) const {
+  HttpResponse res;
+  try {
+    if (is_loopback_name(options_.host) && !req.host.empty() && !is_loopback_name(host_name(req.host))) {
+      // A page on another site must not reach a loopback server by pointing its own name at 127.0.0.1.
+      res = error_response(403, "forbidden", "this server answers only requests addressed to localhost or 127.0.0.1",
+                           "Host");
+    } else if (req.path == "/api" || req.path.starts_with("/api/")) {
+      res = api(req, req.path);
+    } else {
+      res = asset(req);
+    }
+  } catch (const std::exception& e) {
+    res = error_response(500, "internal", std::string("internal error: ") + e.what());
+  }
+  if (req.method == "HEAD") res.body.clear();
+  add_security_headers(res);
+  return res;
+}
+
+HttpResponse Router::api(const HttpRequest& req, std::string_view path) const {
+  const bool get = req.method == "GET" || req.method == "HEAD";
+  const bool post = req.method == "POST";
+  constexpr std::string_view kPrefix = "/api/v1";
+  if (!(path == kPrefix || path.starts_with("/api/v1/"))) {
+    return error_response(404, "not_found", "no such API version; the API is under /api/v1", "path");
+  }
+  const auto segs = split_path(path.substr(kPrefix.size()));
+  if (!get && !post) {
+    auto res =
+        error_response(405, "method_not_allowed",
+                       "use GET or POST; " + req.method + " is not served (and no cross-origin access)", "method");
+    res.headers.emplace_back("Allow", "GET, HEAD, POST");
+    return res;
+  }
+  if (segs.empty() || (segs.size() == 1 && (segs[0] == "health" || segs[0] == "openapi.json"))) {
+    if (!get) {
+      auto res = error_response(405, "method_not_allowed", "this resource is read with GET", "method");
+      res.headers.emplace_back("Allow", "GET, HEAD");
+      return res;
+    }
+    if (!segs.empty() && segs[0] == "openapi.json") {
+      const auto& a = assets();
+      auto it = a.find(std::string_view("/openapi.json"));
+      if (it == a.end()) return error_response(404, "not_found", "this build has no OpenAPI document");
+      HttpResponse res;
+      res.body = std::string(it->second.contents);
+      res.headers.emplace_back("Cache-Control", "no-cache");
+      return res;
+    }
+    Json body{{"status", "ok"}, {"version", kVersion}, {"commands", commands_}, {"openapi", "/api/v1/openapi.json"}};
+    return json_response(200, body);
+  }
+
+  // The zoo's model ids, for the page's model picker, unless the library has a command for it.
+  if (segs.size() == 1 && segs[0] == "models" && get &&
+      std::find(commands_.begin(), commands_.end(), "models") == commands_.end()) {
+    return json_response(200, Json{{"models", zoo_models()}});
+  }
+
+  // The request: query parameters for GET, the JSON body for POST, then parameters from the path.
+  Json request = Json::object();
+  if (get) {
+    request = query_json(req.query);
+  } else {
+    if (req.body.size() > options_.max_body_bytes) {
+      return error_response(413, "payload_too_large",
+                            "the request body is larger than " + std::to_string(options_.max_body_bytes) + " bytes",
+                            "body");
+    }
+    if (!trim(req.body).empty()) {
+      const std::string media = lower(trim(std::string_view(req.content_type).substr(0, req.content_type.find(';'))));
+      if (media != "application/json" && !(media.size() > 5 && media.ends_with("+json"))) {
+        return error_response(415, "unsupported_media_type",
+                              "send the request as JSON with Content-Type: application/json" +
+                                  (media.empty() ? std::string() : " (got " + media + ")"),
+                              "Content-Type");
+      }
+      if (too_deep(req.body)) {
+        return json_response(
+            400, error_json(usage_error(
+                     "malformed JSON: nested deeper than " + std::to_string(kMaxJsonDepth) + " levels", "body")));
+      }
+      try {
+        request = Json::parse(req.body);
+      } catch (const Json::parse_error& e) {
+        std::string what = e.what();
+        if (const size_t pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
+        return json_response(400, error_json(usage_error("malformed JSON: " + what, "body")));
+      }
+      if (!request.is_object()) {
+        return json_response(400, error_json(usage_error("the request body must be a JSON object of options, e.g. "
+                                                         "{\"gpu\": [\"a100-40gb-sxm4\"]}; got " +
+                                                             std::string(request.type_name()),
+                                                         "body")));
+      }
+    }
+  }
+  std::string command;
+  if (segs[0] == "gpus") {
+    if (segs.size() == 1) {
+      command = "catalog.list";
+    } else {
+      command = "catalog.show";
+      request["gpu"] = join(segs, 1, '/');  // MIG profiles: /gpus/a100-40gb-sxm4/3g.20gb
+    }
+  } else if (segs[0] == "mig" && segs.size() == 3 && (segs[2] == "profiles" || segs[2] == "layouts")) {
+    command = "mig." + segs[2];
+    request["gpu"] = segs[1];
+  } else {
+    command = join(segs, 0, '.');  // /fit -> fit, /mig/check -> mig.check
+    // A family's list command answers for the family: /offers -> offers.list.
+    if (std::find(commands_.begin(), commands_.end(), command) == commands_.end() &&
+        std::find(commands_.begin(), commands_.end(), command + ".list") != commands_.end()) {
+      command += ".list";
+    }
+  }
+  if (std::find(commands_.begin(), commands_.end(), command) == commands_.end()) {
+    const bool known = std::find(kKnownCommands.begin(), kKnownCommands.end(), command) != kKnownCommands.end();
+    if (known) {
+      return error_response(
+          404, "unknown_command",
+          "'" + command + "' is not available in this build of gpuplan; it has: " + join(commands_, 0, ','), "command");
+    }
+    return error_response(404, "not_found",
+                          "no API route " + req.method + " " + req.path + "; the routes are in /api/v1/openapi.json",
+                          "path");
+  }
+  return run(command, request);
+}
+
+HttpResponse Router::run(std::string_view command, const Json& request) const {
+  auto promise = std::make_shared<std::promise<Result<Json>>>();
+  auto future = promise->get_future();
+  const bool queued = pool_->submit([promise, runner = runner_, cmd = std::string(command), request] {
+    try {
+      promise->set_value((*runner)(cmd, request));
+    } catch (const std::exception& e) {
+      promise->set_value(Error{ErrorCode::kInternal, std::string("internal error: ") + e.what(), ""});
+    }
+  });
+  if (!queued) {
+    auto res = error_response(503, "busy", "the server is busy; try again in a moment");
+    res.headers.emplace_back("Retry-After", "1");
+    return res;
+  }
+  if (future.wait_for(options_.command_timeout) != std::future_status::ready) {
+    return error_response(503, "timeout",
+                          "'" + std::string(command) + "' ran longer than the server's limit of " +
+                              std::to_string(options_.command_timeout.count()) + " ms; ask for less");
+  }
+  auto result = future.get();
+  if (!result) return json_response(http_status(result.error().code), error_json(result.error()));
+  return json_response(200, *result);
+}
+
+HttpResponse Router::asset(const HttpRequest& req) const {
+  if (req.method != "GET" && req.method != "HEAD") {
+    auto res = error_response(405, "method_not_allowed", "the page is read with GET", "method");
+    res.headers.emplace_back("Allow", "GET, HEAD");
+    return res;
+  }
+  const auto& a = assets();
+  auto it = a.find(std::string_view(req.path));
+  if (it == a.end()) return error_response(404, "not_found", "no such page: " + req.path, "path");
+  HttpResponse res;
+  res.headers.emplace_back("ETag", it->second.etag);
+  res.headers.emplace_back("Cache-Control", "no-cache");
+  res.content_type = it->second.content_type;
+  if (req.if_none_match == it->second.etag) {
+    res.status = 304;
+    return res;
+  }
+  res.body = std::string(it->second.contents);
+  return res;
+}
+
+Router make_router(const Context& ctx, const Options& options) {
+  Runner runner = [ctx, offers = options.default_offers](std::string_view command, const Json& request) {
+    // --offers FILE: the offers of the commands that take them, when a request brings none.
+    if (offers && (command == "plan" || command == "offers.list") && !request.contains("offers")) {
+      Json with = request;
+      with["offers"] = *offers;
+      return run_command(ctx, command, with);
+    }
+    return run_command(ctx, command, request);
+  };
+  return Router(std::move(runner), command_names(), options);
+}
+
+}  // namespace gpuplan::server

@@ -1,0 +1,37 @@
+// The accuracy bound of the performance model, held on validation/perf.yaml: at least 80% of the
+// comparable rows within 25% and a median absolute error under 15%. Rows the model cannot predict
+// (models outside the zoo) are skipped and reported, never counted as right.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "gpuplan/catalog.h"
+#include "validate/perf_rows.h"
+
+namespace gpuplan {
+namespace {
+
+TEST(PerfValidation, AccuracyBound) {
+  auto v = validate::validate_perf(*Catalog::embedded());
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  if (std::getenv("GPUPLAN_PRINT_PERF")) {
+    for (const auto& r : v->rows) {
+      std::printf("%-58s %-28s %5s meas %10.4g pred %10.4g err %7.1f%% %s %s\n", r["id"].get<std::string>().c_str(),
+                  r["metric"].get<std::string>().c_str(), r["comparable"].get<bool>() ? "cmp" : "NC",
+                  r["measured"].get<double>(), r["predicted"].is_null() ? 0.0 : r["predicted"].get<double>(),
+                  r["error_percent"].is_null() ? 0.0 : r["error_percent"].get<double>(), r.value("bound", "").c_str(),
+                  r.value("note", "").c_str());
+    }
+  }
+  std::printf(
+      "perf validation: %d comparable rows, %d predicted, %d skipped; within 25%%: %d (%.1f%%), median |error| "
+      "%.1f%%\n",
+      v->comparable, v->predicted, v->skipped, v->within_25, 100 * v->share_within_25, v->median_abs_error_percent);
+  EXPECT_GE(v->predicted, 40);
+  EXPECT_GE(v->share_within_25, 0.80);
+  EXPECT_LT(v->median_abs_error_percent, 15.0);
+}
+
+}  // namespace
+}  // namespace gpuplan

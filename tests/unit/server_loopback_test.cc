@@ -1,0 +1,319 @@
+// The real server on an ephemeral 127.0.0.1 port, in-process, over the embedded catalog: every
+// endpoint, good and bad input, and hostile connections that must not stop it from answering.
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "server/server.h"
+
+namespace gpuplan::server {
+namespace {
+
+class Loopback : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ctx_ = new Context{Catalog::embedded()};
+    Options o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.threads = 8;
+    o.io_timeout = std::chrono::seconds(1);
+    server_ = new Server(make_router(*ctx_, o));
+    auto port = server_->bind();
+    ASSERT_TRUE(port.ok());
+    port_ = *port;
+    thread_ = new std::thread([] { server_->run(); });
+    httplib::Client c("127.0.0.1", port_);
+    for (int i = 0; i < 100 && !c.Get("/api/v1/health"); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  static void TearDownTestSuite() {
+    server_->stop();
+    thread_->join();
+    delete thread_;
+    delete server_;
+    delete ctx_;
+  }
+  static httplib::Client client() {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(10, 0);
+    return c;
+  }
+  static Json json(const httplib::Result& r) { return Json::parse(r->body); }
+  static bool has(const std::string& command) {
+    const auto names = command_names();
+    return std::find(names.begin(), names.end(), command) != names.end();
+  }
+  // Sends raw bytes and returns what came back (empty when the server closed without answering).
+  static std::string raw(const std::string& bytes) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port_));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      ::close(fd);
+      return "connect failed";
+    }
+    timeval tv{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    (void)!::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    std::string out;
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+      if (out.find("\r\n\r\n") != std::string::npos && out.find("Connection: close") == std::string::npos &&
+          out.size() > 200)
+        break;
+    }
+    ::close(fd);
+    return out;
+  }
+
+  static inline Context* ctx_ = nullptr;
+  static inline Server* server_ = nullptr;
+  static inline std::thread* thread_ = nullptr;
+  static inline int port_ = 0;
+};
+
+TEST_F(Loopback, Health) {
+  auto r = client().Get("/api/v1/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(json(r)["status"], "ok");
+  EXPECT_EQ(json(r)["commands"].size(), command_names().size());
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+}
+
+TEST_F(Loopback, CatalogListIsTheSameDocumentAsTheLibrary) {
+  auto r = client().Get("/api/v1/gpus");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  auto direct = run_command(*ctx_, "catalog.list", Json::object());
+  ASSERT_TRUE(direct.ok());
+  EXPECT_EQ(json(r), *direct);
+  bool a100 = false;
+  const Json list = json(r);
+  for (const auto& g : list["gpus"]) a100 = a100 || g["id"] == "a100-40gb-sxm4";
+  EXPECT_TRUE(a100);
+}
+
+TEST_F(Loopback, CatalogListFilters) {
+  auto r = client().Get("/api/v1/gpus?min-memory-gb=80&include_mig=true");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  const Json list = json(r);
+  for (const auto& g : list["gpus"]) EXPECT_GE(g["memory_gb"].get<double>(), 80) << g["id"];
+  auto bad = client().Get("/api/v1/gpus?min_memory_gb=lots");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(json(bad)["error"]["field"], "min_memory_gb");
+  auto typo = client().Get("/api/v1/gpus?vendr=nvidia");
+  ASSERT_TRUE(typo);
+  EXPECT_EQ(typo->status, 400);
+  EXPECT_EQ(json(typo)["error"]["code"], "usage");
+}
+
+TEST_F(Loopback, ShowGpuAndMigProfile) {
+  auto r = client().Get("/api/v1/gpus/a100-40gb-sxm4?explain=true");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(json(r)["id"], "a100-40gb-sxm4");
+  EXPECT_TRUE(json(r)["specs"]["memory_bandwidth_gbps"].contains("explain"));
+  EXPECT_TRUE(json(r)["specs"]["memory_bandwidth_gbps"]["source"].contains("url"));
+  auto mig = client().Get("/api/v1/gpus/a100-40gb-sxm4/3g.20gb");
+  ASSERT_TRUE(mig);
+  ASSERT_EQ(mig->status, 200);
+  EXPECT_EQ(json(mig)["id"], "a100-40gb-sxm4/3g.20gb");
+  EXPECT_EQ(json(mig)["parent"], "a100-40gb-sxm4");
+  auto encoded = client().Get("/api/v1/gpus/a100-40gb-sxm4%2F3g.20gb");
+  ASSERT_TRUE(encoded);
+  EXPECT_EQ(encoded->status, 200);
+}
+
+TEST_F(Loopback, UnknownAndAmbiguousGpus) {
+  auto r = client().Get("/api/v1/gpus/no-such-gpu-9000");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(json(r)["error"]["code"], "not_found");
+  EXPECT_NE(json(r)["error"]["message"].get<std::string>().find("no-such-gpu-9000"), std::string::npos);
+  auto a = client().Get("/api/v1/gpus/a100");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->status, 409);
+  EXPECT_EQ(json(a)["error"]["code"], "ambiguous");
+  auto p = client().Get("/api/v1/gpus/a100-40gb-sxm4/9g.99gb");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->status, 404);
+}
+
+TEST_F(Loopback, CompareByPostAndGet) {
+  const Json req{{"gpu", {"a100-40gb-sxm4", "a40"}}};
+  auto r = client().Post("/api/v1/compare", req.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  auto direct = run_command(*ctx_, "compare", req);
+  ASSERT_TRUE(direct.ok());
+  EXPECT_EQ(json(r), *direct);
+  auto g = client().Get("/api/v1/compare?gpu=a100-40gb-sxm4&gpu=a40");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(json(g), *direct);
+}
+
+TEST_F(Loopback, CompareBadInput) {
+  struct Case {
+    std::string body;
+    int status;
+    std::string code;
+  };
+  for (const auto& c : std::vector<Case>{{R"({"gpu": []})", 400, "usage"},
+                                         {R"({"gpu": 5})", 400, "usage"},
+                                         {R"({"gpu": [{"a": 1}]})", 400, "usage"},
+                                         {R"({"gpus": ["a40"]})", 400, "usage"},
+                                         {R"({"gpu": ["a40", "no-such-gpu"]})", 404, "not_found"},
+                                         {R"({"gpu": ["a40")", 400, "usage"}}) {
+    auto r = client().Post("/api/v1/compare", c.body, "application/json");
+    ASSERT_TRUE(r) << c.body;
+    EXPECT_EQ(r->status, c.status) << c.body << " -> " << r->body;
+    EXPECT_EQ(json(r)["error"]["code"], c.code) << c.body;
+    EXPECT_FALSE(json(r)["error"]["message"].get<std::string>().empty());
+  }
+}
+
+TEST_F(Loopback, HugeBodyIs413) {
+  const std::string big = "{\"gpu\": \"" + std::string(2 << 20, 'a') + "\"}";
+  auto r = client().Post("/api/v1/compare", big, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(json(r)["error"]["code"], "payload_too_large");
+  EXPECT_TRUE(client().Get("/api/v1/health"));
+}
+
+TEST_F(Loopback, WrongContentTypeIs415) {
+  auto r = client().Post("/api/v1/compare", R"({"gpu": ["a40"]})", "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 415);
+  auto form = client().Post("/api/v1/compare", "gpu=a40", "application/x-www-form-urlencoded");
+  ASSERT_TRUE(form);
+  EXPECT_EQ(form->status, 415);
+}
+
+TEST_F(Loopback, UnknownRoutesAndMissingCommands) {
+  auto r = client().Get("/api/v1/frobnicate");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(json(r)["error"]["code"], "not_found");
+  auto page = client().Get("/no-such-page.html");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 404);
+  for (const std::string command : {"fit", "perf", "plan", "mig/check", "mig/pack", "validate"}) {
+    std::string name = command;
+    std::replace(name.begin(), name.end(), '/', '.');
+    auto res = client().Post("/api/v1/" + command, "{}", "application/json");
+    ASSERT_TRUE(res) << command;
+    if (!has(name)) {
+      EXPECT_EQ(res->status, 404) << command;
+      EXPECT_EQ(json(res)["error"]["code"], "unknown_command") << command;
+    } else {
+      // Present: an empty request is answered, with a result or a 4xx that says what is missing.
+      EXPECT_LT(res->status, 500) << command << ": " << res->body;
+      EXPECT_TRUE(json(res).is_object()) << command;
+    }
+  }
+  for (const std::string what : {"profiles", "layouts"}) {
+    auto res = client().Get("/api/v1/mig/a100-40gb-sxm4/" + what);
+    ASSERT_TRUE(res);
+    if (!has("mig." + what)) {
+      EXPECT_EQ(res->status, 404);
+    } else {
+      EXPECT_EQ(res->status, 200) << res->body;
+      auto unknown = client().Get("/api/v1/mig/no-such-gpu/" + what);
+      ASSERT_TRUE(unknown);
+      EXPECT_EQ(unknown->status, 404) << unknown->body;
+    }
+  }
+}
+
+TEST_F(Loopback, FitWhenPresent) {
+  if (!has("fit")) GTEST_SKIP() << "fit is not in this build";
+  auto unknown =
+      client().Post("/api/v1/fit", R"({"model": "no-such-model-xyz", "gpu": ["a100-40gb-sxm4"]})", "application/json");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404) << unknown->body;
+  auto wrong = client().Post("/api/v1/fit", R"({"model": "llama-2-7b", "gpu": ["a100-40gb-sxm4"], "batch": "many"})",
+                             "application/json");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 400) << wrong->body;
+}
+
+TEST_F(Loopback, TheSecurityHeadersAndNoCors) {
+  httplib::Headers h = {{"Origin", "http://evil.example"}};
+  auto r = client().Get("/api/v1/gpus", h);
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));
+  EXPECT_EQ(r->get_header_value_count("Content-Security-Policy"), 1U);
+  auto opt = client().Options("/api/v1/fit", h);
+  ASSERT_TRUE(opt);
+  EXPECT_EQ(opt->status, 405);
+  EXPECT_FALSE(opt->has_header("Access-Control-Allow-Origin"));
+  httplib::Headers rebinding = {{"Host", "attacker.example"}};
+  auto reb = client().Get("/api/v1/health", rebinding);
+  ASSERT_TRUE(reb);
+  EXPECT_EQ(reb->status, 403);
+}
+
+TEST_F(Loopback, GarbageConnectionsDoNotStopTheServer) {
+  EXPECT_NE(raw("GARBAGE\r\n\r\n").find("400"), std::string::npos);
+  raw("GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{");  // body never finishes
+  raw(std::string(10000, 'A'));
+  EXPECT_NE(raw("GET /" + std::string(10000, 'a') + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").find("414"),
+            std::string::npos);
+  EXPECT_NE(raw("POST /api/v1/compare HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                "Content-Length: 99999999999\r\n\r\n{")
+                .find("413"),
+            std::string::npos);
+  EXPECT_NE(raw("POST /api/v1/compare HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                "Transfer-Encoding: chunked\r\n\r\nzz\r\n")
+                .find("HTTP/1.1 4"),
+            std::string::npos);
+  auto r = client().Get("/api/v1/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(Loopback, ConcurrentGoodAndBadRequests) {
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      auto c = client();
+      for (int i = 0; i < 30; ++i) {
+        const int kind = (i + t) % 3;
+        httplib::Result r =
+            kind == 0   ? c.Get("/api/v1/gpus")
+            : kind == 1 ? c.Post("/api/v1/compare", "{\"gpu\": [", "application/json")
+                        : c.Post("/api/v1/compare", R"({"gpu": ["a40", "a100-40gb-sxm4"]})", "application/json");
+        const int want = kind == 1 ? 400 : 200;
+        if (!r || r->status != want) {
+          ++wrong;
+          ADD_FAILURE() << "kind " << kind << ": "
+                        << (r ? std::to_string(r->status) + " " + r->body : httplib::to_string(r.error()));
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+}  // namespace
+}  // namespace gpuplan::server

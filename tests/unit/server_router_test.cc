@@ -1,0 +1,349 @@
+// The Router without sockets: how routes map onto commands and requests, and every error the server
+// finds itself (content type, malformed JSON, unknown routes, time limit). A fake runner records
+// what it was asked, so routes for commands this build may not have yet are tested too.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "server/server.h"
+
+namespace gpuplan::server {
+namespace {
+
+struct Call {
+  std::string command;
+  Json request;
+};
+
+class RouterTest : public ::testing::Test {
+ protected:
+  Router make(std::vector<std::string> commands, Options options = {}) {
+    options.threads = 2;
+    return Router(
+        [this](std::string_view command, const Json& request) -> Result<Json> {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            last_ = Call{std::string(command), request};
+          }
+          if (request.contains("fail")) {
+            const std::string kind = request["fail"].get<std::string>();
+            if (kind == "usage") return usage_error("bad option", "batch");
+            if (kind == "not_found") return not_found_error("unknown model 'x'", "model");
+            if (kind == "ambiguous") return Error{ErrorCode::kAmbiguous, "a100 is ambiguous", "gpu"};
+            if (kind == "layout") return Error{ErrorCode::kInvalidLayout, "overlap", "layout"};
+            if (kind == "throw") throw std::runtime_error("boom");
+          }
+          if (request.contains("sleep_ms")) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(request["sleep_ms"].get<int>()));
+          }
+          return Json{{"ok", true}, {"command", command}};
+        },
+        std::move(commands), options);
+  }
+  Call last() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_;
+  }
+  static HttpRequest get(std::string path, std::vector<std::pair<std::string, std::string>> query = {}) {
+    HttpRequest r;
+    r.method = "GET";
+    r.path = std::move(path);
+    r.query = std::move(query);
+    r.host = "127.0.0.1:8080";
+    return r;
+  }
+  static HttpRequest post(std::string path, std::string body, std::string type = "application/json") {
+    HttpRequest r;
+    r.method = "POST";
+    r.path = std::move(path);
+    r.body = std::move(body);
+    r.content_type = std::move(type);
+    r.host = "localhost:8080";
+    return r;
+  }
+  static Json body(const HttpResponse& r) { return Json::parse(r.body); }
+  static std::string header(const HttpResponse& r, std::string_view name) {
+    for (const auto& [k, v] : r.headers) {
+      if (k == name) return v;
+    }
+    return {};
+  }
+
+  std::mutex mu_;
+  Call last_;
+};
+
+const std::vector<std::string> kAll = {"catalog.list", "catalog.show", "compare",  "fit",  "perf",    "mig.profiles",
+                                       "mig.check",    "mig.layouts",  "mig.pack", "plan", "validate"};
+
+TEST_F(RouterTest, PostRoutesMapOntoCommandNames) {
+  Router r = make(kAll);
+  for (const auto& [path, command] :
+       std::vector<std::pair<std::string, std::string>>{{"/api/v1/fit", "fit"},
+                                                        {"/api/v1/perf", "perf"},
+                                                        {"/api/v1/plan", "plan"},
+                                                        {"/api/v1/compare", "compare"},
+                                                        {"/api/v1/mig/check", "mig.check"},
+                                                        {"/api/v1/mig/pack", "mig.pack"},
+                                                        {"/api/v1/validate", "validate"}}) {
+    auto res = r.handle(post(path, R"({"model": "llama-2-7b", "batch": 4})"));
+    EXPECT_EQ(res.status, 200) << path << ": " << res.body;
+    EXPECT_EQ(last().command, command);
+    EXPECT_EQ(last().request, (Json{{"model", "llama-2-7b"}, {"batch", 4}}));
+    EXPECT_EQ(res.content_type, "application/json");
+  }
+}
+
+TEST_F(RouterTest, GetRoutesTakeQueryAndPathParameters) {
+  Router r = make(kAll);
+  EXPECT_EQ(r.handle(get("/api/v1/gpus", {{"vendor", "nvidia"}, {"min-memory-gb", "40"}, {"mig", ""}})).status, 200);
+  EXPECT_EQ(last().command, "catalog.list");
+  EXPECT_EQ(last().request, (Json{{"vendor", "nvidia"}, {"min_memory_gb", "40"}, {"mig", true}}));
+
+  EXPECT_EQ(r.handle(get("/api/v1/gpus/a100-40gb-sxm4", {{"explain", "true"}})).status, 200);
+  EXPECT_EQ(last().command, "catalog.show");
+  EXPECT_EQ(last().request, (Json{{"explain", "true"}, {"gpu", "a100-40gb-sxm4"}}));
+
+  EXPECT_EQ(r.handle(get("/api/v1/gpus/a100-40gb-sxm4/3g.20gb")).status, 200);
+  EXPECT_EQ(last().request["gpu"], "a100-40gb-sxm4/3g.20gb");
+
+  EXPECT_EQ(r.handle(get("/api/v1/mig/h100-80gb-sxm5/profiles")).status, 200);
+  EXPECT_EQ(last().command, "mig.profiles");
+  EXPECT_EQ(last().request, (Json{{"gpu", "h100-80gb-sxm5"}}));
+  EXPECT_EQ(r.handle(get("/api/v1/mig/h100-80gb-sxm5/layouts")).status, 200);
+  EXPECT_EQ(last().command, "mig.layouts");
+
+  // Any command can be read with GET and query parameters; a repeated key is a list.
+  EXPECT_EQ(r.handle(get("/api/v1/compare", {{"gpu", "a100-40gb-sxm4"}, {"gpu", "a40"}})).status, 200);
+  EXPECT_EQ(last().command, "compare");
+  EXPECT_EQ(last().request, (Json{{"gpu", {"a100-40gb-sxm4", "a40"}}}));
+}
+
+TEST_F(RouterTest, AFamilyAnswersWithItsListCommand) {
+  Router r = make({"catalog.list", "offers.list"});
+  EXPECT_EQ(r.handle(get("/api/v1/offers", {{"provider", "vast"}})).status, 200);
+  EXPECT_EQ(last().command, "offers.list");
+  EXPECT_EQ(last().request, (Json{{"provider", "vast"}}));
+}
+
+TEST_F(RouterTest, ModelsListsTheZoo) {
+  Router r = make(kAll);
+  auto res = r.handle(get("/api/v1/models"));
+  ASSERT_EQ(res.status, 200);
+  bool llama = false;
+  const Json doc = body(res);
+  for (const auto& m : doc["models"]) llama = llama || m["id"] == "llama-2-7b";
+  EXPECT_TRUE(llama);
+}
+
+TEST_F(RouterTest, EmptyBodyIsAnEmptyRequest) {
+  Router r = make(kAll);
+  EXPECT_EQ(r.handle(post("/api/v1/fit", "", "")).status, 200);
+  EXPECT_EQ(last().request, Json::object());
+}
+
+TEST_F(RouterTest, CommandsThisBuildLacksAre404WithJson) {
+  Router r = make({"catalog.list", "catalog.show", "compare"});
+  for (const std::string path : {"/api/v1/fit", "/api/v1/mig/check", "/api/v1/plan"}) {
+    auto res = r.handle(post(path, "{}"));
+    EXPECT_EQ(res.status, 404);
+    EXPECT_EQ(body(res)["error"]["code"], "unknown_command");
+    EXPECT_NE(body(res)["error"]["message"].get<std::string>().find("not available in this build"), std::string::npos);
+  }
+  auto res = r.handle(get("/api/v1/mig/a100-40gb-sxm4/profiles"));
+  EXPECT_EQ(res.status, 404);
+  EXPECT_EQ(body(res)["error"]["code"], "unknown_command");
+}
+
+TEST_F(RouterTest, UnknownRoutesAre404WithJson) {
+  Router r = make(kAll);
+  for (const std::string path : {"/api/v1/nope", "/api/v2/fit", "/api/v1/mig/x/y/z", "/nope.html", "/api"}) {
+    auto res = r.handle(get(path));
+    EXPECT_EQ(res.status, 404) << path;
+    EXPECT_EQ(body(res)["error"]["code"], "not_found") << path;
+    EXPECT_EQ(body(res)["error"]["field"], "path") << path;
+  }
+}
+
+TEST_F(RouterTest, LibraryErrorsKeepTheirCodeFieldAndStatus) {
+  Router r = make(kAll);
+  const std::vector<std::tuple<std::string, int, std::string>> cases = {{"usage", 400, "usage"},
+                                                                        {"not_found", 404, "not_found"},
+                                                                        {"ambiguous", 409, "ambiguous"},
+                                                                        {"layout", 422, "invalid_layout"},
+                                                                        {"throw", 500, "internal"}};
+  for (const auto& [fail, status, code] : cases) {
+    auto res = r.handle(post("/api/v1/fit", Json{{"fail", fail}}.dump()));
+    EXPECT_EQ(res.status, status) << fail;
+    EXPECT_EQ(body(res)["error"]["code"], code) << fail;
+  }
+  auto res = r.handle(post("/api/v1/fit", R"({"fail": "usage"})"));
+  EXPECT_EQ(body(res), (Json{{"error", {{"code", "usage"}, {"message", "bad option"}, {"field", "batch"}}}}));
+}
+
+TEST_F(RouterTest, MalformedJsonIs400WithWhere) {
+  Router r = make(kAll);
+  for (const std::string text : {"{", "{\"a\": }", "nul", "{\"a\": 1,}", "\xff\xfe", "{\"a\": \"\xc3\"}"}) {
+    auto res = r.handle(post("/api/v1/fit", text));
+    EXPECT_EQ(res.status, 400) << text;
+    EXPECT_EQ(body(res)["error"]["code"], "usage");
+    EXPECT_EQ(body(res)["error"]["field"], "body");
+    EXPECT_EQ(body(res)["error"]["message"].get<std::string>().rfind("malformed JSON", 0), 0U) << res.body;
+  }
+}
+
+TEST_F(RouterTest, BodyMustBeAnObject) {
+  Router r = make(kAll);
+  for (const std::string text : {"[1, 2]", "42", "\"fit\"", "null", "true"}) {
+    auto res = r.handle(post("/api/v1/fit", text));
+    EXPECT_EQ(res.status, 400) << text;
+    EXPECT_NE(body(res)["error"]["message"].get<std::string>().find("must be a JSON object"), std::string::npos);
+  }
+}
+
+TEST_F(RouterTest, DeepNestingIsRefusedBeforeParsing) {
+  Router r = make(kAll);
+  const std::string deep = "{\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  auto res = r.handle(post("/api/v1/fit", deep));
+  EXPECT_EQ(res.status, 400);
+  EXPECT_NE(body(res)["error"]["message"].get<std::string>().find("nested deeper"), std::string::npos);
+  // Brackets inside strings do not count.
+  EXPECT_EQ(r.handle(post("/api/v1/fit", "{\"a\": \"" + std::string(1000, '[') + "\"}")).status, 200);
+}
+
+TEST_F(RouterTest, WrongContentTypeIs415) {
+  Router r = make(kAll);
+  for (const std::string type : {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data", ""}) {
+    auto res = r.handle(post("/api/v1/fit", "{}", type));
+    EXPECT_EQ(res.status, 415) << type;
+    EXPECT_EQ(body(res)["error"]["code"], "unsupported_media_type");
+  }
+  EXPECT_EQ(r.handle(post("/api/v1/fit", "{}", "application/json; charset=utf-8")).status, 200);
+  EXPECT_EQ(r.handle(post("/api/v1/fit", "{}", "Application/JSON")).status, 200);
+}
+
+TEST_F(RouterTest, OversizedBodyIs413) {
+  Options o;
+  o.max_body_bytes = 1024;
+  Router r = make(kAll, o);
+  auto res = r.handle(post("/api/v1/fit", "{\"a\": \"" + std::string(2000, 'x') + "\"}"));
+  EXPECT_EQ(res.status, 413);
+  EXPECT_EQ(body(res)["error"]["code"], "payload_too_large");
+}
+
+TEST_F(RouterTest, SlowCommandGets503AndTheServerGoesOn) {
+  Options o;
+  o.command_timeout = std::chrono::milliseconds(50);
+  Router r = make(kAll, o);
+  auto res = r.handle(post("/api/v1/fit", R"({"sleep_ms": 400})"));
+  EXPECT_EQ(res.status, 503);
+  EXPECT_EQ(body(res)["error"]["code"], "timeout");
+  EXPECT_EQ(r.handle(post("/api/v1/fit", "{}")).status, 200);
+}
+
+TEST_F(RouterTest, OtherMethodsAre405WithoutCors) {
+  Router r = make(kAll);
+  for (const std::string method : {"PUT", "DELETE", "PATCH", "OPTIONS"}) {
+    HttpRequest req = post("/api/v1/fit", "{}");
+    req.method = method;
+    auto res = r.handle(req);
+    EXPECT_EQ(res.status, 405) << method;
+    EXPECT_EQ(header(res, "Access-Control-Allow-Origin"), "");
+    EXPECT_NE(header(res, "Allow"), "");
+  }
+  EXPECT_EQ(r.handle(post("/api/v1/health", "{}")).status, 405);
+  EXPECT_EQ(r.handle(post("/", "{}")).status, 405);
+}
+
+TEST_F(RouterTest, ForeignHostHeaderIsRefusedOnLoopback) {
+  Router r = make(kAll);
+  HttpRequest req = get("/api/v1/health");
+  req.host = "evil.example:8080";
+  EXPECT_EQ(r.handle(req).status, 403);
+  for (const std::string host : {"127.0.0.1:9", "localhost", "[::1]:8080", ""}) {
+    req.host = host;
+    EXPECT_EQ(r.handle(req).status, 200) << host;
+  }
+  Options o;
+  o.host = "0.0.0.0";
+  Router open = make(kAll, o);
+  req.host = "gpuplan.internal:8080";
+  EXPECT_EQ(open.handle(req).status, 200);
+}
+
+TEST_F(RouterTest, EveryResponseHasSecurityHeaders) {
+  Router r = make(kAll);
+  for (const auto& res : {r.handle(get("/")), r.handle(get("/api/v1/health")), r.handle(get("/api/v1/nope")),
+                          r.handle(post("/api/v1/fit", "{"))}) {
+    EXPECT_NE(header(res, "Content-Security-Policy").find("default-src 'self'"), std::string::npos);
+    EXPECT_EQ(header(res, "X-Content-Type-Options"), "nosniff");
+    EXPECT_EQ(header(res, "X-Frame-Options"), "DENY");
+    EXPECT_EQ(header(res, "Access-Control-Allow-Origin"), "");
+  }
+}
+
+TEST_F(RouterTest, HealthListsTheCommands) {
+  Router r = make({"catalog.list", "fit"});
+  auto res = r.handle(get("/api/v1/health"));
+  ASSERT_EQ(res.status, 200);
+  EXPECT_EQ(body(res)["status"], "ok");
+  EXPECT_EQ(body(res)["commands"], (Json{"catalog.list", "fit"}));
+}
+
+TEST_F(RouterTest, ServesThePageFromTheBinary) {
+  Router r = make(kAll);
+  auto page = r.handle(get("/"));
+  ASSERT_EQ(page.status, 200);
+  EXPECT_EQ(page.content_type, "text/html; charset=utf-8");
+  EXPECT_NE(page.body.find("<html"), std::string::npos);
+  const std::string etag = header(page, "ETag");
+  ASSERT_FALSE(etag.empty());
+  HttpRequest again = get("/");
+  again.if_none_match = etag;
+  EXPECT_EQ(r.handle(again).status, 304);
+  EXPECT_EQ(r.handle(get("/index.html")).body, page.body);
+  for (const std::string asset : {"/app.js", "/style.css"}) {
+    auto res = r.handle(get(asset));
+    EXPECT_EQ(res.status, 200) << asset;
+  }
+  EXPECT_EQ(r.handle(get("/app.js")).content_type, "text/javascript; charset=utf-8");
+  EXPECT_EQ(r.handle(get("/../CMakeLists.txt")).status, 404);
+  HttpRequest head = get("/");
+  head.method = "HEAD";
+  auto h = r.handle(head);
+  EXPECT_EQ(h.status, 200);
+  EXPECT_TRUE(h.body.empty());
+}
+
+TEST_F(RouterTest, OpenApiDocumentDescribesEveryRoute) {
+  Router r = make(kAll);
+  auto res = r.handle(get("/api/v1/openapi.json"));
+  ASSERT_EQ(res.status, 200);
+  Json doc = body(res);
+  EXPECT_EQ(doc["openapi"].get<std::string>().substr(0, 2), "3.");
+  for (const std::string path : {"/health", "/gpus", "/gpus/{id}", "/mig/{gpu}/profiles", "/mig/{gpu}/layouts", "/fit",
+                                 "/perf", "/plan", "/compare", "/mig/check", "/mig/pack", "/validate"}) {
+    EXPECT_TRUE(doc["paths"].contains(path)) << path;
+  }
+}
+
+TEST_F(RouterTest, ManyThreadsAtOnce) {
+  Router r = make(kAll);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        const bool bad = (i + t) % 3 == 0;
+        auto res = r.handle(post("/api/v1/fit", bad ? "{\"x\":" : "{\"x\": 1}"));
+        if (res.status != (bad ? 400 : 200)) ++wrong;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+}  // namespace
+}  // namespace gpuplan::server

@@ -1,0 +1,275 @@
+// Browser tests of gpuplan's page: start `gpuplan serve` on a free loopback port, drive Debian's
+// chromium with playwright-core through each section as a user would, check what it shows, and keep
+// screenshots. Usage: node run.mjs <path to gpuplan> <screenshot dir>
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const [binary, shotDir = 'build/web-screenshots'] = process.argv.slice(2);
+if (!binary) {
+  console.error('usage: node run.mjs <gpuplan binary> [screenshot dir]');
+  process.exit(2);
+}
+mkdirSync(shotDir, { recursive: true });
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+
+function startServer() {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(binary, ['serve', '--host', '127.0.0.1', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 10000);
+    proc.stdout.on('data', (d) => {
+      out += d;
+      const m = out.match(/http:\/\/127\.0\.0\.1:(\d+)\//);
+      if (m) { clearTimeout(timer); resolve({ proc, base: m[0] }); }
+    });
+    proc.stderr.on('data', (d) => { out += d; });
+    proc.on('exit', (code) => reject(new Error(`server exited with ${code}: ${out}`)));
+  });
+}
+
+const { proc, base } = await startServer();
+const userDataDir = mkdtempSync(path.join(os.tmpdir(), 'gpuplan-chromium-'));  // a new profile every run
+const browser = await chromium.launchPersistentContext(userDataDir, {
+  executablePath: CHROMIUM,
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+    '--disable-sync', '--no-first-run', '--disable-dev-shm-usage'],
+  viewport: { width: 1280, height: 900 },
+  acceptDownloads: true,
+});
+const health = await (await fetch(`${base}api/v1/health`)).json();
+const have = (c) => health.commands.includes(c);
+console.log(`server ${base}, commands: ${health.commands.join(', ')}`);
+
+const problems = [];
+function watch(page, name) {
+  page.on('pageerror', (e) => problems.push(`${name}: page error: ${e.message}`));
+  page.on('console', (m) => { if (m.type() === 'error' && !m.text().includes('404')) problems.push(`${name}: console: ${m.text()}`); });
+  page.on('request', (r) => { if (!r.url().startsWith(base) && !r.url().startsWith('data:') && !r.url().startsWith('blob:')) problems.push(`${name}: request to ${r.url()}`); });
+}
+
+function expect(cond, msg) { if (!cond) throw new Error(msg); }
+async function open(page, hash) {
+  await page.goto(`${base}${hash}`);
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 10000 });
+}
+const shot = (page, name) => page.screenshot({ path: path.join(shotDir, `${name}.png`), fullPage: true });
+
+const tests = [];
+const test = (name, fn) => tests.push({ name, fn });
+
+test('catalog: table, search, sort, MIG slices', async (page) => {
+  await open(page, '#/catalog');
+  const rows = page.locator('#panel-catalog table.sortable tbody tr');
+  await rows.first().waitFor();
+  const all = await rows.count();
+  expect(all >= 5, `expected GPUs in the table, got ${all}`);
+  await page.fill('#cat-search', 'h100');
+  const names = await rows.locator('th').allTextContents();
+  expect(names.length >= 1 && names.every((n) => /h100/i.test(n)), `search h100 shows ${names}`);
+  await page.fill('#cat-search', '');
+  await page.click('button.sort[data-key="memory_gb"]');
+  let mem = (await rows.locator('td:nth-child(4)').allTextContents()).map((t) => Number(t.replace(/,/g, '')));
+  expect(mem.every((v, i) => i === 0 || mem[i - 1] >= v), `memory not sorted descending: ${mem}`);
+  expect(await page.getAttribute('th:has(button.sort[data-key="memory_gb"])', 'aria-sort') === 'descending', 'aria-sort not set');
+  await page.click('button.sort[data-key="memory_gb"]');
+  mem = (await rows.locator('td:nth-child(4)').allTextContents()).map((t) => Number(t.replace(/,/g, '')));
+  expect(mem.every((v, i) => i === 0 || mem[i - 1] <= v), `memory not sorted ascending: ${mem}`);
+  await page.check('#cat-slices');
+  expect(await rows.count() > all, 'MIG slices did not add rows');
+  await page.uncheck('#cat-slices');
+  await page.fill('#cat-minmem', '80');
+  mem = (await rows.locator('td:nth-child(4)').allTextContents()).map((t) => Number(t.replace(/,/g, '')));
+  expect(mem.length > 0 && mem.every((v) => v >= 80), `min memory filter: ${mem}`);
+  await shot(page, 'catalog');
+});
+
+test('catalog: a GPU page with every figure, source, date and conflicts', async (page) => {
+  const detail = await (await fetch(`${base}api/v1/gpus/a100-40gb-sxm4?explain=true`)).json();
+  await open(page, '#/catalog');
+  await page.click('#panel-catalog a[href="#/gpu/a100-40gb-sxm4"]');
+  await page.waitForSelector('#panel-catalog .catalog-detail h2');
+  expect((await page.textContent('.catalog-detail h2')) === detail.name, 'GPU page title');
+  const figRows = page.locator('table.figures tbody tr');
+  expect(await figRows.count() === Object.keys(detail.specs).length, 'one row per figure');
+  const bw = page.locator('table.figures tr[data-key="memory_bandwidth_gbps"]');
+  const bwText = await bw.textContent();
+  expect(bwText.includes(detail.specs.memory_bandwidth_gbps.checked), 'checked date shown');
+  expect(bwText.includes(detail.specs.memory_bandwidth_gbps.explain.slice(0, 30)), 'explanation shown');
+  expect(await bw.locator('a').first().getAttribute('href') === detail.specs.memory_bandwidth_gbps.source.url, 'source link');
+  const withConflict = Object.entries(detail.specs).find(([, f]) => f.conflicts.length > 0);
+  if (withConflict) {
+    const t = await page.locator(`table.figures tr[data-key="${withConflict[0]}"] td.conflicts`).textContent();
+    expect(t.includes(withConflict[1].conflicts[0].value), `conflict ${withConflict[1].conflicts[0].value} shown`);
+  }
+  const derived = Object.entries(detail.specs).find(([, f]) => f.derived);
+  if (derived) expect((await page.locator(`table.figures tr[data-key="${derived[0]}"]`).textContent()).includes('derived'), 'derivation shown');
+  expect(await page.locator('.sources li').count() >= 1, 'sources listed');
+  await shot(page, 'gpu-a100-40gb-sxm4');
+  await page.click('a[href="#/gpu/a100-40gb-sxm4/3g.20gb"]');
+  await page.waitForFunction(() => document.querySelector('.catalog-detail h2')?.textContent.includes('3g.20gb'));
+  expect((await page.textContent('.catalog-detail')).includes('A MIG slice of'), 'MIG slice page');
+  await shot(page, 'gpu-a100-40gb-sxm4-3g.20gb');
+  await page.goto(`${base}#/gpu/no-such-gpu-xyz`);
+  await page.waitForSelector('.catalog-detail .notice.error');
+  expect((await page.textContent('.catalog-detail .notice.error')).includes('no-such-gpu-xyz'), 'unknown GPU error');
+});
+
+test('compare: side by side with charts, add and remove', async (page) => {
+  await open(page, '#/compare?gpu=a100-40gb-sxm4,a40');
+  await page.waitForSelector('#panel-compare table.compare-table');
+  expect(await page.locator('#panel-compare table.compare-table thead th').count() === 3, 'two targets and a label column');
+  expect(await page.locator('#panel-compare svg.chart rect.bar').count() >= 4, 'bars drawn');
+  expect((await page.textContent('#panel-compare table.compare-table')).includes('%'), 'difference in percent');
+  await page.fill('#cmp-gpu', 'h100-80gb-sxm5');
+  await page.press('#cmp-gpu', 'Enter');
+  await page.waitForFunction(() => document.querySelectorAll('#panel-compare table.compare-table thead th').length === 4);
+  expect(page.url().includes('h100-80gb-sxm5'), 'URL keeps the selection');
+  await shot(page, 'compare');
+  await page.click('button[aria-label="Remove a40"]');
+  await page.waitForFunction(() => document.querySelectorAll('#panel-compare table.compare-table thead th').length === 3);
+  await page.fill('#cmp-gpu', 'no-such-gpu-xyz');
+  await page.press('#cmp-gpu', 'Enter');
+  await page.waitForSelector('#panel-compare .notice.error');
+});
+
+test('fit and speed', async (page) => {
+  await open(page, '#/fit');
+  if (!have('fit')) {
+    await page.waitForSelector('#panel-fit .notice.unavailable');
+    expect((await page.textContent('#panel-fit')).includes('not available in this build'), 'fit unavailable notice');
+    await shot(page, 'fit-unavailable');
+    return;
+  }
+  await page.waitForSelector('#panel-fit table.verdicts tbody tr', { timeout: 15000 });
+  expect(await page.locator('#panel-fit svg.memory-chart line.capacity').count() >= 1, 'capacity lines');
+  const before = await page.textContent('#panel-fit table.verdicts');
+  await page.fill('#fit-batch', '64');
+  await page.waitForFunction((b) => document.querySelector('#panel-fit table.verdicts')?.textContent !== b, before, { timeout: 10000 });
+  expect(/fits|does not fit/.test(await page.textContent('#panel-fit table.verdicts')), 'verdicts');
+  await shot(page, 'fit');
+  await page.setInputFiles('#fit-config', { name: 'config.json', mimeType: 'application/json', buffer: Buffer.from('{not json') });
+  await page.waitForSelector('#panel-fit .notice.error');
+});
+
+test('MIG: build a layout by clicking, see validity and reason', async (page) => {
+  await open(page, '#/mig?gpu=a100-40gb-sxm4');
+  await page.waitForSelector('#panel-mig .mig-grid');
+  expect(await page.locator('#panel-mig .slot').count() === 8, 'A100 has 8 memory slices');
+  await page.click('#panel-mig button.profile[data-profile="3g.20gb"]');
+  expect(await page.getAttribute('#panel-mig button.profile[data-profile="3g.20gb"]', 'aria-pressed') === 'true', 'profile pressed');
+  await page.click('#panel-mig .slot[data-slot="4"]');
+  expect((await page.inputValue('#mig-layout')) === '3g.20gb@4', 'layout text follows the clicks');
+  if (!have('mig.check')) {
+    expect((await page.textContent('#panel-mig')).includes('not available in this build'), 'mig.check unavailable notice');
+    await shot(page, 'mig-unavailable');
+    return;
+  }
+  await page.waitForSelector('#panel-mig .mig-verdict .valid');
+  await page.click('#panel-mig .slot[data-slot="5"]');
+  await page.waitForSelector('#panel-mig .mig-verdict .invalid');
+  expect((await page.textContent('#panel-mig .mig-verdict')).length > 12, 'a reason is given');
+  await shot(page, 'mig-invalid');
+  await page.click('#panel-mig button.instance >> nth=1');
+  await page.waitForSelector('#panel-mig .mig-verdict .valid');
+  await shot(page, 'mig');
+  if (have('mig.pack')) {
+    const fleet = 'nodes:\n  - name: node-1\n    gpus:\n      - {target: a100-40gb-sxm4, count: 2}\n';
+    const reqs = 'requests:\n  - {name: chat, tenant: acme, count: 3, profile: 3g.20gb}\n';
+    await page.setInputFiles('#pack-fleet', { name: 'fleet.yaml', mimeType: 'text/yaml', buffer: Buffer.from(fleet) });
+    await page.setInputFiles('#pack-requests', { name: 'requests.yaml', mimeType: 'text/yaml', buffer: Buffer.from(reqs) });
+    await page.click('#panel-mig .pack-form button[type="submit"]');
+    await page.waitForSelector('#panel-mig .pack-summary', { timeout: 10000 });
+    expect((await page.textContent('#panel-mig .pack-summary')).includes('GPUs used'), 'pack summary');
+    const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#panel-mig button.download')]);
+    expect(dl.suggestedFilename() === 'mig-parted-config.yaml', 'download name');
+    await shot(page, 'mig-pack');
+  }
+});
+
+test('plan: offers and the recommended plan', async (page) => {
+  await open(page, '#/plan');
+  if (have('offers.list')) {
+    await page.waitForSelector('#panel-plan .offers table tbody tr');
+    await page.selectOption('#offers-gpu', 'a40');
+    await page.waitForFunction(() => [...document.querySelectorAll('#panel-plan .offers tbody tr')].every((r) => r.textContent.includes('a40')));
+  } else {
+    await page.waitForSelector('#panel-plan .offers .notice.unavailable');
+  }
+  if (!have('plan')) {
+    expect((await page.textContent('#panel-plan')).includes('not available in this build'), 'plan unavailable notice');
+    await shot(page, 'plan-unavailable');
+    return;
+  }
+  await page.click('#panel-plan form.workload button[type="submit"]');
+  await page.waitForSelector('#panel-plan .plan-results table.plans, #panel-plan .plan-results .notice', { timeout: 20000 });
+  await shot(page, 'plan');
+});
+
+test('every section says so when its command is missing', async (page) => {
+  await page.route('**/api/v1/health', (route) => route.fulfill({ status: 200, contentType: 'application/json',
+    body: JSON.stringify({ status: 'ok', commands: ['catalog.list', 'catalog.show'] }) }));
+  await page.route('**/api/v1/compare', (route) => route.fulfill({ status: 404, contentType: 'application/json',
+    body: JSON.stringify({ error: { code: 'unknown_command', message: "'compare' is not available in this build", field: 'command' } }) }));
+  for (const [section, sel] of [['fit', '#panel-fit'], ['mig', '#panel-mig'], ['plan', '#panel-plan'], ['compare', '#panel-compare']]) {
+    await open(page, `#/${section}`);
+    await page.waitForSelector(`${sel} .notice.unavailable`);
+    expect((await page.textContent(sel)).includes('not available in this build'), `${section} notice`);
+  }
+  await shot(page, 'unavailable-compare');
+});
+
+test('keyboard: tabs with arrows, focus visible, sort by keyboard', async (page) => {
+  await open(page, '#/catalog');
+  await page.focus('#tab-catalog');
+  await page.keyboard.press('ArrowRight');
+  await page.waitForFunction(() => document.querySelector('#tab-compare').getAttribute('aria-selected') === 'true');
+  expect(await page.evaluate(() => document.activeElement.id) === 'tab-compare', 'focus moves with the tab');
+  expect(await page.isHidden('#panel-catalog'), 'other panels hidden');
+  await page.keyboard.press('End');
+  await page.waitForFunction(() => document.querySelector('#tab-plan').getAttribute('aria-selected') === 'true');
+  await page.keyboard.press('Home');
+  await page.waitForFunction(() => document.querySelector('#tab-catalog').getAttribute('aria-selected') === 'true');
+  await page.focus('button.sort[data-key="tdp_w"]');
+  await page.keyboard.press('Enter');
+  expect(await page.evaluate(() => document.activeElement.dataset.key) === 'tdp_w', 'focus stays on the sort button');
+  const outline = await page.evaluate(() => getComputedStyle(document.activeElement, ':focus-visible').outlineStyle);
+  expect(outline !== 'none', 'a focus outline');
+});
+
+test('phone width: no sideways scrolling of the page', async (page) => {
+  await page.setViewportSize({ width: 390, height: 844 });
+  for (const hash of ['#/catalog', '#/gpu/h100-80gb-sxm5', '#/compare?gpu=a100-40gb-sxm4,a40', '#/fit', '#/mig', '#/plan']) {
+    await open(page, hash);
+    await page.waitForTimeout(300);
+    const over = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    expect(over <= 1, `${hash} is ${over}px wider than a phone`);
+    await shot(page, `phone-${hash.replace(/[^a-z0-9]+/gi, '-').replace(/^-|-$/g, '')}`);
+  }
+});
+
+let failed = 0;
+const started = Date.now();
+for (const t of tests) {
+  const page = await browser.newPage();
+  watch(page, t.name);
+  const before = problems.length;
+  try {
+    await t.fn(page);
+    if (problems.length > before) throw new Error(problems.slice(before).join('\n'));
+    console.log(`ok   ${t.name}`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${t.name}\n     ${e.message.split('\n').join('\n     ')}`);
+    await page.screenshot({ path: path.join(shotDir, `FAILED-${t.name.replace(/[^a-z0-9]+/gi, '-')}.png`), fullPage: true }).catch(() => {});
+  }
+  await page.close();
+}
+await browser.close();
+proc.kill('SIGTERM');
+rmSync(userDataDir, { recursive: true, force: true });
+console.log(`${tests.length - failed} of ${tests.length} browser tests passed in ${((Date.now() - started) / 1000).toFixed(1)} s; screenshots in ${shotDir}`);
+process.exit(failed ? 1 : 0);

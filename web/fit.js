@@ -1,0 +1,190 @@
+// Fit and speed: a zoo model or an uploaded config.json; task, formats, batch and context; a stacked
+// memory bar per target with its capacity line, the verdict, the largest batch and context, and the
+// speed when this build has `perf`. Recomputes (debounced) as the inputs change.
+import { add, api, bytes, clear, commands, debounce, el, errorBox, fmt, gpuList, gpuPicker, isUnavailable, liveStatus,
+  patternDefs, patternFill, readFile, seconds, svg, unavailable } from './ui.js';
+
+const COMPONENTS = [
+  ['weights_bytes', 'Weights'], ['kv_cache_bytes', 'KV cache'], ['activations_bytes', 'Activations'],
+  ['gradients_bytes', 'Gradients'], ['optimizer_bytes', 'Optimizer state'], ['adapter_bytes', 'Adapters'],
+  ['runtime_overhead_bytes', 'Runtime overhead'],
+];
+const FORMATS = ['fp32', 'bf16', 'fp16', 'fp8', 'int8', 'int4', 'int4-awq', 'int4-gptq', 'nf4', 'q4_k_m', 'q8_0'];
+
+let form, results, status, picker, uploaded = null, controller = null, haveFit = true, havePerf = false;
+
+export async function init(panel, r) {
+  const have = await commands();
+  haveFit = have.includes('fit');
+  havePerf = have.includes('perf');
+  add(panel, el('h2', { text: 'Will it fit, and how fast?' }));
+  if (!haveFit) {
+    add(panel, unavailable('Fit (the memory model, POST /api/v1/fit)'));
+    return;
+  }
+  const models = await api('/models');
+  const gpus = await gpuList();
+  status = liveStatus();
+  results = el('div', { class: 'fit-results' });
+  const modelSelect = el('select', { id: 'fit-model', name: 'model' },
+    (models.ok ? models.data.models : []).map((m) => el('option', { value: m.id, text: m.id, selected: m.id === 'llama-2-7b' })));
+  const file = el('input', { type: 'file', id: 'fit-config', accept: '.json,application/json' });
+  file.addEventListener('change', async () => {
+    const f = file.files[0];
+    if (!f) { uploaded = null; recompute(); return; }
+    try {
+      uploaded = { name: f.name, config: JSON.parse(await readFile(f)) };
+      status.textContent = `Using ${f.name}.`;
+    } catch (e) {
+      uploaded = null;
+      clear(results, errorBox({ message: `${f.name} is not valid JSON: ${e.message}`, field: 'config.json' }));
+      return;
+    }
+    recompute();
+  });
+  const num = (id, name, value, min, extra = {}) => el('input', { type: 'number', id, name, value, min, step: 1, inputmode: 'numeric', ...extra });
+  const fmtInput = (id, name, value) => el('input', { id, name, value, list: 'fit-formats', autocomplete: 'off' });
+  const initialGpu = r.params && r.params.get('gpu');
+  picker = gpuPicker({ id: 'fit-gpu', labelText: 'Targets', gpus, selected: initialGpu ? initialGpu.split(',') : ['a100-40gb-sxm4', 'a100-80gb-sxm4', 'h100-80gb-sxm5', 'l4'].filter((g) => gpus.some((x) => x.id === g)), onchange: () => recompute() });
+  form = el('form', { class: 'workload', 'aria-label': 'Workload', onsubmit: (e) => { e.preventDefault(); recompute.now(); } },
+    el('datalist', { id: 'fit-formats' }, FORMATS.map((f) => el('option', { value: f }))),
+    el('fieldset', {}, el('legend', { text: 'Model' }),
+      el('label', { for: 'fit-model', text: 'Zoo model ' }), modelSelect,
+      el('span', { class: 'or', text: ' or ' }),
+      el('label', { for: 'fit-config', text: 'your config.json ' }), file,
+      el('button', { type: 'button', text: 'Clear file', onclick: () => { file.value = ''; uploaded = null; recompute(); } })),
+    el('fieldset', {}, el('legend', { text: 'Workload' }),
+      el('label', {}, 'Task ', el('select', { id: 'fit-task', name: 'task' }, ['infer', 'train', 'lora', 'qlora'].map((t) => el('option', { value: t, text: t })))),
+      el('label', {}, 'Weights ', fmtInput('fit-weights', 'weights', 'bf16')),
+      el('label', {}, 'KV cache ', fmtInput('fit-kv', 'kv_cache', 'bf16')),
+      el('label', {}, 'Batch ', num('fit-batch', 'batch', 1, 1)),
+      el('label', {}, 'Context (tokens) ', num('fit-context', 'context', 4096, 1, { step: 256 }))),
+    havePerf ? el('fieldset', {}, el('legend', { text: 'Speed' }),
+      el('label', {}, 'Input tokens ', num('fit-in', 'input_tokens', 1024, 1)),
+      el('label', {}, 'Output tokens ', num('fit-out', 'output_tokens', 256, 1))) : null,
+    el('fieldset', {}, el('legend', { text: 'Targets' }), picker.node,
+      el('p', { class: 'hint', text: 'A count multiplies a target: h100-80gb-sxm5x8. MIG slices: a100-40gb-sxm4/3g.20gb.' })),
+    el('button', { type: 'submit', text: 'Compute now' }));
+  form.addEventListener('input', () => recompute());
+  form.addEventListener('change', (e) => { if (e.target !== file) recompute(); });
+  add(panel, el('p', { class: 'lead', text: 'Memory is counted line by line (weights, KV cache, activations, training state, runtime). The bar shows the total against what the device really offers.' }),
+    form, havePerf ? null : el('p', { class: 'notice', role: 'note', text: 'Speed (perf) is not available in this build; memory only.' }), status, results);
+  recompute.now();
+}
+
+function request() {
+  const v = (id) => form.querySelector(`#${id}`);
+  const req = {
+    model: uploaded ? uploaded.config : v('fit-model').value,
+    task: v('fit-task').value,
+    weights: v('fit-weights').value.trim() || undefined,
+    kv_cache: v('fit-kv').value.trim() || undefined,
+    batch: Number(v('fit-batch').value) || 1,
+    context: Number(v('fit-context').value) || 1,
+  };
+  const g = picker.get();
+  if (g.length) req.gpu = g;
+  if (req.task !== 'infer') delete req.kv_cache;
+  return req;
+}
+
+const recompute = Object.assign(debounce(() => run(), 300), { now: () => run() });
+
+async function run() {
+  if (controller) controller.abort();
+  controller = new AbortController();
+  const signal = controller.signal;
+  const req = request();
+  status.textContent = 'Computing…';
+  results.setAttribute('aria-busy', 'true');
+  const v = (id) => form.querySelector(`#${id}`);
+  const perfReq = havePerf ? { ...req, input_tokens: Number(v('fit-in').value) || 1, output_tokens: Number(v('fit-out').value) || 1 } : null;
+  const [fit, perf] = await Promise.all([api('/fit', req, { signal }), perfReq ? api('/perf', perfReq, { signal }) : null]);
+  if (signal.aborted) return;
+  results.removeAttribute('aria-busy');
+  if (isUnavailable(fit)) { clear(results, unavailable('Fit', fit.error)); status.textContent = ''; return; }
+  if (!fit.ok) { clear(results, errorBox(fit.error)); status.textContent = 'Not computed: see the error.'; return; }
+  const targets = fit.data.targets || [];
+  status.textContent = `${targets.filter((t) => t.fits).length} of ${targets.length} targets fit.`;
+  clear(results, ...render(fit.data, perf && perf.ok ? perf.data : null, perf && !perf.ok && !isUnavailable(perf) ? perf.error : null));
+}
+
+function render(d, perf, perfError) {
+  const out = [];
+  const m = d.model || {};
+  out.push(el('p', { class: 'model-line' }, el('strong', { text: m.id || 'model' }),
+    m.parameters ? ` · ${fmt(m.parameters / 1e9, 4)} B parameters` : '',
+    m.active_parameters && m.active_parameters !== m.parameters ? ` (${fmt(m.active_parameters / 1e9, 4)} B active)` : ''));
+  if (d.memory) {
+    out.push(el('div', { class: 'table-wrap' }, el('table', { class: 'data breakdown' },
+      el('caption', { text: 'Memory per device' }),
+      el('tbody', {}, COMPONENTS.filter(([k]) => typeof d.memory[k] === 'number' && d.memory[k] > 0).map(([k, name], i) => el('tr', {},
+        el('th', { scope: 'row' }, el('span', { class: `swatch comp-${i}`, 'aria-hidden': 'true' }), name),
+        el('td', { class: 'num', text: bytes(d.memory[k]) }),
+        el('td', { class: 'explain', text: (d.memory.explain || d.explain || {})[k.replace(/_bytes$/, '')] || '' }))),
+      el('tr', { class: 'total' }, el('th', { scope: 'row', text: 'Total' }), el('td', { class: 'num', text: bytes(d.memory.total_bytes) }), el('td'))))));
+  }
+  const targets = d.targets || [];
+  if (targets.length) out.push(el('h3', { text: 'Per target' }), memoryChart(d, targets));
+  const perfBy = new Map(((perf && perf.targets) || []).map((p) => [`${p.target}x${p.count || 1}`, p]));
+  out.push(el('div', { class: 'table-wrap' }, el('table', { class: 'data verdicts' },
+    el('caption', { text: 'Verdict per target' }),
+    el('thead', {}, el('tr', {}, ['Target', 'Verdict', 'Needs', 'Capacity', 'Headroom', 'Largest batch', 'Largest context',
+      ...(perf ? ['Time to first token', 'Per output token', 'Decode tokens/s', 'Bound'] : [])].map((h) => el('th', { scope: 'col', text: h })))),
+    el('tbody', {}, targets.map((t) => {
+      const p = perfBy.get(`${t.target}x${t.count || 1}`);
+      return el('tr', { class: t.fits ? 'fits' : 'nofit', 'data-target': t.target },
+        el('th', { scope: 'row' }, el('a', { href: `#/gpu/${t.target}`, text: t.target }), (t.count || 1) > 1 ? ` × ${t.count}` : ''),
+        el('td', { class: 'verdict' }, el('span', { class: t.fits ? 'ok' : 'bad', text: t.fits ? '✓ fits' : '✗ does not fit' })),
+        el('td', { class: 'num', text: bytes(t.total_bytes) }),
+        el('td', { class: 'num', text: bytes(t.capacity_bytes) }),
+        el('td', { class: 'num', text: bytes(t.headroom_bytes) }),
+        el('td', { class: 'num', text: fmt(t.max_batch) }),
+        el('td', { class: 'num', text: fmt(t.max_context) }),
+        perf ? [el('td', { class: 'num', text: p ? seconds(p.ttft_seconds) : '–' }), el('td', { class: 'num', text: p ? seconds(p.tpot_seconds) : '–' }),
+          el('td', { class: 'num', text: p ? fmt(p.decode_tokens_per_second) : '–' }), el('td', { text: p ? p.bound || '' : '' })] : null);
+    })))));
+  if (perfError) out.push(errorBox({ ...perfError, message: `Speed: ${perfError.message}` }));
+  return out;
+}
+
+// One stacked bar per target (same workload, so the same stack unless a target splits it) and a
+// vertical line at the target's capacity. Patterns and a legend tell the parts apart without colour.
+function memoryChart(d, targets) {
+  const left = 200, width = 760, right = 24, barH = 22, gap = 12;
+  const stackOf = (t) => t.memory || d.memory || {};
+  const max = Math.max(...targets.map((t) => Math.max(t.capacity_bytes || 0, t.total_bytes || stackOf(t).total_bytes || 0)), 1) * 1.05;
+  const scale = (v) => ((width - left - right) * v) / max;
+  const legendH = 30;
+  const body = [];
+  const used = COMPONENTS.filter(([k]) => targets.some((t) => (stackOf(t)[k] || 0) > 0));
+  used.forEach(([k, name], i) => {
+    const x = (i % 4) * 185;
+    const y = Math.floor(i / 4) * 18;
+    body.push(svg('rect', { x, y, width: 14, height: 12, fill: patternFill(i), class: `comp comp-${i}` }),
+      svg('text', { x: x + 18, y: y + 11, class: 'chart-label', text: name }));
+  });
+  const top = legendH + Math.floor((used.length - 1) / 4) * 18;
+  targets.forEach((t, row) => {
+    const y = top + row * (barH + gap);
+    let x = left;
+    body.push(svg('text', { x: left - 8, y: y + barH - 6, 'text-anchor': 'end', class: 'chart-label', text: `${t.target}${(t.count || 1) > 1 ? ` ×${t.count}` : ''}` }));
+    used.forEach(([k, name], i) => {
+      const v = stackOf(t)[k] || 0;
+      if (v <= 0) return;
+      const w = scale(v);
+      body.push(svg('rect', { x, y, width: Math.max(w, 0.5), height: barH, fill: patternFill(i), class: `comp comp-${i}` },
+        svg('title', { text: `${name}: ${bytes(v)}` })));
+      x += w;
+    });
+    if (t.capacity_bytes) {
+      const cx = left + scale(t.capacity_bytes);
+      body.push(svg('line', { x1: cx, x2: cx, y1: y - 4, y2: y + barH + 4, class: 'capacity' }, svg('title', { text: `capacity ${bytes(t.capacity_bytes)}` })));
+    }
+    body.push(svg('text', { x: Math.min(x + 6, width - 150), y: y + barH - 6, class: 'chart-value', text: `${t.fits ? '✓' : '✗'} ${bytes(t.total_bytes)} of ${bytes(t.capacity_bytes)}` }));
+  });
+  const h = top + targets.length * (barH + gap) + 10;
+  return el('figure', { class: 'chart-box' }, el('figcaption', { text: 'Memory needed per target; the thick vertical line is the capacity' }),
+    svg('svg', { viewBox: `0 0 ${width} ${h}`, class: 'chart memory-chart', role: 'img', 'aria-label': targets.map((t) => `${t.target}: ${t.fits ? 'fits' : 'does not fit'}, needs ${bytes(t.total_bytes)} of ${bytes(t.capacity_bytes)}`).join('; ') },
+      patternDefs(), ...body));
+}

@@ -1,0 +1,200 @@
+// MIG: a diagram of a GPU's memory and compute slices. Pick a profile, click a start slot to place
+// it (or type a layout), and see at once from /mig/check whether the driver would accept it and why.
+// Pack a fleet from uploaded fleet and requests files and download the mig-parted config.
+import { add, api, clear, commands, download, el, errorBox, fmt, gpuList, isUnavailable, liveStatus, readFile, unavailable } from './ui.js';
+
+let gpuSelect, table = null, gpuId = '', instances = [], chosen = null;
+let palette, diagram, layoutInput, verdict, status, haveCheck = false, checkSeq = 0;
+
+export async function init(panel, r) {
+  const have = await commands();
+  haveCheck = have.includes('mig.check');
+  const gpus = (await gpuList()).filter((g) => g.mig && !g.mig_profile);
+  status = liveStatus();
+  gpuSelect = el('select', { id: 'mig-gpu', onchange: () => load(gpuSelect.value) }, gpus.map((g) => el('option', { value: g.id, text: g.name })));
+  palette = el('div', { class: 'palette', role: 'group', 'aria-label': 'Profiles: choose one, then a start slot' });
+  diagram = el('div', { class: 'mig-diagram' });
+  layoutInput = el('input', { id: 'mig-layout', autocomplete: 'off', spellcheck: 'false', placeholder: '3g.20gb@4,2g.10gb@0,1g.5gb' });
+  layoutInput.addEventListener('change', () => { instances = parseLayout(layoutInput.value); draw(); check(); });
+  verdict = el('div', { class: 'mig-verdict', role: 'status', 'aria-live': 'polite' });
+  add(panel, 
+    el('h2', { text: 'Share a GPU with MIG' }),
+    el('p', { class: 'lead', text: 'A MIG instance takes whole memory slices at a start slot the driver allows, and a number of compute slices. Choose a profile, then a start slot; select a placed instance to remove it.' }),
+    el('p', {}, el('label', { for: 'mig-gpu', text: 'GPU ' }), gpuSelect),
+    palette, diagram,
+    el('p', {}, el('label', { for: 'mig-layout', text: 'Layout ' }), layoutInput, ' ',
+      el('button', { type: 'button', text: 'Check', onclick: () => { instances = parseLayout(layoutInput.value); draw(); check(); } }), ' ',
+      el('button', { type: 'button', text: 'Clear', onclick: () => { instances = []; draw(); check(); } })),
+    haveCheck ? verdict : unavailable('Checking a layout (POST /api/v1/mig/check)'),
+    status,
+    packSection(have.includes('mig.pack')));
+  const initial = r.params && r.params.get('gpu');
+  if (initial && gpus.some((g) => g.id === initial)) gpuSelect.value = initial;
+  if (gpus.length) await load(gpuSelect.value);
+  else clear(diagram, el('p', { text: 'No MIG-capable GPU in this catalog.' }));
+}
+
+export async function route(panel, r) {
+  const g = r.params && r.params.get('gpu');
+  if (g && g !== gpuId && [...gpuSelect.options].some((o) => o.value === g)) {
+    gpuSelect.value = g;
+    await load(g);
+  }
+}
+
+async function load(id) {
+  gpuId = id;
+  const r = await api(`/gpus/${encodeURIComponent(id)}`);
+  if (!r.ok || !r.data.mig) { clear(diagram, errorBox(r.error || { message: `${id} has no MIG table` })); return; }
+  table = r.data.mig;
+  instances = [];
+  chosen = null;
+  clear(palette, el('span', { class: 'palette-label', text: 'Profile: ' }), table.profiles.map((p) => el('button', {
+    type: 'button', class: 'profile', 'aria-pressed': 'false', 'data-profile': p.name,
+    title: `${p.memory_mib} MiB, ${p.compute_slices} compute slices, ${p.sm_count} SMs; starts ${(p.placements || []).map((x) => x.start).join(', ')}`,
+    onclick: (e) => {
+      chosen = chosen === p.name ? null : p.name;
+      for (const b of palette.querySelectorAll('button.profile')) b.setAttribute('aria-pressed', String(b.dataset.profile === chosen));
+      draw();
+      status.textContent = chosen ? `${chosen} chosen: select a highlighted start slot.` : 'No profile chosen.';
+      e.currentTarget.focus();
+    },
+  }, p.name)));
+  draw();
+  check();
+}
+
+function profile(name) { return table && table.profiles.find((p) => p.name === name); }
+
+function parseLayout(text) {
+  return text.split(',').map((s) => s.trim()).filter(Boolean).map((s) => {
+    const [name, at] = s.split('@');
+    return { profile: name.trim(), start: at === undefined || at.trim() === '' ? null : Number(at) };
+  });
+}
+
+function layoutText() {
+  return instances.map((i) => (i.start === null ? i.profile : `${i.profile}@${i.start}`)).join(',');
+}
+
+function draw() {
+  if (!table) return;
+  layoutInput.value = layoutText();
+  const n = table.memory_slices;
+  const p = chosen ? profile(chosen) : null;
+  const starts = new Set(p ? (p.placements || []).map((x) => x.start) : []);
+  const occupied = new Set();
+  for (const i of instances) {
+    const q = profile(i.profile);
+    if (q && i.start !== null) for (let s = i.start; s < i.start + q.memory_slices; ++s) occupied.add(s);
+  }
+  const grid = el('div', { class: 'mig-grid', role: 'group', 'aria-label': `${gpuId}: ${n} memory slices` });
+  grid.style.gridTemplateColumns = `repeat(${n}, minmax(0, 1fr))`;
+  // Row 1: the placed instances, each spanning its memory slices.
+  instances.forEach((inst, idx) => {
+    const q = profile(inst.profile);
+    const size = q ? q.memory_slices : 1;
+    const b = el('button', { type: 'button', class: `instance inst-${idx % 8}${inst.start === null ? ' unplaced' : ''}`,
+      'aria-label': `Remove ${inst.profile}${inst.start === null ? ' (no start slot yet)' : ` at slot ${inst.start}`}`,
+      onclick: () => { instances.splice(idx, 1); draw(); check(); } },
+    el('span', { class: 'inst-name', text: inst.profile }),
+    el('span', { class: 'inst-detail', text: q ? `${q.compute_slices}/${table.compute_slices} compute · ${fmt(q.memory_mib / 1024, 3)} GiB` : 'unknown profile' }));
+    b.style.gridRow = String(1 + (inst.start === null ? 1 : 0));
+    b.style.gridColumn = inst.start === null ? `1 / span ${Math.min(size, n)}` : `${inst.start + 1} / span ${Math.min(size, n - inst.start)}`;
+    grid.append(b);
+  });
+  // Row 3: the start slots.
+  for (let s = 0; s < n; ++s) {
+    const allowed = p && starts.has(s);
+    const b = el('button', { type: 'button', class: `slot${allowed ? ' allowed' : ''}${occupied.has(s) ? ' used' : ''}`,
+      'aria-label': `Memory slice ${s}${occupied.has(s) ? ', in use' : ''}${p ? (allowed ? `: place ${p.name} here` : `: ${p.name} cannot start here`) : ''}`,
+      'data-slot': s, disabled: !p ? true : undefined,
+      onclick: () => { instances.push({ profile: p.name, start: s }); draw(); check(); } },
+    el('span', { text: `slice ${s}` }), allowed ? el('span', { class: 'slot-mark', 'aria-hidden': 'true', text: ' ◆' }) : null);
+    b.style.gridRow = '3';
+    b.style.gridColumn = `${s + 1}`;
+    grid.append(b);
+  }
+  const usedCompute = instances.reduce((a, i) => a + ((profile(i.profile) || {}).compute_slices || 0), 0);
+  const compute = el('div', { class: 'compute-row', 'aria-label': `Compute slices used: ${usedCompute} of ${table.compute_slices}` });
+  compute.style.gridTemplateColumns = `repeat(${table.compute_slices}, minmax(0, 1fr))`;
+  for (let c = 0; c < table.compute_slices; ++c) compute.append(el('span', { class: `cslice${c < usedCompute ? ' on' : ''}`, text: c < usedCompute ? '■' : '□' }));
+  clear(diagram,
+    el('p', { class: 'mig-summary', text: `${gpuId}: ${n} memory slices, ${table.compute_slices} compute slices, at most ${table.max_instances} instances.` }),
+    grid,
+    el('p', { class: 'compute-label', text: `Compute slices used: ${usedCompute} of ${table.compute_slices}` }), compute);
+}
+
+async function check() {
+  if (!haveCheck || !table) return;
+  const seq = ++checkSeq;
+  if (instances.length === 0) { clear(verdict, el('p', { text: 'Empty layout: choose a profile and a start slot.' })); return; }
+  const r = await api('/mig/check', { gpu: gpuId, layout: layoutText() });
+  if (seq !== checkSeq) return;
+  if (isUnavailable(r)) { clear(verdict, unavailable('Checking a layout', r.error)); return; }
+  if (!r.ok) {
+    clear(verdict, el('p', { class: 'invalid' }, el('strong', { text: '✗ Invalid: ' }), r.error.message));
+    return;
+  }
+  const d = r.data;
+  // Show where the checker placed the instances that had no start slot.
+  if (d.valid && Array.isArray(d.placements) && d.placements.length === instances.length && instances.some((i) => i.start === null)) {
+    instances = d.placements.map((p) => ({ profile: p.profile, start: p.start }));
+    draw();
+  }
+  clear(verdict,
+    d.valid ? el('p', { class: 'valid' }, el('strong', { text: '✓ Valid.' }), ' The driver accepts this layout.',
+      d.stranded ? ` Left unused: ${d.stranded.memory_slices} memory and ${d.stranded.compute_slices} compute slices.` : '')
+      : el('p', { class: 'invalid' }, el('strong', { text: '✗ Invalid: ' }), d.reason || 'the driver would refuse it', d.rule ? el('span', { class: 'muted', text: ` (rule: ${d.rule})` }) : null),
+    d.valid && d.commands && d.commands.length ? [el('p', { text: 'Create it with:' }), el('pre', { class: 'commands' }, el('code', { text: d.commands.join('\n') }))] : null);
+}
+
+function packSection(havePack) {
+  const box = el('section', { class: 'pack', 'aria-labelledby': 'pack-h' }, el('h3', { id: 'pack-h', text: 'Pack a fleet' }));
+  if (!havePack) { add(box, unavailable('Packing (POST /api/v1/mig/pack)')); return box; }
+  const fleet = el('input', { type: 'file', id: 'pack-fleet', accept: '.yaml,.yml,.json' });
+  const reqs = el('input', { type: 'file', id: 'pack-requests', accept: '.yaml,.yml,.json' });
+  const keep = el('input', { type: 'checkbox', id: 'pack-keep' });
+  const out = el('div', { class: 'pack-results', 'aria-live': 'polite' });
+  const run = async () => {
+    if (!fleet.files[0] || !reqs.files[0]) { clear(out, el('p', { text: 'Choose a fleet file and a requests file.' })); return; }
+    clear(out, el('p', { class: 'status', text: 'Packing…' }));
+    const body = { fleet: await readFile(fleet.files[0]), requests: await readFile(reqs.files[0]),
+      fleet_file: fleet.files[0].name, requests_file: reqs.files[0].name, keep_existing: keep.checked, export: 'mig-parted' };
+    const r = await api('/mig/pack', body);
+    if (isUnavailable(r)) { clear(out, unavailable('Packing', r.error)); return; }
+    if (!r.ok) { clear(out, errorBox(r.error)); return; }
+    clear(out, ...packResult(r.data));
+  };
+  add(box, 
+    el('p', { text: 'The fleet file lists nodes and their GPUs (and the instances that exist); the requests file lists what tenants need. Both are read here in the browser and sent inline; nothing is stored.' }),
+    el('form', { class: 'pack-form', onsubmit: (e) => { e.preventDefault(); run(); } },
+      el('label', { for: 'pack-fleet', text: 'Fleet file ' }), fleet, ' ',
+      el('label', { for: 'pack-requests', text: 'Requests file ' }), reqs, ' ',
+      el('label', { class: 'check' }, keep, ' Keep busy instances where they are'), ' ',
+      el('button', { type: 'submit', text: 'Pack' })),
+    out);
+  return box;
+}
+
+function packResult(d) {
+  const out = [el('p', { class: 'pack-summary' }, el('strong', { text: `${fmt(d.gpus_used)} GPUs used` }),
+    d.lower_bound !== undefined ? ` (lower bound ${fmt(d.lower_bound)})` : '',
+    d.stranded ? `; stranded ${fmt(d.stranded.memory_slices)} memory and ${fmt(d.stranded.compute_slices)} compute slices` : '')];
+  if (d.export && d.export.text) {
+    out.push(el('p', {}, el('button', { type: 'button', class: 'download', text: 'Download the mig-parted config',
+      onclick: () => download('mig-parted-config.yaml', d.export.text, 'application/yaml') })));
+  }
+  out.push(el('div', { class: 'table-wrap' }, el('table', { class: 'data pack-table' },
+    el('caption', { text: 'Layout of every GPU' }),
+    el('thead', {}, el('tr', {}, ['Node', 'GPU', 'Target', 'Layout (profile@start: request)'].map((h) => el('th', { scope: 'col', text: h })))),
+    el('tbody', {}, (d.gpus || []).map((g) => el('tr', {},
+      el('th', { scope: 'row', text: g.node }), el('td', { class: 'num', text: fmt(g.index) }), el('td', { text: g.target }),
+      el('td', {}, (g.layout || []).length ? el('ul', { class: 'plain' }, g.layout.map((i) => el('li', {},
+        el('code', { text: `${i.profile}@${i.start}` }), i.request ? `: ${i.request}` : '', i.busy ? ' (busy)' : '', i.existing ? ' (existing)' : '')))
+        : el('span', { class: 'muted', text: 'empty' }))))))));
+  if ((d.unplaced || []).length) {
+    out.push(el('h4', { text: 'Not placed' }), el('ul', {}, d.unplaced.map((u) => el('li', { text: `${u.request} × ${u.count}: ${u.reason}` }))));
+  }
+  return out;
+}

@@ -1,0 +1,177 @@
+// Plan: where to rent it. Offers (the shipped snapshot or an uploaded file), the recommended plan
+// with its reasons, every plan considered, and a chart of cost against time.
+import { add, api, clear, commands, el, errorBox, fmt, gpuList, isUnavailable, liveStatus, patternDefs, readFile, seconds, sortableTable, svg, unavailable } from './ui.js';
+
+let form, out, status, offersText = null, offersName = '';
+
+export async function init(panel) {
+  const have = await commands();
+  add(panel, el('h2', { text: 'Where to rent it' }), offersSection(have.includes('offers.list')), el('h3', { text: 'Plan' }));
+  if (!have.includes('plan')) {
+    add(panel, unavailable('Plan (POST /api/v1/plan)'));
+    return;
+  }
+  const models = await api('/models');
+  status = liveStatus();
+  out = el('div', { class: 'plan-results' });
+  const num = (id, name, value, extra = {}) => el('input', { type: 'number', id, name, value, min: 0, step: 'any', ...extra });
+  const offers = el('input', { type: 'file', id: 'plan-offers', accept: '.csv,.json,.yaml,.yml' });
+  offers.addEventListener('change', async () => {
+    const f = offers.files[0];
+    offersText = f ? await readFile(f) : null;
+    offersName = f ? f.name : '';
+    status.textContent = f ? `Using offers from ${f.name}.` : 'Using the shipped offers.';
+  });
+  const goal = el('select', { id: 'plan-goal', name: 'goal' }, el('option', { value: 'serve', text: 'serve requests' }), el('option', { value: 'train', text: 'train or fine-tune' }));
+  const serve = el('fieldset', { class: 'goal-serve' }, el('legend', { text: 'Serving goal' }),
+    el('label', {}, 'Requests/s ', num('plan-rate', 'rate', 5)),
+    el('label', {}, 'Input tokens ', num('plan-in', 'input_tokens', 1024)),
+    el('label', {}, 'Output tokens ', num('plan-out', 'output_tokens', 256)),
+    el('label', {}, 'First-token target (s) ', num('plan-ttft', 'ttft_slo', '')),
+    el('label', {}, 'Per-token target (s) ', num('plan-tpot', 'tpot_slo', '')));
+  const train = el('fieldset', { class: 'goal-train', hidden: true }, el('legend', { text: 'Training goal' }),
+    el('label', {}, 'Tokens to train on ', num('plan-train', 'train_tokens', 1e9)),
+    el('label', {}, 'Deadline ', el('input', { id: 'plan-deadline', name: 'deadline', placeholder: 'e.g. 24h' })),
+    el('label', {}, 'Budget ', num('plan-budget', 'budget', '')));
+  goal.addEventListener('change', () => { serve.hidden = goal.value !== 'serve'; train.hidden = goal.value === 'serve'; });
+  form = el('form', { class: 'workload', 'aria-label': 'Plan request', onsubmit: (e) => { e.preventDefault(); run(); } },
+    el('fieldset', {}, el('legend', { text: 'Workload' }),
+      el('label', {}, 'Model ', el('select', { id: 'plan-model', name: 'model' }, (models.ok ? models.data.models : []).map((m) => el('option', { value: m.id, text: m.id, selected: m.id === 'llama-2-7b' })))),
+      el('label', {}, 'Weights ', el('input', { id: 'plan-weights', name: 'weights', value: 'bf16' })),
+      el('label', {}, 'Goal ', goal)),
+    serve, train,
+    el('fieldset', {}, el('legend', { text: 'Offers' }),
+      el('label', { for: 'plan-offers', text: 'Offers file (default: the shipped snapshot) ' }), offers,
+      el('label', {}, 'Objective ', el('select', { id: 'plan-objective', name: 'objective' }, el('option', { value: 'cost', text: 'lowest cost' }), el('option', { value: 'time', text: 'shortest time' }))),
+      el('label', { class: 'check' }, el('input', { type: 'checkbox', id: 'plan-spot', name: 'spot' }), ' Allow spot'),
+      el('label', {}, 'Show ', num('plan-top', 'top', 10, { step: 1, min: 1 }), ' plans')),
+    el('button', { type: 'submit', text: 'Plan' }));
+  add(panel, el('p', { class: 'lead', text: 'For each offer gpuplan sizes the deployment (count, tensor and pipeline degree, replicas, batch), keeps what meets the goal and ranks by cost or time. Every rejected offer says why.' }), form, status, out);
+}
+
+function request() {
+  const v = (id) => form.querySelector(`#${id}`).value.trim();
+  const n = (id) => (v(id) === '' ? undefined : Number(v(id)));
+  const req = { model: v('plan-model'), weights: v('plan-weights') || undefined, objective: v('plan-objective'), top: n('plan-top') };
+  if (form.querySelector('#plan-spot').checked) req.spot = true;
+  if (v('plan-goal') === 'serve') Object.assign(req, { rate: n('plan-rate'), input_tokens: n('plan-in'), output_tokens: n('plan-out'), ttft_slo: n('plan-ttft'), tpot_slo: n('plan-tpot') });
+  else Object.assign(req, { task: 'train', train_tokens: n('plan-train'), deadline: v('plan-deadline') || undefined, budget: n('plan-budget') });
+  if (offersText !== null) req.offers = [{ name: offersName, text: offersText }];
+  for (const k of Object.keys(req)) if (req[k] === undefined) delete req[k];
+  return req;
+}
+
+async function run() {
+  status.textContent = 'Planning…';
+  const r = await api('/plan', request());
+  if (isUnavailable(r)) { clear(out, unavailable('Plan', r.error)); status.textContent = ''; return; }
+  if (!r.ok) { clear(out, errorBox(r.error)); status.textContent = 'No plan: see the error.'; return; }
+  const plans = r.data.plans || [];
+  status.textContent = `${plans.length} plans.`;
+  clear(out, ...render(r.data));
+}
+
+const money = (v) => (typeof v === 'number' ? `$${fmt(v, 4)}` : '–');
+
+function render(d) {
+  const plans = d.plans || [];
+  const best = plans.find((p) => p.meets_goal !== false);
+  const res = [];
+  if (best) {
+    res.push(el('section', { class: 'recommended', 'aria-label': 'Recommended plan' },
+      el('h3', { text: 'Recommended' }),
+      el('p', {}, el('strong', { text: `${best.provider || ''} ${best.offer || ''}`.trim() }), best.region ? ` in ${best.region}` : '', `: ${best.gpus || 1} × ${best.target}`,
+        best.tp ? `, tensor parallel ${best.tp}` : '', best.pp > 1 ? `, pipeline ${best.pp}` : '', best.replicas ? `, ${best.replicas} replica(s)` : '', best.batch ? `, batch ${best.batch}` : ''),
+      el('ul', {},
+        el('li', { text: `Cost: ${money(best.cost_per_hour)} per hour${typeof best.cost_total === 'number' ? `, ${money(best.cost_total)} in total` : ''}${typeof best.cost_per_million_tokens === 'number' ? `, ${money(best.cost_per_million_tokens)} per million tokens` : ''}` }),
+        typeof best.seconds_total === 'number' ? el('li', { text: `Time: ${seconds(best.seconds_total)}` }) : null,
+        best.reason ? el('li', { text: `Why: ${best.reason}` }) : null)));
+  } else {
+    res.push(el('p', { class: 'notice', text: 'No offer meets the goal; the table says why for each.' }));
+  }
+  res.push(costTimeChart(plans, d.pareto || []));
+  res.push(el('div', { class: 'table-wrap' }, el('table', { class: 'data plans' },
+    el('caption', { text: 'Plans considered' }),
+    el('thead', {}, el('tr', {}, ['Offer', 'Provider', 'Region', 'Target', 'GPUs', 'TP', 'PP', 'Replicas', 'Batch', 'Per hour', 'Total', 'Per M tokens', 'Time', 'Meets goal', 'Reason'].map((h) => el('th', { scope: 'col', text: h })))),
+    el('tbody', {}, plans.map((p) => el('tr', {},
+      el('th', { scope: 'row', text: p.offer || '' }), el('td', { text: p.provider || '' }), el('td', { text: p.region || '' }), el('td', { text: p.target || '' }),
+      ['gpus', 'tp', 'pp', 'replicas', 'batch'].map((k) => el('td', { class: 'num', text: fmt(p[k]) })),
+      el('td', { class: 'num', text: money(p.cost_per_hour) }), el('td', { class: 'num', text: money(p.cost_total) }), el('td', { class: 'num', text: money(p.cost_per_million_tokens) }),
+      el('td', { class: 'num', text: seconds(p.seconds_total) }),
+      el('td', { text: p.meets_goal === false ? '✗ no' : '✓ yes' }), el('td', { text: p.reason || '' })))))));
+  return res;
+}
+
+// Cost (y) against time (x), one marker per plan; the Pareto front joined by a line. Markers differ by
+// shape (met goal: filled circle; missed: hollow square), so the chart reads without colour.
+function costTimeChart(plans, pareto) {
+  const pts = plans.filter((p) => typeof p.seconds_total === 'number' && typeof (p.cost_total ?? p.cost_per_hour) === 'number')
+    .map((p) => ({ p, x: p.seconds_total, y: p.cost_total ?? p.cost_per_hour }));
+  if (pts.length === 0) return el('p', { class: 'muted', text: 'No time figures in these plans, so no cost-against-time chart.' });
+  const W = 720, H = 360, L = 80, R = 20, T = 20, B = 50;
+  const xmax = Math.max(...pts.map((q) => q.x)) * 1.05, ymax = Math.max(...pts.map((q) => q.y)) * 1.05;
+  const sx = (x) => L + ((W - L - R) * x) / xmax, sy = (y) => H - B - ((H - T - B) * y) / ymax;
+  const body = [svg('line', { x1: L, y1: H - B, x2: W - R, y2: H - B, class: 'axis' }), svg('line', { x1: L, y1: T, x2: L, y2: H - B, class: 'axis' }),
+    svg('text', { x: (L + W) / 2, y: H - 10, 'text-anchor': 'middle', class: 'chart-label', text: 'time to finish' }),
+    svg('text', { x: 14, y: (T + H - B) / 2, class: 'chart-label', transform: `rotate(-90 14 ${(T + H - B) / 2})`, 'text-anchor': 'middle', text: 'cost ($)' })];
+  for (let i = 0; i <= 4; ++i) {
+    body.push(svg('text', { x: sx((xmax * i) / 4), y: H - B + 16, 'text-anchor': 'middle', class: 'tick', text: seconds((xmax * i) / 4) }),
+      svg('text', { x: L - 6, y: sy((ymax * i) / 4) + 4, 'text-anchor': 'end', class: 'tick', text: fmt((ymax * i) / 4, 3) }));
+  }
+  const front = (pareto.length ? pareto : []).filter((p) => typeof p.seconds_total === 'number').map((p) => ({ x: p.seconds_total, y: p.cost_total ?? p.cost_per_hour })).sort((a, b) => a.x - b.x);
+  if (front.length > 1) body.push(svg('polyline', { points: front.map((q) => `${sx(q.x)},${sy(q.y)}`).join(' '), class: 'pareto' }));
+  for (const q of pts) {
+    const title = svg('title', { text: `${q.p.offer || q.p.target}: ${seconds(q.x)}, $${fmt(q.y)}${q.p.meets_goal === false ? ' (misses the goal)' : ''}` });
+    body.push(q.p.meets_goal === false
+      ? svg('rect', { x: sx(q.x) - 4, y: sy(q.y) - 4, width: 8, height: 8, class: 'pt miss' }, title)
+      : svg('circle', { cx: sx(q.x), cy: sy(q.y), r: 5, class: 'pt meet' }, title));
+  }
+  return el('figure', { class: 'chart-box' }, el('figcaption', { text: 'Cost against time: circles meet the goal, squares miss it; the line is the Pareto front' }),
+    svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img', 'aria-label': `Cost against time for ${pts.length} plans` }, patternDefs(), ...body));
+}
+
+// The offers gpuplan plans over: the shipped snapshot (or the server's --offers file), filterable.
+function offersSection(haveOffers) {
+  const box = el('section', { class: 'offers', 'aria-labelledby': 'offers-h' }, el('h3', { id: 'offers-h', text: 'Offers' }));
+  if (!haveOffers) return add(box, unavailable('The offers list (GET /api/v1/offers)'));
+  const gpuSel = el('select', { id: 'offers-gpu' }, el('option', { value: '', text: 'any GPU' }));
+  const spot = el('input', { type: 'checkbox', id: 'offers-spot' });
+  const provider = el('input', { id: 'offers-provider', placeholder: 'e.g. lambda', autocomplete: 'off' });
+  const st = liveStatus();
+  const tableBox = el('div', { class: 'table-wrap' });
+  let seq = 0;
+  const load = async () => {
+    const mine = ++seq;
+    const q = new URLSearchParams();
+    if (gpuSel.value) q.set('gpu', gpuSel.value);
+    if (spot.checked) q.set('spot', 'true');
+    if (provider.value.trim()) q.set('provider', provider.value.trim());
+    st.textContent = 'Loading offers…';
+    const r = await api(`/offers?${q}`);
+    if (mine !== seq) return;
+    if (!r.ok) { clear(tableBox, errorBox(r.error)); st.textContent = ''; return; }
+    const rows = r.data.offers || [];
+    st.textContent = `${rows.length} offers${r.data.now ? ` (prices as captured; today ${r.data.now})` : ''}.`;
+    clear(tableBox, sortableTable([
+      { key: 'provider', label: 'Provider' }, { key: 'region', label: 'Region' }, { key: 'name', label: 'Offer' },
+      { key: 'target', label: 'GPU', render: (o) => el('a', { href: `#/gpu/${o.target}`, text: o.target }) },
+      { key: 'gpus', label: 'GPUs', num: true },
+      { key: 'price_hour', label: 'Per hour ($)', num: true },
+      { key: 'price_per_gpu_hour', label: 'Per GPU-hour ($)', num: true },
+      { key: 'spot_price_hour', label: 'Spot per hour ($)', num: true },
+      { key: 'captured_at', label: 'Captured', render: (o) => `${o.captured_at || ''}${o.stale ? ' (stale)' : ''}` },
+    ], rows.slice(0, 200), { caption: 'Offers, cheapest per GPU-hour first (200 at most shown)', sortKey: 'price_per_gpu_hour' }));
+  };
+  gpuList().then((gpus) => {
+    for (const g of gpus.filter((x) => !x.mig_profile)) gpuSel.append(el('option', { value: g.id, text: g.name }));
+  });
+  gpuSel.addEventListener('change', load);
+  spot.addEventListener('change', load);
+  provider.addEventListener('change', load);
+  add(box, el('form', { class: 'filters', 'aria-label': 'Filter offers', onsubmit: (e) => { e.preventDefault(); load(); } },
+    el('label', { for: 'offers-gpu', text: 'GPU ' }), gpuSel,
+    el('label', { for: 'offers-provider', text: 'Provider ' }), provider,
+    el('label', { class: 'check' }, spot, ' Spot prices')), st, tableBox);
+  load();
+  return box;
+}

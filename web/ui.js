@@ -1,0 +1,295 @@
+// Small helpers shared by the sections: DOM building, the API client, number formatting, SVG charts.
+// Plain ES modules, no build step, nothing fetched from anywhere but this server.
+
+export const SVG_NS = 'http://www.w3.org/2000/svg';
+
+// el('div', {class: 'x', onclick: f}, child, 'text', [more children])
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  setAttrs(node, attrs);
+  append(node, children);
+  return node;
+}
+
+export function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG_NS, tag);
+  setAttrs(node, attrs);
+  append(node, children);
+  return node;
+}
+
+function setAttrs(node, attrs) {
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on') && typeof v === 'function') node.addEventListener(k.slice(2), v);
+    else if (k === 'text') node.textContent = v;
+    else node.setAttribute(k, v === true ? '' : String(v));
+  }
+}
+
+function append(node, children) {
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null || c === false) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+}
+
+// Appends children, skipping null, undefined and false (DOM append would print them).
+export function add(node, ...children) {
+  append(node, children);
+  return node;
+}
+
+export function clear(node, ...children) {
+  node.replaceChildren();
+  append(node, children);
+  return node;
+}
+
+// The API. Resolves to {ok, status, data, error}; never throws.
+export async function api(path, body, opts = {}) {
+  const init = { headers: { Accept: 'application/json' }, signal: opts.signal };
+  if (body !== undefined) {
+    init.method = 'POST';
+    init.headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch('/api/v1' + path, init);
+  } catch (e) {
+    if (e && e.name === 'AbortError') return { ok: false, aborted: true, status: 0, error: { code: 'aborted', message: 'cancelled' } };
+    return { ok: false, status: 0, error: { code: 'network', message: 'the server did not answer: ' + e.message } };
+  }
+  let data = null;
+  try {
+    data = await res.json();
+  } catch {
+    data = { error: { code: 'bad_response', message: `HTTP ${res.status} without a JSON body` } };
+  }
+  return { ok: res.ok, status: res.status, data, error: res.ok ? null : (data && data.error) || { code: 'http', message: `HTTP ${res.status}` } };
+}
+
+let health = null;
+export async function commands() {
+  if (!health) health = api('/health');
+  const r = await health;
+  return r.ok ? r.data.commands : [];
+}
+
+// "Not available in this build": for a command the server does not have (404 unknown_command).
+export function unavailable(what, error) {
+  return el('div', { class: 'notice unavailable', role: 'status' },
+    el('strong', { text: `${what} is not available in this build.` }), ' ',
+    (error && error.message) || 'This gpuplan binary was built without it; the other sections work.');
+}
+
+export function errorBox(error) {
+  if (!error) return null;
+  return el('div', { class: 'notice error', role: 'alert' },
+    el('strong', { text: 'Error: ' }), error.message || String(error),
+    error.field ? el('span', { class: 'field', text: ` (field: ${error.field})` }) : null);
+}
+
+export function isUnavailable(r) {
+  return r && r.status === 404 && r.error && r.error.code === 'unknown_command';
+}
+
+export function debounce(fn, ms) {
+  let t = null;
+  return (...args) => {
+    clearTimeout(t);
+    t = setTimeout(() => fn(...args), ms);
+  };
+}
+
+export function fmt(v, digits = 4) {
+  if (v === null || v === undefined || v === '') return '–';
+  if (typeof v === 'boolean') return v ? 'yes' : 'no';
+  if (typeof v !== 'number') return String(v);
+  if (!Number.isFinite(v)) return String(v);
+  if (Number.isInteger(v) && Math.abs(v) < 1e15) return v.toLocaleString('en-US');
+  const a = Math.abs(v);
+  if (a !== 0 && (a < 1e-3 || a >= 1e9)) return v.toExponential(2);
+  return Number(v.toPrecision(digits)).toLocaleString('en-US', { maximumFractionDigits: 6 });
+}
+
+const GiB = 1024 ** 3;
+export function bytes(v) {
+  if (typeof v !== 'number') return '–';
+  if (Math.abs(v) >= GiB / 10) return `${fmt(v / GiB, 3)} GiB`;
+  return `${fmt(v / 1024 ** 2, 3)} MiB`;
+}
+
+export function seconds(v) {
+  if (typeof v !== 'number') return '–';
+  if (v < 1) return `${fmt(v * 1000, 3)} ms`;
+  if (v < 120) return `${fmt(v, 3)} s`;
+  if (v < 7200) return `${fmt(v / 60, 3)} min`;
+  if (v < 172800) return `${fmt(v / 3600, 3)} h`;
+  return `${fmt(v / 86400, 3)} days`;
+}
+
+// The unit of a spec key from its name (the catalog's naming contract: units are in key names).
+export function unitOf(key) {
+  const units = [['_gbps_per_w', 'GB/s per W'], ['_tflops_per_w', 'TFLOPS per W'], ['_gb_per_w', 'GB per W'], ['_per_w', 'per W'],
+    ['_flop_per_byte', 'FLOP/B'], ['_gbps', 'GB/s'], ['_tflops', 'TFLOPS'], ['_tops', 'TOPS'], ['_gb', 'GB'], ['_mib', 'MiB'],
+    ['_w', 'W'], ['_mhz', 'MHz'], ['_mb', 'MB'], ['_bits', 'bit']];
+  for (const [suffix, unit] of units) if (key.endsWith(suffix)) return unit;
+  return '';
+}
+
+export function label(key) {
+  return key.replace(/_sparse$/, ' (sparse)').replace(/_/g, ' ');
+}
+
+// Reads a user-chosen file as text (in the browser; nothing is uploaded until a request is made).
+export function readFile(file) {
+  return new Promise((resolve, reject) => {
+    const r = new FileReader();
+    r.onload = () => resolve(String(r.result));
+    r.onerror = () => reject(r.error);
+    r.readAsText(file);
+  });
+}
+
+export function download(name, text, type = 'text/plain') {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = el('a', { href: url, download: name, class: 'visually-hidden', text: name });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
+// Fill patterns that tell series apart without colour (each also has its own shade and a label).
+export const PATTERNS = ['solid', 'hatch', 'dots', 'cross', 'vert', 'back', 'grid', 'dense'];
+export function patternDefs() {
+  const defs = svg('defs');
+  const mk = (id, ...shapes) => defs.append(svg('pattern', { id: `pat-${id}`, width: 8, height: 8, patternUnits: 'userSpaceOnUse' },
+    svg('rect', { width: 8, height: 8, class: `pat-bg pat-bg-${id}` }), ...shapes));
+  mk('solid');
+  mk('hatch', svg('path', { d: 'M-2,2 l4,-4 M0,8 l8,-8 M6,10 l4,-4', class: 'pat-fg' }));
+  mk('dots', svg('circle', { cx: 4, cy: 4, r: 1.6, class: 'pat-fg pat-fill' }));
+  mk('cross', svg('path', { d: 'M0,4 h8 M4,0 v8', class: 'pat-fg' }));
+  mk('vert', svg('path', { d: 'M2,0 v8 M6,0 v8', class: 'pat-fg' }));
+  mk('back', svg('path', { d: 'M-2,6 l4,4 M0,0 l8,8 M6,-2 l4,4', class: 'pat-fg' }));
+  mk('grid', svg('path', { d: 'M0,0 h8 v8 M0,0 v8', class: 'pat-fg' }));
+  mk('dense', svg('path', { d: 'M0,2 h8 M0,6 h8', class: 'pat-fg' }));
+  return defs;
+}
+export function patternFill(i) {
+  return `url(#pat-${PATTERNS[i % PATTERNS.length]})`;
+}
+
+// A horizontal bar chart: one group per metric, one bar per series, each bar labelled with its value.
+// metrics: [{name, unit, values: [number|null per series]}], series: [names]
+export function barChart(title, metrics, series) {
+  const barH = 18, gap = 6, groupGap = 22, left = 210, width = 720, right = 110;
+  let y = 10;
+  const body = [];
+  for (const m of metrics) {
+    const max = Math.max(...m.values.filter((v) => typeof v === 'number'), 0);
+    body.push(svg('text', { x: 0, y: y + 12, class: 'chart-metric', text: `${m.name}${m.unit ? ` (${m.unit})` : ''}` }));
+    y += 18;
+    m.values.forEach((v, i) => {
+      const w = typeof v === 'number' && max > 0 ? Math.max(1, ((width - left - right) * v) / max) : 0;
+      body.push(svg('text', { x: left - 8, y: y + barH - 5, class: 'chart-label', 'text-anchor': 'end', text: series[i] }));
+      if (typeof v === 'number') {
+        body.push(svg('rect', { x: left, y, width: w, height: barH, fill: patternFill(i), class: `bar series-${i % PATTERNS.length}` },
+          svg('title', { text: `${series[i]}: ${fmt(v)} ${m.unit || ''}` })));
+        body.push(svg('text', { x: left + w + 6, y: y + barH - 5, class: 'chart-value', text: fmt(v) }));
+      } else {
+        body.push(svg('text', { x: left + 4, y: y + barH - 5, class: 'chart-value muted', text: 'not listed' }));
+      }
+      y += barH + gap;
+    });
+    y += groupGap - gap;
+  }
+  return svg('svg', { viewBox: `0 0 ${width} ${y}`, class: 'chart', role: 'img', 'aria-label': title },
+    svg('title', { text: title }), patternDefs(), ...body);
+}
+
+// A status line that screen readers announce.
+export function liveStatus() {
+  return el('p', { class: 'status', role: 'status', 'aria-live': 'polite' });
+}
+
+// A sortable table. columns: [{key, label, num, render(row)}]
+export function sortableTable(columns, rows, { caption, sortKey, rowAttrs } = {}) {
+  let key = sortKey || columns[0].key;
+  let dir = 1;
+  const table = el('table', { class: 'data sortable' });
+  const render = (refocus = false) => {
+    const col = columns.find((c) => c.key === key);
+    const sorted = [...rows].sort((a, b) => {
+      const va = a[key], vb = b[key];
+      if (va === vb) return 0;
+      if (va === null || va === undefined) return 1;
+      if (vb === null || vb === undefined) return -1;
+      if (col && col.num) return (va - vb) * dir;
+      return String(va).localeCompare(String(vb)) * dir;
+    });
+    const head = el('tr', {}, columns.map((c) => el('th', {
+      scope: 'col', class: c.num ? 'num' : '',
+      'aria-sort': c.key === key ? (dir > 0 ? 'ascending' : 'descending') : 'none',
+    }, c.sortable === false ? c.label : el('button', {
+      type: 'button', class: 'sort', 'data-key': c.key,
+      'aria-label': `Sort by ${c.label}`,
+      onclick: () => { if (key === c.key) dir = -dir; else { key = c.key; dir = c.num ? -1 : 1; } render(true); },
+    }, c.label, el('span', { class: 'sort-mark', 'aria-hidden': 'true', text: c.key === key ? (dir > 0 ? ' ▲' : ' ▼') : '' })))));
+    clear(table,
+      caption ? el('caption', { text: caption }) : null,
+      el('thead', {}, head),
+      el('tbody', {}, sorted.map((r) => el('tr', rowAttrs ? rowAttrs(r) : {}, columns.map((c) =>
+        el(c.key === columns[0].key ? 'th' : 'td', { class: c.num ? 'num' : '', scope: c.key === columns[0].key ? 'row' : undefined },
+          c.render ? c.render(r) : fmt(r[c.key])))))));
+    if (refocus) {
+      const again = table.querySelector(`button.sort[data-key="${key}"]`);
+      if (again) again.focus();
+    }
+  };
+  render();
+  return table;
+}
+
+// The catalog's GPUs and MIG slices, fetched once for the pickers.
+let gpuCache = null;
+export async function gpuList() {
+  if (!gpuCache) gpuCache = api('/gpus?include_mig=true');
+  const r = await gpuCache;
+  return r.ok ? r.data.gpus : [];
+}
+
+// A picker of several GPUs: a text field with suggestions, an Add button, and removable chips.
+export function gpuPicker({ id, labelText, gpus, selected = [], onchange, includeSlices = true }) {
+  const listId = `${id}-options`;
+  const chosen = [...selected];
+  const chips = el('ul', { class: 'chips', 'aria-label': `${labelText}: chosen` });
+  const input = el('input', { id, list: listId, autocomplete: 'off', placeholder: 'type a GPU, e.g. h100' });
+  const msg = el('span', { class: 'picker-msg', role: 'status', 'aria-live': 'polite' });
+  const datalist = el('datalist', { id: listId }, gpus.filter((g) => includeSlices || !g.mig_profile).map((g) => el('option', { value: g.id, text: g.name })));
+  const draw = () => clear(chips, chosen.map((gid) => el('li', { class: 'chip' }, el('span', { text: gid }),
+    el('button', { type: 'button', class: 'chip-remove', 'aria-label': `Remove ${gid}`, text: '×',
+      onclick: () => { chosen.splice(chosen.indexOf(gid), 1); draw(); onchange([...chosen]); } }))));
+  const add = () => {
+    const v = input.value.trim();
+    if (!v) return;
+    const match = gpus.find((g) => g.id === v) || gpus.find((g) => g.name.toLowerCase() === v.toLowerCase());
+    const gid = match ? match.id : v;  // the server resolves aliases and reports unknown names
+    if (!chosen.includes(gid)) chosen.push(gid);
+    input.value = '';
+    msg.textContent = `Added ${gid}.`;
+    draw();
+    onchange([...chosen]);
+  };
+  input.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); add(); } });
+  input.addEventListener('change', () => { if (gpus.some((g) => g.id === input.value.trim())) add(); });
+  draw();
+  return {
+    node: el('div', { class: 'picker' }, el('label', { for: id, text: labelText }), ' ', input, datalist, ' ',
+      el('button', { type: 'button', text: 'Add', onclick: add, 'aria-label': `Add to ${labelText}` }), msg, chips),
+    set(list) { chosen.splice(0, chosen.length, ...list); draw(); },
+    get: () => [...chosen],
+  };
+}
