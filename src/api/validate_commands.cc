@@ -98,10 +98,10 @@ Prediction predict_memory_row(const Context& ctx, const Json& row) {
     return p;
   }
   // vLLM fills its share of the GPU with the KV pool, so what it holds depends on the GPU.
-  const bool vllm_holds = w->engine == Engine::kVllm && (metric == "kv_cache_bytes" || metric == "total_bytes" ||
-                                                          metric == "reserved_bytes");
-  const bool needs_target = metric == "fits" || metric == "max_context" || metric == "max_batch" ||
-                            metric == "kv_cache_tokens" || vllm_holds;
+  const bool vllm_holds = w->engine == Engine::kVllm &&
+                          (metric == "kv_cache_bytes" || metric == "total_bytes" || metric == "reserved_bytes");
+  const bool needs_target =
+      metric == "fits" || metric == "max_context" || metric == "max_batch" || metric == "kv_cache_tokens" || vllm_holds;
   TargetFit f;
   if (needs_target) {
     if (gpu.empty()) {
@@ -153,8 +153,9 @@ Prediction predict_perf_row(const Context& ctx, const Json& row) {
   const validate::PerfRowPrediction p = validate::predict_perf_row(*ctx.catalog, row);
   Prediction out;
   out.ok = p.ok;
-  out.note = p.ok ? std::string("bound: ") + std::string(perf_bound_name(p.bound)) + (p.note.empty() ? "" : "; " + p.note)
-                  : p.note;
+  out.note =
+      p.ok ? std::string("bound: ") + std::string(perf_bound_name(p.bound)) + (p.note.empty() ? "" : "; " + p.note)
+           : p.note;
   if (p.ok) {
     auto factor = to_base_unit(1.0, row.value("unit", ""));
     if (!factor) {
@@ -221,19 +222,19 @@ Json summarize(const Json& rows, const std::string& kind) {
   std::sort(errs.begin(), errs.end());
   const double median = errs.empty() ? 0 : errs[errs.size() / 2];
   return Json{{"rows", sel.size()},
-               {"comparable_rows", comparable},
-               {"skipped_rows", skipped},
-               {"numeric_rows", numeric},
-               {"within_10_percent", within10},
-               {"within_10_percent_share", numeric ? round_to(static_cast<double>(within10) / numeric, 4) : 0.0},
-               {"within_25_percent", within25},
-               {"within_25_percent_share", numeric ? round_to(static_cast<double>(within25) / numeric, 4) : 0.0},
-               {"median_error_percent", round_to(median, 2)},
-               {"max_error_percent", round_to(max_err, 2)},
-               {"max_error_row", max_id},
-               {"verdict_rows", verdicts},
-               {"verdicts_right", right},
-               {"verdict_accuracy", verdicts ? round_to(static_cast<double>(right) / verdicts, 4) : 1.0}};
+              {"comparable_rows", comparable},
+              {"skipped_rows", skipped},
+              {"numeric_rows", numeric},
+              {"within_10_percent", within10},
+              {"within_10_percent_share", numeric ? round_to(static_cast<double>(within10) / numeric, 4) : 0.0},
+              {"within_25_percent", within25},
+              {"within_25_percent_share", numeric ? round_to(static_cast<double>(within25) / numeric, 4) : 0.0},
+              {"median_error_percent", round_to(median, 2)},
+              {"max_error_percent", round_to(max_err, 2)},
+              {"max_error_row", max_id},
+              {"verdict_rows", verdicts},
+              {"verdicts_right", right},
+              {"verdict_accuracy", verdicts ? round_to(static_cast<double>(right) / verdicts, 4) : 1.0}};
 }
 
 Result<Json> validate(const Context& ctx, const Json& body) {
