@@ -67,6 +67,9 @@ struct WeightBytes {
   double other_bytes = 0;           // embeddings/head/norms/biases kept in higher precision
   double other_parameters = 0;
   double largest_matrix_parameters = 0;  // for dequantization workspaces
+  // Bytes one token reads: all of total_bytes except the MoE experts it is not routed to
+  // (experts_per_token of experts). The performance model's decode step reads this per token.
+  double active_bytes = 0;
 };
 WeightBytes model_weight_bytes(const Model& model, WeightFormat f, int group_size = 0);
 

@@ -42,11 +42,12 @@ struct MemoryBreakdown {
 // per-token activation factors. Build it once per workload and reuse it across targets.
 struct PreparedWorkload {
   Workload workload;
-  WeightBytes weights;            // whole model
+  WeightBytes weights;  // whole model
   double weights_per_gpu_bytes = 0;
+  double active_weights_per_gpu_bytes = 0;  // what one token reads (MoE: routed experts only)
   double trainable_parameters_per_gpu = 0;
-  double adapter_parameters = 0;  // LoRA
-  double layer_fraction = 1;      // share of the layers one pipeline stage holds
+  double adapter_parameters = 0;         // LoRA
+  double layer_fraction = 1;             // share of the layers one pipeline stage holds
   double kv_global_bytes_per_token = 0;  // per GPU, layers without a window
   struct Window {
     int64_t tokens = 0;
@@ -54,7 +55,7 @@ struct PreparedWorkload {
   };
   Window windows[4];  // per GPU, sliding-window layers grouped by window
   int window_count = 0;
-  bool bound_windows = true;  // the engine frees KV beyond the window
+  bool bound_windows = true;           // the engine frees KV beyond the window
   double kv_full_bytes_per_token = 0;  // all layers at full length (vLLM block size)
 };
 
@@ -75,10 +76,10 @@ struct TargetFit {
   double total_bytes = 0;     // per GPU
   double headroom_bytes = 0;  // limit - total
   bool fits = false;
-  int64_t max_batch = 0;    // at the workload's context
-  int64_t max_context = 0;  // at the workload's batch, capped at the model's max positions
-  double kv_pool_bytes = 0;     // vLLM: KV cache it allocates
-  int64_t kv_pool_tokens = 0;   // vLLM: tokens that pool holds (blocks x 16)
+  int64_t max_batch = 0;       // at the workload's context
+  int64_t max_context = 0;     // at the workload's batch, capped at the model's max positions
+  double kv_pool_bytes = 0;    // vLLM: KV cache it allocates
+  int64_t kv_pool_tokens = 0;  // vLLM: tokens that pool holds (blocks x 16)
   MemoryBreakdown memory;
 };
 

@@ -76,10 +76,10 @@ struct Model {
   int64_t intermediate = 0;  // MLP inner size (per expert for MoE)
   int64_t vocab = 0;
   int64_t max_positions = 0;
-  bool gated_mlp = false;     // SwiGLU/GeGLU: gate, up and down
+  bool gated_mlp = false;  // SwiGLU/GeGLU: gate, up and down
   bool tied_embeddings = false;
-  bool parallel_attn = false;  // attention and MLP read the same normed input (GPT-J, Falcon)
-  bool fused_qkv = false;      // one matrix holds Q, K and V (Falcon, BLOOM, Phi-3)
+  bool parallel_attn = false;       // attention and MLP read the same normed input (GPT-J, Falcon)
+  bool fused_qkv = false;           // one matrix holds Q, K and V (Falcon, BLOOM, Phi-3)
   bool eager_fp32_softmax = false;  // eager attention upcasts scores to fp32 (BLOOM, StarCoder)
   int64_t experts = 0;              // MoE routed experts per layer (0 = dense)
   int64_t experts_per_token = 0;

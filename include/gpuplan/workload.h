@@ -59,11 +59,11 @@ struct Workload {
   int64_t lora_rank = 16;
   uint32_t lora_targets = kLoraQ | kLoraV;  // PEFT's default for Llama-style models
   Engine engine = Engine::kTransformers;
-  bool flash_attention = true;           // SDPA/flash kernels: no seq x seq score matrix
-  double gpu_memory_utilization = 0.9;   // vLLM's share of the GPU
-  int64_t max_num_batched_tokens = 0;    // vLLM prefill chunk; 0 = engine default
-  int group_size = 0;                    // GPTQ/AWQ group size; 0 = 128
-  bool master_weights = true;            // fp32 master copy under 16-bit mixed precision
+  bool flash_attention = true;          // SDPA/flash kernels: no seq x seq score matrix
+  double gpu_memory_utilization = 0.9;  // vLLM's share of the GPU
+  int64_t max_num_batched_tokens = 0;   // vLLM prefill chunk; 0 = engine default
+  int group_size = 0;                   // GPTQ/AWQ group size; 0 = 128
+  bool master_weights = true;           // fp32 master copy under 16-bit mixed precision
 
   int data_parallel() const;
   int gpus() const { return count > 0 ? count : tp * pp; }

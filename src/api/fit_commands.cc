@@ -1,4 +1,5 @@
 // `fit`: will a workload fit, on which targets, with what headroom, largest batch and context.
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -94,15 +95,23 @@ Result<Json> fit(const Context& ctx, const Json& body) {
     Workload wc = *w;
     wc.count = count;
     if (wc.count < wc.tp * wc.pp) {
-      return usage_error("a target of " + std::to_string(count) + " GPUs cannot hold tp x pp = " +
-                             std::to_string(wc.tp * wc.pp) + "; give --gpu NAMExN with N >= " + std::to_string(wc.tp * wc.pp),
+      return usage_error("a target of " + std::to_string(count) +
+                             " GPUs cannot hold tp x pp = " + std::to_string(wc.tp * wc.pp) +
+                             "; give --gpu NAMExN with N >= " + std::to_string(wc.tp * wc.pp),
                          "gpu");
     }
     auto p = prepare(wc);
     if (!p) return p.error();
     return &prepared.emplace(count, std::move(p).value()).first->second;
   };
-  auto base = prepared_for(w->gpus());
+  // The breakdown shown above the table is for the targets' device count when they agree (--gpu NAMExN).
+  int base_count = w->gpus();
+  if (!targets->empty() && std::all_of(targets->begin(), targets->end(),
+                                       [&](const Target& t) { return t.count == targets->front().count; })) {
+    base_count = targets->front().count;
+  }
+  w->count = base_count;
+  auto base = prepared_for(base_count);
   if (!base) return base.error();
   const MemoryBreakdown memory = estimate_memory(**base);
 

@@ -44,12 +44,14 @@ Json yaml_to_json(const YAML::Node& n) {
       char* end = nullptr;
       const double d = std::strtod(s.c_str(), &end);
       if (!s.empty() && end == s.c_str() + s.size()) {
-        if (d == std::floor(d) && std::fabs(d) < 1e15 && s.find('.') == std::string::npos) return static_cast<long long>(d);
+        if (d == std::floor(d) && std::fabs(d) < 1e15 && s.find('.') == std::string::npos)
+          return static_cast<long long>(d);
         return d;
       }
       return s;
     }
-    default: return nullptr;
+    default:
+      return nullptr;
   }
 }
 
@@ -140,8 +142,9 @@ Prediction predict_perf_row(const Context& ctx, const Json& row) {
   const validate::PerfRowPrediction p = validate::predict_perf_row(*ctx.catalog, row);
   Prediction out;
   out.ok = p.ok;
-  out.note = p.ok ? std::string("bound: ") + std::string(perf_bound_name(p.bound)) + (p.note.empty() ? "" : "; " + p.note)
-                  : p.note;
+  out.note =
+      p.ok ? std::string("bound: ") + std::string(perf_bound_name(p.bound)) + (p.note.empty() ? "" : "; " + p.note)
+           : p.note;
   if (p.ok) {
     auto factor = to_base_unit(1.0, row.value("unit", ""));
     if (!factor) {
@@ -208,19 +211,19 @@ Json summarize(const Json& rows, const std::string& kind) {
   std::sort(errs.begin(), errs.end());
   const double median = errs.empty() ? 0 : errs[errs.size() / 2];
   return Json{{"rows", sel.size()},
-               {"comparable_rows", comparable},
-               {"skipped_rows", skipped},
-               {"numeric_rows", numeric},
-               {"within_10_percent", within10},
-               {"within_10_percent_share", numeric ? round_to(static_cast<double>(within10) / numeric, 4) : 0.0},
-               {"within_25_percent", within25},
-               {"within_25_percent_share", numeric ? round_to(static_cast<double>(within25) / numeric, 4) : 0.0},
-               {"median_error_percent", round_to(median, 2)},
-               {"max_error_percent", round_to(max_err, 2)},
-               {"max_error_row", max_id},
-               {"verdict_rows", verdicts},
-               {"verdicts_right", right},
-               {"verdict_accuracy", verdicts ? round_to(static_cast<double>(right) / verdicts, 4) : 1.0}};
+              {"comparable_rows", comparable},
+              {"skipped_rows", skipped},
+              {"numeric_rows", numeric},
+              {"within_10_percent", within10},
+              {"within_10_percent_share", numeric ? round_to(static_cast<double>(within10) / numeric, 4) : 0.0},
+              {"within_25_percent", within25},
+              {"within_25_percent_share", numeric ? round_to(static_cast<double>(within25) / numeric, 4) : 0.0},
+              {"median_error_percent", round_to(median, 2)},
+              {"max_error_percent", round_to(max_err, 2)},
+              {"max_error_row", max_id},
+              {"verdict_rows", verdicts},
+              {"verdicts_right", right},
+              {"verdict_accuracy", verdicts ? round_to(static_cast<double>(right) / verdicts, 4) : 1.0}};
 }
 
 Result<Json> validate(const Context& ctx, const Json& body) {
@@ -252,8 +255,10 @@ Result<Json> validate(const Context& ctx, const Json& body) {
                {"comparable", row.value("comparable", true)}};
       const std::string unit = row.value("unit", "");
       double measured = 0;
-      if (row.contains("measured") && row["measured"].is_boolean()) measured = row["measured"].get<bool>() ? 1 : 0;
-      else if (row.contains("measured") && row["measured"].is_number()) measured = row["measured"].get<double>();
+      if (row.contains("measured") && row["measured"].is_boolean())
+        measured = row["measured"].get<bool>() ? 1 : 0;
+      else if (row.contains("measured") && row["measured"].is_number())
+        measured = row["measured"].get<double>();
       out["measured"] = row.contains("measured") ? row["measured"] : Json(nullptr);
       const Prediction pr = k.predict(ctx, row);
       auto base = to_base_unit(measured, unit);

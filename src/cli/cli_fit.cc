@@ -19,8 +19,8 @@ std::string gib(const Json& bytes) {
 }
 
 std::string render_fit(const Json& r, const Json&, const OutputFormat& fmt) {
-  std::vector<std::string> header = {"target", "count", "fits", "capacity_gib", "total_gib", "headroom_gib",
-                                     "max_batch", "max_context"};
+  std::vector<std::string> header = {"target",    "count",        "fits",      "capacity_gib",
+                                     "total_gib", "headroom_gib", "max_batch", "max_context"};
   std::vector<std::vector<std::string>> rows;
   for (const auto& t : r["targets"]) {
     rows.push_back({t["target"].get<std::string>(), std::to_string(t["count"].get<int>()),
@@ -32,10 +32,11 @@ std::string render_fit(const Json& r, const Json&, const OutputFormat& fmt) {
   std::ostringstream os;
   const Json& m = r["model"];
   const Json& w = r["workload"];
-  os << m["id"].get<std::string>() << " (" << m["architecture"].get<std::string>() << "): "
-     << fmt_value(m["parameters"]) << " parameters";
+  os << m["id"].get<std::string>() << " (" << m["architecture"].get<std::string>()
+     << "): " << fmt_value(m["parameters"]) << " parameters";
   if (m["active_parameters"] != m["parameters"]) os << ", " << fmt_value(m["active_parameters"]) << " active per token";
-  os << "\n" << w["task"].get<std::string>() << ", weights " << w["weights"].get<std::string>() << ", KV "
+  os << "\n"
+     << w["task"].get<std::string>() << ", weights " << w["weights"].get<std::string>() << ", KV "
      << w["kv_cache"].get<std::string>() << ", batch " << w["batch"] << ", context " << w["context"] << ", tp "
      << w["tp"] << ", pp " << w["pp"] << ", engine " << w["engine"].get<std::string>() << "\n\nMemory per GPU\n";
   for (const auto& l : r["explain"]) os << "  " << l["explain"].get<std::string>() << "\n";
@@ -51,7 +52,8 @@ std::string render_validate(const Json& r, const Json&, const OutputFormat& fmt)
   std::vector<std::vector<std::string>> rows;
   for (const auto& row : r["rows"]) {
     std::string err = "-";
-    if (row.contains("verdict_right")) err = row["verdict_right"].get<bool>() ? "right" : "WRONG";
+    if (row.contains("verdict_right"))
+      err = row["verdict_right"].get<bool>() ? "right" : "WRONG";
     else if (row["error_percent"].is_number()) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%+.1f", row["error_percent"].get<double>());
@@ -89,12 +91,15 @@ Result<Json> read_model_file(Json request) {
   const std::string model = request["model"].get<std::string>();
   namespace fs = std::filesystem;
   std::error_code ec;
-  const bool looks_like_path = model.find('/') != std::string::npos || (model.size() > 5 && model.substr(model.size() - 5) == ".json");
+  const bool looks_like_path =
+      model.find('/') != std::string::npos || (model.size() > 5 && model.substr(model.size() - 5) == ".json");
   if (!looks_like_path && !fs::is_regular_file(model, ec)) return request;
   fs::path path(model);
   if (fs::is_directory(path, ec)) path /= "config.json";
   std::ifstream in(path);
-  if (!in) return not_found_error("cannot read '" + path.string() + "'; --model takes a zoo id or a config.json path", "model");
+  if (!in)
+    return not_found_error("cannot read '" + path.string() + "'; --model takes a zoo id or a config.json path",
+                           "model");
   std::stringstream ss;
   ss << in.rdbuf();
   Json config = Json::parse(ss.str(), nullptr, false);
@@ -109,16 +114,22 @@ Result<Json> read_model_file(Json request) {
 void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
   auto fit = std::make_unique<CliCommand>();
   fit->command = "fit";
-  fit->app = app.add_subcommand("fit", "Will a workload fit? Memory per GPU, verdict, headroom, largest batch and context");
-  fit->value("model", "Zoo id (gpuplan fit --model llama-2-7b) or path of a Hugging Face config.json").option->required();
+  fit->app =
+      app.add_subcommand("fit", "Will a workload fit? Memory per GPU, verdict, headroom, largest batch and context");
+  fit->value("model", "Zoo id (gpuplan fit --model llama-2-7b) or path of a Hugging Face config.json")
+      .option->required();
   fit->value("task", "infer | train | lora | qlora (default infer)");
-  fit->value("weights", "Weight format: fp32 bf16 fp16 fp8 int8 llm-int8 int4-gptq int4-awq nf4 nf4-dq fp4 fp4-dq q8_0 q6_k q5_k_m q4_k_m q4_0");
+  fit->value("weights",
+             "Weight format: fp32 bf16 fp16 fp8 int8 llm-int8 int4-gptq int4-awq nf4 nf4-dq fp4 fp4-dq q8_0 q6_k "
+             "q5_k_m q4_k_m q4_0");
   fit->value("kv-cache", "KV-cache format: fp32 bf16 fp16 fp8 int8 (default: the compute dtype)");
   fit->value("batch", "Sequences (inference) or micro-batch per GPU (training); default 1");
   fit->value("context", "Tokens per sequence, prompt + generated (default 4096, or input + output tokens)");
   fit->value("input-tokens", "Prompt tokens (the prefill step)");
   fit->value("output-tokens", "Generated tokens");
-  fit->list("gpu", "Target: GPU id, alias or GPU/MIG profile, with xN for N devices (a100-80gb-sxm4x4); repeatable. Default: every catalog target");
+  fit->list("gpu",
+            "Target: GPU id, alias or GPU/MIG profile, with xN for N devices (a100-80gb-sxm4x4); repeatable. Default: "
+            "every catalog target");
   fit->value("count", "Devices per target when --gpu has no xN (default tp x pp)");
   fit->value("tp", "Tensor-parallel degree");
   fit->value("pp", "Pipeline-parallel degree");

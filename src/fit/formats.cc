@@ -46,13 +46,20 @@ enum class GgufType { kF32, kF16, kQ8_0, kQ6_K, kQ5_K, kQ4_K, kQ4_0 };
 double gguf_bits(GgufType t, int64_t cols) {
   const bool k_ok = cols % kGgufSuperBlock == 0;
   switch (t) {
-    case GgufType::kF32: return kF32Bits;
-    case GgufType::kF16: return kF16Bits;
-    case GgufType::kQ8_0: return kQ8_0Bits;
-    case GgufType::kQ6_K: return k_ok ? kQ6_KBits : kQ8_0Bits;
-    case GgufType::kQ5_K: return k_ok ? kQ5_KBits : kQ5_1Bits;
-    case GgufType::kQ4_K: return k_ok ? kQ4_KBits : kQ5_0Bits;
-    case GgufType::kQ4_0: return kQ4_0Bits;
+    case GgufType::kF32:
+      return kF32Bits;
+    case GgufType::kF16:
+      return kF16Bits;
+    case GgufType::kQ8_0:
+      return kQ8_0Bits;
+    case GgufType::kQ6_K:
+      return k_ok ? kQ6_KBits : kQ8_0Bits;
+    case GgufType::kQ5_K:
+      return k_ok ? kQ5_KBits : kQ5_1Bits;
+    case GgufType::kQ4_K:
+      return k_ok ? kQ4_KBits : kQ5_0Bits;
+    case GgufType::kQ4_0:
+      return kQ4_0Bits;
   }
   return kF16Bits;
 }
@@ -80,8 +87,9 @@ const std::vector<WeightFormatInfo> kFormats = {
      4 + (kGroupScaleBits + kGroupZeroBits) / kDefaultQuantGroup + kGptqGidxBitsPerInput / 4096, 2,
      "GPTQ 4-bit, group 128: fp16 scale + 4-bit zero per group, int32 g_idx per input; embeddings, lm_head "
      "fp16 (AutoGPTQ QuantLinear)"},
-    {WeightFormat::kInt4Awq, "int4-awq", FormatFamily::kAwq, 4 + (kGroupScaleBits + kGroupZeroBits) / kDefaultQuantGroup,
-     2, "AWQ 4-bit GEMM, group 128: fp16 scale + 4-bit zero per group; embeddings, lm_head fp16 (AutoAWQ WQLinear)"},
+    {WeightFormat::kInt4Awq, "int4-awq", FormatFamily::kAwq,
+     4 + (kGroupScaleBits + kGroupZeroBits) / kDefaultQuantGroup, 2,
+     "AWQ 4-bit GEMM, group 128: fp16 scale + 4-bit zero per group; embeddings, lm_head fp16 (AutoAWQ WQLinear)"},
     {WeightFormat::kNf4, "nf4", FormatFamily::kBitsAndBytes, 4 + kBnbAbsmaxBits / kBnb4BlockWeights, 2,
      "bitsandbytes NF4, blocks of 64 with fp32 absmax; embeddings, lm_head, norms fp16/bf16"},
     {WeightFormat::kNf4Dq, "nf4-dq", FormatFamily::kBitsAndBytes,
@@ -131,22 +139,22 @@ Result<WeightFormat> parse_weight_format(std::string_view name) {
     WeightFormat f;
   };
   static constexpr std::array<Alias, 17> kAliases = {{{"float32", WeightFormat::kFp32},
-                                                     {"bfloat16", WeightFormat::kBf16},
-                                                     {"float16", WeightFormat::kFp16},
-                                                     {"half", WeightFormat::kFp16},
-                                                     {"f16", WeightFormat::kFp16},
-                                                     {"f32", WeightFormat::kFp32},
-                                                     {"fp8-e4m3", WeightFormat::kFp8},
-                                                     {"int8-weight-only", WeightFormat::kInt8},
-                                                     {"bnb-int8", WeightFormat::kLlmInt8},
-                                                     {"llm.int8", WeightFormat::kLlmInt8},
-                                                     {"gptq", WeightFormat::kInt4Gptq},
-                                                     {"awq", WeightFormat::kInt4Awq},
-                                                     {"int4", WeightFormat::kInt4Gptq},
-                                                     {"bnb-nf4", WeightFormat::kNf4},
-                                                     {"bnb-fp4", WeightFormat::kFp4},
-                                                     {"nf4-double-quant", WeightFormat::kNf4Dq},
-                                                     {"q4-k", WeightFormat::kQ4_K_M}}};
+                                                      {"bfloat16", WeightFormat::kBf16},
+                                                      {"float16", WeightFormat::kFp16},
+                                                      {"half", WeightFormat::kFp16},
+                                                      {"f16", WeightFormat::kFp16},
+                                                      {"f32", WeightFormat::kFp32},
+                                                      {"fp8-e4m3", WeightFormat::kFp8},
+                                                      {"int8-weight-only", WeightFormat::kInt8},
+                                                      {"bnb-int8", WeightFormat::kLlmInt8},
+                                                      {"llm.int8", WeightFormat::kLlmInt8},
+                                                      {"gptq", WeightFormat::kInt4Gptq},
+                                                      {"awq", WeightFormat::kInt4Awq},
+                                                      {"int4", WeightFormat::kInt4Gptq},
+                                                      {"bnb-nf4", WeightFormat::kNf4},
+                                                      {"bnb-fp4", WeightFormat::kFp4},
+                                                      {"nf4-double-quant", WeightFormat::kNf4Dq},
+                                                      {"q4-k", WeightFormat::kQ4_K_M}}};
   for (const auto& i : kFormats) {
     if (normalized(i.name) == n) return i.format;
   }
@@ -164,22 +172,30 @@ bool is_quantized(WeightFormat f) {
 
 std::string_view kv_format_name(KvFormat f) {
   switch (f) {
-    case KvFormat::kFp32: return "fp32";
-    case KvFormat::kBf16: return "bf16";
-    case KvFormat::kFp16: return "fp16";
-    case KvFormat::kFp8: return "fp8";
-    case KvFormat::kInt8: return "int8";
+    case KvFormat::kFp32:
+      return "fp32";
+    case KvFormat::kBf16:
+      return "bf16";
+    case KvFormat::kFp16:
+      return "fp16";
+    case KvFormat::kFp8:
+      return "fp8";
+    case KvFormat::kInt8:
+      return "int8";
   }
   return "?";
 }
 
 double kv_bytes_per_element(KvFormat f) {
   switch (f) {
-    case KvFormat::kFp32: return 4;
+    case KvFormat::kFp32:
+      return 4;
     case KvFormat::kBf16:
-    case KvFormat::kFp16: return 2;
+    case KvFormat::kFp16:
+      return 2;
     case KvFormat::kFp8:
-    case KvFormat::kInt8: return 1;
+    case KvFormat::kInt8:
+      return 1;
   }
   return 2;
 }
@@ -199,24 +215,35 @@ double matrix_bits_per_weight(WeightFormat f, int64_t rows, int64_t cols, int gr
   const double g = group_size > 0 ? group_size : kDefaultQuantGroup;
   const double r = static_cast<double>(std::max<int64_t>(rows, 1));
   switch (f) {
-    case WeightFormat::kFp32: return 32;
+    case WeightFormat::kFp32:
+      return 32;
     case WeightFormat::kBf16:
-    case WeightFormat::kFp16: return 16;
+    case WeightFormat::kFp16:
+      return 16;
     case WeightFormat::kFp8:
     case WeightFormat::kInt8:
-    case WeightFormat::kLlmInt8: return 8 + kRowScaleBits / static_cast<double>(std::max<int64_t>(cols, 1));
-    case WeightFormat::kInt4Gptq: return 4 + (kGroupScaleBits + kGroupZeroBits) / g + kGptqGidxBitsPerInput / r;
-    case WeightFormat::kInt4Awq: return 4 + (kGroupScaleBits + kGroupZeroBits) / g;
+    case WeightFormat::kLlmInt8:
+      return 8 + kRowScaleBits / static_cast<double>(std::max<int64_t>(cols, 1));
+    case WeightFormat::kInt4Gptq:
+      return 4 + (kGroupScaleBits + kGroupZeroBits) / g + kGptqGidxBitsPerInput / r;
+    case WeightFormat::kInt4Awq:
+      return 4 + (kGroupScaleBits + kGroupZeroBits) / g;
     case WeightFormat::kNf4:
-    case WeightFormat::kFp4: return 4 + kBnbAbsmaxBits / kBnb4BlockWeights;
+    case WeightFormat::kFp4:
+      return 4 + kBnbAbsmaxBits / kBnb4BlockWeights;
     case WeightFormat::kNf4Dq:
     case WeightFormat::kFp4Dq:
       return 4 + kBnbDqAbsmaxBits / kBnb4BlockWeights + kBnbAbsmaxBits / (kBnb4BlockWeights * kBnbDqSecondBlock);
-    case WeightFormat::kQ8_0: return gguf_bits(GgufType::kQ8_0, cols);
-    case WeightFormat::kQ6_K: return gguf_bits(GgufType::kQ6_K, cols);
-    case WeightFormat::kQ5_K_M: return gguf_bits(GgufType::kQ5_K, cols);
-    case WeightFormat::kQ4_K_M: return gguf_bits(GgufType::kQ4_K, cols);
-    case WeightFormat::kQ4_0: return gguf_bits(GgufType::kQ4_0, cols);
+    case WeightFormat::kQ8_0:
+      return gguf_bits(GgufType::kQ8_0, cols);
+    case WeightFormat::kQ6_K:
+      return gguf_bits(GgufType::kQ6_K, cols);
+    case WeightFormat::kQ5_K_M:
+      return gguf_bits(GgufType::kQ5_K, cols);
+    case WeightFormat::kQ4_K_M:
+      return gguf_bits(GgufType::kQ4_K, cols);
+    case WeightFormat::kQ4_0:
+      return gguf_bits(GgufType::kQ4_0, cols);
   }
   return 16;
 }
@@ -226,11 +253,16 @@ namespace {
 // GGUF: the type llama.cpp's quantizer gives each tensor (llama-quant.cpp llama_tensor_get_type).
 GgufType gguf_base(WeightFormat f) {
   switch (f) {
-    case WeightFormat::kQ8_0: return GgufType::kQ8_0;
-    case WeightFormat::kQ6_K: return GgufType::kQ6_K;
-    case WeightFormat::kQ5_K_M: return GgufType::kQ5_K;
-    case WeightFormat::kQ4_K_M: return GgufType::kQ4_K;
-    default: return GgufType::kQ4_0;
+    case WeightFormat::kQ8_0:
+      return GgufType::kQ8_0;
+    case WeightFormat::kQ6_K:
+      return GgufType::kQ6_K;
+    case WeightFormat::kQ5_K_M:
+      return GgufType::kQ5_K;
+    case WeightFormat::kQ4_K_M:
+      return GgufType::kQ4_K;
+    default:
+      return GgufType::kQ4_0;
   }
 }
 
@@ -280,7 +312,31 @@ WeightBytes gguf_bytes(const Model& m, WeightFormat f) {
 
 }  // namespace
 
+namespace {
+WeightBytes weight_bytes_all(const Model& m, WeightFormat f, int group_size);
+}  // namespace
+
 WeightBytes model_weight_bytes(const Model& m, WeightFormat f, int group_size) {
+  WeightBytes w = weight_bytes_all(m, f, group_size);
+  w.active_bytes = w.total_bytes;
+  if (m.experts > 0 && m.experts_per_token > 0) {
+    // The experts' share of the bytes, at the format's bits for expert matrices.
+    double expert_bytes = 0;
+    for (const auto& t : m.tensors) {
+      if (!t.expert) continue;
+      const double n = static_cast<double>(t.elements());
+      const double bits = is_quantized(f) ? matrix_bits_per_weight(f, t.rows, t.cols, group_size)
+                                          : weight_format_info(f).unquantized_bytes * 8;
+      expert_bytes += n * bits / 8;
+    }
+    w.active_bytes = w.total_bytes - expert_bytes +
+                     expert_bytes * static_cast<double>(m.experts_per_token) / static_cast<double>(m.experts);
+  }
+  return w;
+}
+
+namespace {
+WeightBytes weight_bytes_all(const Model& m, WeightFormat f, int group_size) {
   const WeightFormatInfo& info = weight_format_info(f);
   WeightBytes w;
   for (const auto& t : m.tensors) {
@@ -316,5 +372,7 @@ WeightBytes model_weight_bytes(const Model& m, WeightFormat f, int group_size) {
   }
   return w;
 }
+
+}  // namespace
 
 }  // namespace gpuplan

@@ -59,6 +59,10 @@ constexpr double kMasterWeightBytes = 4;
 // torch.optim.AdamW(foreach=True), the default of transformers/torchtune: the step materialises
 // sqrt(v) for every parameter at once (torch/optim/adamw.py _multi_tensor_adamw), 4 B per parameter.
 constexpr double kForeachAdamTempBytes = 4;
+// DeepSpeed ZeRO keeps an fp32 copy of the gradient partition for the optimizer step: model states of
+// 2 + 2 + 16/dp B per parameter for stages 1-2 and 18/dp for stage 3 (DeepSpeed docs, "Memory
+// Requirements": estimate_zero2_model_states_mem_needs / estimate_zero3_model_states_mem_needs).
+constexpr double kDeepSpeedFp32GradBytes = 4;
 
 double gib(double bytes) { return bytes / kBytesPerGib; }
 
@@ -69,8 +73,10 @@ bool quantized_dequant(WeightFormat f) {
     case WeightFormat::kNf4:
     case WeightFormat::kNf4Dq:
     case WeightFormat::kFp4:
-    case WeightFormat::kFp4Dq: return true;
-    default: return false;
+    case WeightFormat::kFp4Dq:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -106,14 +112,20 @@ InferAct inference_activations(const PreparedWorkload& p, int64_t batch, int64_t
   double seqs = static_cast<double>(batch);
   switch (w.engine) {
     case Engine::kVllm: {
-      const int64_t chunk = w.max_num_batched_tokens > 0 ? w.max_num_batched_tokens : std::max<int64_t>(kVllmDefaultChunkTokens, 2048);
+      const int64_t chunk =
+          w.max_num_batched_tokens > 0 ? w.max_num_batched_tokens : std::max<int64_t>(kVllmDefaultChunkTokens, 2048);
       tokens = static_cast<double>(chunk);  // the profiling run uses the whole chunk
       seqs = kVllmMaxNumSeqs;
       break;
     }
-    case Engine::kTgi: tokens = std::min<double>(tokens, kTgiPrefillTokens); break;
-    case Engine::kLlamaCpp: tokens = std::min<double>(tokens, kLlamaCppUbatchTokens); break;
-    default: break;
+    case Engine::kTgi:
+      tokens = std::min<double>(tokens, kTgiPrefillTokens);
+      break;
+    case Engine::kLlamaCpp:
+      tokens = std::min<double>(tokens, kLlamaCppUbatchTokens);
+      break;
+    default:
+      break;
   }
   a.tokens = tokens;
   const double tp = w.tp;
@@ -183,7 +195,12 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
   // Attention: normed input (shared by q, k, v), q, k, v, attention output (input of o_proj).
   const double attn = (h + (q + 2.0 * kv + q) / tp) * e;
   // MLP: normed input, then gated: gate, up, act(gate), product; plain: fc1 output, activation output.
-  const double mlp = (h + (m.gated_mlp ? 4.0 : 2.0) * inner / tp) * e;
+  // Autograd saves a linear layer's input only when its weight needs a gradient: with LoRA the input
+  // of a frozen, untargeted down projection (the gated product / activation output) is not kept.
+  const bool adapters = w.task == Task::kLora || w.task == Task::kQlora;
+  const double down_input = adapters && !(w.lora_targets & kLoraDown) ? 0.0 : 1.0;
+  const double mlp_in = adapters && !(w.lora_targets & (kLoraGate | kLoraUp)) ? 0.0 : h;
+  const double mlp = (mlp_in + ((m.gated_mlp ? 3.0 : 1.0) + down_input) * inner / tp) * e;
   t.per_layer_bytes = n * (norms + attn + mlp);
   const bool eager = !w.flash_attention || m.architecture == "bloom";
   if (eager) {
@@ -192,16 +209,20 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
   }
   t.layer_input_bytes = n * h * e;
   const double layers = static_cast<double>(m.layers);
-  const double logit_bytes = w.engine == Engine::kPytorch ? 2.0 + (kTrainLogitBytes - 2.0) / kTorchtuneLogitChunks
-                                                            : kTrainLogitBytes;
+  const double logit_bytes =
+      w.engine == Engine::kPytorch ? 2.0 + (kTrainLogitBytes - 2.0) / kTorchtuneLogitChunks : kTrainLogitBytes;
   t.logits_bytes = m.kind == ModelKind::kDecoder ? n * static_cast<double>(m.vocab) * logit_bytes / tp : 0;
   // The live set at the worst moment. Without full recomputation every layer's activations are held
   // when the loss's backward runs. With it only the layer inputs stay; the loss's buffers are freed
   // before the first layer is recomputed, so the one recomputed layer and the logits never coexist.
   // Pipeline 1F1B: the first stage holds pp micro-batches of its L/pp layers = L layers' worth.
   switch (w.checkpointing) {
-    case Checkpointing::kNone: t.total = layers * t.per_layer_bytes + t.logits_bytes; break;
-    case Checkpointing::kSelective: t.total = layers * (t.per_layer_bytes - t.score_bytes) + t.logits_bytes; break;
+    case Checkpointing::kNone:
+      t.total = layers * t.per_layer_bytes + t.logits_bytes;
+      break;
+    case Checkpointing::kSelective:
+      t.total = layers * (t.per_layer_bytes - t.score_bytes) + t.logits_bytes;
+      break;
     case Checkpointing::kFull:
       t.total = layers * t.layer_input_bytes + std::max(t.per_layer_bytes, t.logits_bytes);
       break;
@@ -215,14 +236,29 @@ double lora_parameters(const Model& m, uint32_t targets, int64_t rank) {
   for (const auto& t : m.tensors) {
     uint32_t bit = 0;
     switch (t.role) {
-      case TensorRole::kAttnQ: bit = kLoraQ; break;
-      case TensorRole::kAttnK: bit = kLoraK; break;
-      case TensorRole::kAttnV: bit = kLoraV; break;
-      case TensorRole::kAttnOut: bit = kLoraO; break;
-      case TensorRole::kMlpGate: bit = kLoraGate; break;
-      case TensorRole::kMlpUp: bit = kLoraUp; break;
-      case TensorRole::kMlpDown: bit = kLoraDown; break;
-      default: break;
+      case TensorRole::kAttnQ:
+        bit = kLoraQ;
+        break;
+      case TensorRole::kAttnK:
+        bit = kLoraK;
+        break;
+      case TensorRole::kAttnV:
+        bit = kLoraV;
+        break;
+      case TensorRole::kAttnOut:
+        bit = kLoraO;
+        break;
+      case TensorRole::kMlpGate:
+        bit = kLoraGate;
+        break;
+      case TensorRole::kMlpUp:
+        bit = kLoraUp;
+        break;
+      case TensorRole::kMlpDown:
+        bit = kLoraDown;
+        break;
+      default:
+        break;
     }
     if (!(targets & bit) || t.expert) continue;
     n += static_cast<double>(rank) * static_cast<double>(t.rows + t.cols) * static_cast<double>(t.count);
@@ -260,6 +296,8 @@ Result<PreparedWorkload> prepare(const Workload& w) {
   } else {
     p.weights_per_gpu_bytes = p.weights.total_bytes / tp;
   }
+  p.active_weights_per_gpu_bytes =
+      p.weights.total_bytes > 0 ? p.weights_per_gpu_bytes * p.weights.active_bytes / p.weights.total_bytes : 0;
   // KV per token per GPU: each GPU holds ceil(kv_heads / tp) heads (replicated when kv_heads < tp).
   const double kv_b = kv_bytes_per_element(w.kv_cache);
   p.bound_windows = !(w.engine == Engine::kTransformers || w.engine == Engine::kPytorch) || m.architecture == "gemma2";
@@ -309,7 +347,9 @@ MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_
   if (context < 0) context = w.context;
   MemoryBreakdown r;
   const double dp = w.data_parallel();
-  const bool multi = w.gpus() > 1;
+  // GPUs exchange activations (tp, pp) or gradients (data parallel training); inference replicas
+  // (count > tp x pp) do not talk.
+  const bool multi = w.tp * w.pp > 1 || (is_training(w.task) && w.gpus() > 1);
   r.cuda_context_bytes = kCudaContextBytes;
   r.communication_bytes = multi ? kNcclBytes : 0;
   r.workspace_bytes = kCublasWorkspaceBytes;
@@ -333,7 +373,8 @@ MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_
     if (w.engine == Engine::kVllm) {
       // vLLM allocates the KV pool once (no slack); the profile run's activations are freed.
       r.allocator_slack_bytes = kAllocatorSlackFraction * r.activations_bytes;
-      r.runtime_overhead_bytes = r.cuda_context_bytes + r.workspace_bytes + r.communication_bytes + r.allocator_slack_bytes;
+      r.runtime_overhead_bytes =
+          r.cuda_context_bytes + r.workspace_bytes + r.communication_bytes + r.allocator_slack_bytes;
       r.total_bytes = r.weights_bytes + r.kv_cache_bytes + r.activations_bytes + r.runtime_overhead_bytes;
       return r;
     }
@@ -345,7 +386,8 @@ MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_
     const double at_end = r.kv_cache_bytes + decode.total();
     const double dynamic = std::max(at_prefill, at_end);
     r.allocator_slack_bytes = kAllocatorSlackFraction * dynamic;
-    r.runtime_overhead_bytes = r.cuda_context_bytes + r.workspace_bytes + r.communication_bytes + r.allocator_slack_bytes;
+    r.runtime_overhead_bytes =
+        r.cuda_context_bytes + r.workspace_bytes + r.communication_bytes + r.allocator_slack_bytes;
     r.total_bytes = r.weights_bytes + dynamic + r.runtime_overhead_bytes;
     return r;
   }
@@ -362,6 +404,7 @@ MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_
                    : w.optimizer == Optimizer::kAdamw8bit ? kAdam8bitStateBytes
                                                           : kSgdStateBytes;
     if (mixed) state += kMasterWeightBytes;
+    if (w.engine == Engine::kDeepspeed && w.zero >= 1 && mixed) state += kDeepSpeedFp32GradBytes;
     r.optimizer_bytes = params * state / (w.zero >= 1 ? dp : 1.0);
     r.gradients_bytes = params * param_bytes / (w.zero >= 2 ? dp : 1.0);
     if (w.zero >= 3) {
@@ -372,8 +415,8 @@ MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_
       // DDP gradient buckets hold a second copy of the gradients.
       r.communication_bytes += r.gradients_bytes;
     }
-    const bool foreach_adam = w.optimizer == Optimizer::kAdamw &&
-                              (w.engine == Engine::kTransformers || w.engine == Engine::kPytorch);
+    const bool foreach_adam =
+        w.optimizer == Optimizer::kAdamw && (w.engine == Engine::kTransformers || w.engine == Engine::kPytorch);
     if (foreach_adam) step_temp = params * kForeachAdamTempBytes / (w.zero >= 1 ? dp : 1.0);
   } else {
     // LoRA / QLoRA: the adapters train; PEFT keeps them in fp32 (autocast_adapter_dtype), torchtune in
@@ -449,26 +492,32 @@ TargetFit fit_target(const PreparedWorkload& p, const Target& t) {
   if (w.model->kind == ModelKind::kCnn) {
     f.max_context = 0;
   } else {
-    f.max_context = largest(1, max_positions, [&](int64_t c) { return estimate_memory(p, w.batch, c).total_bytes <= limit; });
+    f.max_context =
+        largest(1, max_positions, [&](int64_t c) { return estimate_memory(p, w.batch, c).total_bytes <= limit; });
   }
-  f.max_batch = largest(1, int64_t{1} << 20, [&](int64_t b) { return estimate_memory(p, b, w.context).total_bytes <= limit; });
+  f.max_batch =
+      largest(1, int64_t{1} << 20, [&](int64_t b) { return estimate_memory(p, b, w.context).total_bytes <= limit; });
   return f;
 }
 
 std::string format_gib(double bytes) {
+  // Rounds half away from zero (3.125 GiB prints as 3.13), as people round by hand.
+  auto rounded = [](double v, double scale) { return std::round(v * scale) / scale; };
   char buf[48];
   const double g = gib(bytes);
-  if (std::fabs(g) >= 100) std::snprintf(buf, sizeof buf, "%.1f GiB", g);
-  else if (std::fabs(g) >= 0.1 || g == 0) std::snprintf(buf, sizeof buf, "%.2f GiB", g);
-  else std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / kBytesPerMib);
+  if (std::fabs(g) >= 100) std::snprintf(buf, sizeof buf, "%.1f GiB", rounded(g, 10));
+  else if (std::fabs(g) >= 0.1 || g == 0) std::snprintf(buf, sizeof buf, "%.2f GiB", rounded(g, 100));
+  else std::snprintf(buf, sizeof buf, "%.1f MiB", rounded(bytes / kBytesPerMib, 10));
   return buf;
 }
 
 namespace {
 std::string num(double v) {
   char buf[48];
-  if (v == std::floor(v) && std::fabs(v) < 1e15) std::snprintf(buf, sizeof buf, "%.0f", v);
-  else std::snprintf(buf, sizeof buf, "%.4g", v);
+  if (v == std::floor(v) && std::fabs(v) < 1e15)
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  else
+    std::snprintf(buf, sizeof buf, "%.4g", v);
   return buf;
 }
 std::string billions(double v) {
@@ -483,21 +532,24 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
   const Model& md = *w.model;
   std::vector<MemoryLine> out;
   const WeightFormatInfo& fi = weight_format_info(w.weights);
-  const std::string split = (w.tp > 1 ? " / tp " + std::to_string(w.tp) : std::string()) +
-                            (w.pp > 1 ? ", pipeline stage of " + num(std::ceil(static_cast<double>(md.layers) / w.pp)) +
-                                            " layers + embedding"
-                                      : std::string());
+  const std::string split =
+      (w.tp > 1 ? " / tp " + std::to_string(w.tp) : std::string()) +
+      (w.pp > 1 ? ", pipeline stage of " + num(std::ceil(static_cast<double>(md.layers) / w.pp)) + " layers + embedding"
+                : std::string());
   std::string wexp = "Weights (" + std::string(fi.name) + "): ";
   if (is_quantized(w.weights)) {
-    wexp += billions(p.weights.quantized_parameters) + " quantized params x " +
-            num(std::round(p.weights.quantized_bytes * 8 / std::max(1.0, p.weights.quantized_parameters) * 1000) / 1000) +
-            " bits + " + billions(p.weights.other_parameters) + " kept unquantized = " + format_gib(p.weights.total_bytes);
+    wexp +=
+        billions(p.weights.quantized_parameters) + " quantized params x " +
+        num(std::round(p.weights.quantized_bytes * 8 / std::max(1.0, p.weights.quantized_parameters) * 1000) / 1000) +
+        " bits + " + billions(p.weights.other_parameters) + " kept unquantized = " + format_gib(p.weights.total_bytes);
   } else {
-    wexp += billions(static_cast<double>(md.parameters)) + " params x " + num(fi.unquantized_bytes) + " B = " +
-            format_gib(p.weights.total_bytes);
+    wexp += billions(static_cast<double>(md.parameters)) + " params x " + num(fi.unquantized_bytes) +
+            " B = " + format_gib(p.weights.total_bytes);
   }
   if (w.tp > 1 || w.pp > 1) wexp += split + " = " + format_gib(p.weights_per_gpu_bytes) + " per GPU";
-  if (w.zero >= 3 && w.task != Task::kInfer) wexp += ", sharded over " + num(w.data_parallel()) + " GPUs (ZeRO-3)";
+  if (w.zero >= 3 && w.task != Task::kInfer) {
+    wexp += ", sharded over " + num(w.data_parallel()) + " GPUs (ZeRO-3) = " + format_gib(m.weights_bytes) + " per GPU";
+  }
   out.push_back({"weights_bytes", m.weights_bytes, wexp});
 
   if (md.kind == ModelKind::kDecoder && w.task == Task::kInfer) {
@@ -507,7 +559,8 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
                        " KV heads x " + num(static_cast<double>(md.head_dim)) + " x " +
                        num(kv_bytes_per_element(w.kv_cache)) + " B x " + num(static_cast<double>(w.context)) +
                        " tokens x batch " + num(static_cast<double>(w.batch));
-    if (p.window_count > 0) kexp += " (sliding-window layers hold at most their window)";
+    if (p.window_count > 0)
+      kexp += " (sliding-window layers hold at most their window)";
     else if (md.attention.size() && md.attention[0].window_tokens > 0 && !p.bound_windows)
       kexp += " (this engine keeps the full sequence even in sliding-window layers)";
     if (w.engine == Engine::kVllm) kexp += ", in blocks of 16 tokens";
@@ -515,49 +568,68 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
     out.push_back({"kv_cache_bytes", m.kv_cache_bytes, kexp});
   }
   std::string aexp;
-  if (w.task == Task::kInfer) {
+  if (w.task == Task::kInfer && md.kind == ModelKind::kCnn) {
+    aexp = "Activations: input and output of the largest layer, " + num(md.cnn_max_layer_elements_per_sample) +
+           " elements per sample x 2 x batch " + num(static_cast<double>(w.batch)) + " x " + num(activation_bytes(w)) +
+           " B = " + format_gib(m.activations_bytes);
+  } else if (w.task == Task::kInfer) {
     const InferAct a = inference_activations(p, w.batch, w.context);
     aexp = "Activations: largest step " + num(a.tokens) + " tokens x (" + (md.gated_mlp ? "3" : "2") + " x " +
-           num(static_cast<double>(md.intermediate)) + " MLP + 3 x " + num(static_cast<double>(md.hidden)) + " hidden) x " +
-           num(activation_bytes(w)) + " B" + (w.tp > 1 ? " (MLP / tp)" : "") + " + logits " + format_gib(a.logits_bytes) +
-           " = " + format_gib(m.activations_bytes);
+           num(static_cast<double>(md.intermediate)) + " MLP + 3 x " + num(static_cast<double>(md.hidden)) +
+           " hidden) x " + num(activation_bytes(w)) + " B" + (w.tp > 1 ? " (MLP / tp)" : "") + " + logits " +
+           format_gib(a.logits_bytes) + " = " + format_gib(m.activations_bytes);
+  } else if (md.kind == ModelKind::kCnn) {
+    aexp = "Activations: every layer output kept for backward, " + num(md.cnn_activation_elements_per_sample) +
+           " elements per sample x batch " + num(static_cast<double>(w.batch)) + " x " + num(activation_bytes(w)) +
+           " B = " + format_gib(m.activations_bytes);
   } else {
     const TrainAct a = training_activations(p, w.batch, w.context);
     aexp = "Activations (Korthikanti et al. 2022, " + std::string(checkpointing_name(w.checkpointing)) +
            " checkpointing" + (w.flash_attention ? ", flash attention" : ", eager attention") + "): " +
-           num(static_cast<double>(md.layers)) + " layers x " + format_gib(a.per_layer_bytes) + " per layer" +
-           (w.checkpointing == Checkpointing::kFull ? " recomputed; kept: layer inputs " + format_gib(a.layer_input_bytes) + " each"
-                                                   : std::string()) +
-           " + logits " + format_gib(a.logits_bytes) + " = " + format_gib(m.activations_bytes);
+           (w.checkpointing == Checkpointing::kFull
+                ? num(static_cast<double>(md.layers)) + " layer inputs x " + format_gib(a.layer_input_bytes) +
+                      " + max(one layer recomputed " + format_gib(a.per_layer_bytes) + ", loss buffers " +
+                      format_gib(a.logits_bytes) + ")"
+                : num(static_cast<double>(md.layers)) + " layers x " + format_gib(a.per_layer_bytes) +
+                      " + loss buffers (logits) " + format_gib(a.logits_bytes)) +
+           " = " + format_gib(m.activations_bytes);
   }
   out.push_back({"activations_bytes", m.activations_bytes, aexp});
   if (w.task != Task::kInfer) {
-    out.push_back({"gradients_bytes", m.gradients_bytes,
-                   "Gradients: " + billions(w.task == Task::kTrain ? p.trainable_parameters_per_gpu : p.adapter_parameters) +
-                       " trainable params" + (w.zero >= 2 && w.task == Task::kTrain ? " / " + num(w.data_parallel()) + " (ZeRO-2)" : "") +
-                       " = " + format_gib(m.gradients_bytes)});
-    out.push_back({"optimizer_bytes", m.optimizer_bytes,
-                   "Optimizer (" + std::string(optimizer_name(w.optimizer)) + ")" +
-                       (w.task == Task::kTrain && w.master_weights && w.weights != WeightFormat::kFp32
-                            ? " + fp32 master weights"
-                            : "") +
-                       (w.zero >= 1 ? ", sharded over " + num(w.data_parallel()) + " GPUs" : "") + " = " +
-                       format_gib(m.optimizer_bytes)});
+    out.push_back(
+        {"gradients_bytes", m.gradients_bytes,
+         "Gradients: " + billions(w.task == Task::kTrain ? p.trainable_parameters_per_gpu : p.adapter_parameters) +
+             " trainable params" +
+             (w.zero >= 2 && w.task == Task::kTrain ? " / " + num(w.data_parallel()) + " (ZeRO-" + num(w.zero) + ")"
+                                                    : "") +
+             " = " + format_gib(m.gradients_bytes)});
+    out.push_back(
+        {"optimizer_bytes", m.optimizer_bytes,
+         "Optimizer (" + std::string(optimizer_name(w.optimizer)) + ")" +
+             (w.task == Task::kTrain && w.master_weights && w.weights != WeightFormat::kFp32 ? " + fp32 master weights"
+                                                                                             : "") +
+             (w.zero >= 1 ? ", sharded over " + num(w.data_parallel()) + " GPUs" : "") + " = " +
+             format_gib(m.optimizer_bytes)});
   }
   if (w.task == Task::kLora || w.task == Task::kQlora) {
     out.push_back({"adapter_bytes", m.adapter_bytes,
                    "LoRA adapters: rank " + num(static_cast<double>(w.lora_rank)) + " x (in + out) per target x " +
-                       num(static_cast<double>(md.layers)) + " layers = " + billions(p.adapter_parameters) + " params = " +
-                       format_gib(m.adapter_bytes)});
+                       num(static_cast<double>(md.layers)) + " layers = " + billions(p.adapter_parameters) +
+                       " params = " + format_gib(m.adapter_bytes)});
   }
-  out.push_back({"runtime_overhead_bytes", m.runtime_overhead_bytes,
-                 "Runtime: CUDA context " + format_gib(m.cuda_context_bytes) + " + workspaces " +
-                     format_gib(m.workspace_bytes) + " + allocator slack " + format_gib(m.allocator_slack_bytes) +
-                     (m.communication_bytes > 0 ? " + communication buffers " + format_gib(m.communication_bytes) : "") +
-                     " = " + format_gib(m.runtime_overhead_bytes)});
+  out.push_back(
+      {"runtime_overhead_bytes", m.runtime_overhead_bytes,
+       "Runtime: CUDA context " + format_gib(m.cuda_context_bytes) + " + workspaces " + format_gib(m.workspace_bytes) +
+           " + allocator slack " + format_gib(m.allocator_slack_bytes) +
+           (m.communication_bytes > 0 ? " + communication buffers " + format_gib(m.communication_bytes) : "") + " = " +
+           format_gib(m.runtime_overhead_bytes)});
   std::string texp = "Peak per GPU";
-  if (w.task == Task::kInfer && w.engine != Engine::kVllm) texp += " (live set at prefill or at the last token, whichever is larger)";
-  if (w.task != Task::kInfer) texp += " (weights + optimizer + max(activations at the start of backward, gradients + optimizer-step temporaries) + runtime)";
+  if (w.task == Task::kInfer && w.engine != Engine::kVllm)
+    texp += " (live set at prefill or at the last token, whichever is larger)";
+  if (w.task != Task::kInfer)
+    texp +=
+        " (weights + optimizer + max(activations at the start of backward, gradients + optimizer-step temporaries) + "
+        "runtime)";
   texp += " = " + format_gib(m.total_bytes);
   out.push_back({"total_bytes", m.total_bytes, texp});
   return out;

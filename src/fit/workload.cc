@@ -21,10 +21,14 @@ constexpr NameRow<Optimizer> kOptimizers[] = {
     {Optimizer::kAdamw, "adamw"}, {Optimizer::kAdamw8bit, "adamw-8bit"}, {Optimizer::kSgd, "sgd"}};
 constexpr NameRow<Checkpointing> kCheckpointing[] = {
     {Checkpointing::kNone, "none"}, {Checkpointing::kSelective, "selective"}, {Checkpointing::kFull, "full"}};
-constexpr NameRow<Engine> kEngines[] = {
-    {Engine::kTransformers, "transformers"}, {Engine::kPytorch, "pytorch"}, {Engine::kVllm, "vllm"},
-    {Engine::kTgi, "tgi"},           {Engine::kDeepspeed, "deepspeed"}, {Engine::kLlamaCpp, "llama.cpp"},
-    {Engine::kMegatron, "megatron"}, {Engine::kTensorrtLlm, "tensorrt-llm"}};
+constexpr NameRow<Engine> kEngines[] = {{Engine::kTransformers, "transformers"},
+                                        {Engine::kPytorch, "pytorch"},
+                                        {Engine::kVllm, "vllm"},
+                                        {Engine::kTgi, "tgi"},
+                                        {Engine::kDeepspeed, "deepspeed"},
+                                        {Engine::kLlamaCpp, "llama.cpp"},
+                                        {Engine::kMegatron, "megatron"},
+                                        {Engine::kTensorrtLlm, "tensorrt-llm"}};
 
 template <typename E, size_t N>
 std::string_view name_of(const NameRow<E> (&rows)[N], E v) {
@@ -80,10 +84,11 @@ Result<int64_t> get_int(const Json& j, const char* key, int64_t fallback, int64_
   } else {
     return usage_error(std::string("'") + key + "' must be a whole number", key);
   }
-  if (!std::isfinite(d) || d != std::floor(d)) return usage_error(std::string("'") + key + "' must be a whole number", key);
+  if (!std::isfinite(d) || d != std::floor(d))
+    return usage_error(std::string("'") + key + "' must be a whole number", key);
   if (d < static_cast<double>(min) || d > static_cast<double>(max)) {
-    return usage_error(std::string("'") + key + "' must be between " + std::to_string(min) + " and " + std::to_string(max),
-                       key);
+    return usage_error(
+        std::string("'") + key + "' must be between " + std::to_string(min) + " and " + std::to_string(max), key);
   }
   return static_cast<int64_t>(d);
 }
@@ -140,15 +145,24 @@ Result<uint32_t> parse_lora_targets(const Json& j) {
   for (auto n : names) {
     n = lower(n);
     if (n.size() > 5 && n.substr(n.size() - 5) == "_proj") n = n.substr(0, n.size() - 5);
-    if (n == "all" || n == "all-linear" || n == "all_linear") mask |= kLoraAllLinear;
-    else if (n == "q") mask |= kLoraQ;
-    else if (n == "k") mask |= kLoraK;
-    else if (n == "v") mask |= kLoraV;
-    else if (n == "o" || n == "output" || n == "out") mask |= kLoraO;
-    else if (n == "gate" || n == "w1") mask |= kLoraGate;
-    else if (n == "up" || n == "w3") mask |= kLoraUp;
-    else if (n == "down" || n == "w2") mask |= kLoraDown;
-    else return usage_error("unknown LoRA target '" + n + "'; use q, k, v, o, gate, up, down or all", "lora_targets");
+    if (n == "all" || n == "all-linear" || n == "all_linear")
+      mask |= kLoraAllLinear;
+    else if (n == "q")
+      mask |= kLoraQ;
+    else if (n == "k")
+      mask |= kLoraK;
+    else if (n == "v")
+      mask |= kLoraV;
+    else if (n == "o" || n == "output" || n == "out")
+      mask |= kLoraO;
+    else if (n == "gate" || n == "w1")
+      mask |= kLoraGate;
+    else if (n == "up" || n == "w3")
+      mask |= kLoraUp;
+    else if (n == "down" || n == "w2")
+      mask |= kLoraDown;
+    else
+      return usage_error("unknown LoRA target '" + n + "'; use q, k, v, o, gate, up, down or all", "lora_targets");
   }
   return mask;
 }
@@ -163,12 +177,29 @@ std::string_view engine_name(Engine e) { return name_of(kEngines, e); }
 int Workload::data_parallel() const { return std::max(1, gpus() / std::max(1, tp * pp)); }
 
 const std::vector<std::string_view>& workload_keys() {
-  static const std::vector<std::string_view> keys = {
-      "model",        "config",        "task",       "weights",        "kv_cache",
-      "batch",        "context",       "input_tokens", "output_tokens", "tp",
-      "pp",           "count",         "optimizer",  "zero",           "checkpointing",
-      "lora_rank",    "lora_targets",  "engine",     "flash_attention", "gpu_memory_utilization",
-      "max_num_batched_tokens", "group_size", "master_weights"};
+  static const std::vector<std::string_view> keys = {"model",
+                                                     "config",
+                                                     "task",
+                                                     "weights",
+                                                     "kv_cache",
+                                                     "batch",
+                                                     "context",
+                                                     "input_tokens",
+                                                     "output_tokens",
+                                                     "tp",
+                                                     "pp",
+                                                     "count",
+                                                     "optimizer",
+                                                     "zero",
+                                                     "checkpointing",
+                                                     "lora_rank",
+                                                     "lora_targets",
+                                                     "engine",
+                                                     "flash_attention",
+                                                     "gpu_memory_utilization",
+                                                     "max_num_batched_tokens",
+                                                     "group_size",
+                                                     "master_weights"};
   return keys;
 }
 
@@ -183,7 +214,8 @@ Result<Workload> parse_workload(const Json& r) {
     if (!m) return m.error();
     w.model = std::make_shared<const Model>(std::move(m).value());
   } else {
-    if (model_id->empty()) return usage_error("give --model: a zoo id (gpuplan fit --model llama-2-7b) or a config.json path", "model");
+    if (model_id->empty())
+      return usage_error("give --model: a zoo id (gpuplan fit --model llama-2-7b) or a config.json path", "model");
     auto m = zoo_model(*model_id);
     if (!m) return m.error();
     w.model = std::shared_ptr<const Model>(*m, [](const Model*) {});  // zoo models live for the process
@@ -209,7 +241,7 @@ Result<Workload> parse_workload(const Json& r) {
     w.weights = *f;
   }
   // KV cache defaults to the compute dtype: the weights' 16-bit type, fp16 for quantized formats.
-  w.kv_cache = w.weights == WeightFormat::kFp32  ? KvFormat::kFp32
+  w.kv_cache = w.weights == WeightFormat::kFp32   ? KvFormat::kFp32
                : w.weights == WeightFormat::kBf16 ? KvFormat::kBf16
                                                   : KvFormat::kFp16;
   auto kv = get_string(r, "kv_cache");
@@ -232,7 +264,8 @@ Result<Workload> parse_workload(const Json& r) {
   w.output_tokens = *output;
   // Context: given, or prompt + generated, or 4096 capped at the model's positions.
   int64_t default_context = *input + *output > 0 ? *input + *output : 4096;
-  if (*input + *output == 0 && w.model->max_positions > 0) default_context = std::min(default_context, w.model->max_positions);
+  if (*input + *output == 0 && w.model->max_positions > 0)
+    default_context = std::min(default_context, w.model->max_positions);
   if (w.model->kind == ModelKind::kCnn) default_context = 1;
   auto context = get_int(r, "context", default_context, 1, kMaxTokens);
   if (!context) return context.error();
@@ -268,7 +301,8 @@ Result<Workload> parse_workload(const Json& r) {
   if (!opt) return opt.error();
   if (!opt->empty()) {
     std::string o = lower(*opt);
-    if (o == "adamw8bit" || o == "adamw_8bit" || o == "adam8bit" || o == "paged-adamw-8bit" || o == "paged_adamw_8bit") o = "adamw-8bit";
+    if (o == "adamw8bit" || o == "adamw_8bit" || o == "adam8bit" || o == "paged-adamw-8bit" || o == "paged_adamw_8bit")
+      o = "adamw-8bit";
     if (o == "adam" || o == "adamw_torch" || o == "adamw-torch" || o == "fused-adamw") o = "adamw";
     auto v = parse_name(kOptimizers, o, "optimizer");
     if (!v) return v.error();
@@ -302,7 +336,8 @@ Result<Workload> parse_workload(const Json& r) {
   if (!flash) return flash.error();
   if (!master) return master.error();
   if (!util) return util.error();
-  if (*util <= 0 || *util > 1) return usage_error("'gpu_memory_utilization' must be in (0, 1]", "gpu_memory_utilization");
+  if (*util <= 0 || *util > 1)
+    return usage_error("'gpu_memory_utilization' must be in (0, 1]", "gpu_memory_utilization");
   w.flash_attention = *flash;
   w.master_weights = *master;
   w.gpu_memory_utilization = *util;

@@ -131,12 +131,12 @@ Result<Model> llama_like(const Json& j, Model m, const std::string& type) {
                                 "num_local_experts");
     }
     b.add("layers.*.block_sparse_moe.gate", TensorRole::kRouter, m.experts, m.hidden);
-    b.linear("layers.*.block_sparse_moe.experts.*.w1", TensorRole::kMlpGate, m.intermediate, m.hidden, false,
-             m.experts, true);
+    b.linear("layers.*.block_sparse_moe.experts.*.w1", TensorRole::kMlpGate, m.intermediate, m.hidden, false, m.experts,
+             true);
     b.linear("layers.*.block_sparse_moe.experts.*.w3", TensorRole::kMlpUp, m.intermediate, m.hidden, false, m.experts,
              true);
-    b.linear("layers.*.block_sparse_moe.experts.*.w2", TensorRole::kMlpDown, m.hidden, m.intermediate, false,
-             m.experts, true);
+    b.linear("layers.*.block_sparse_moe.experts.*.w2", TensorRole::kMlpDown, m.hidden, m.intermediate, false, m.experts,
+             true);
   } else if (qwen_moe) {
     m.experts = k.get({"num_experts"}, 0);
     m.experts_per_token = k.get({"num_experts_per_tok"}, 0);
@@ -370,8 +370,10 @@ Result<Model> bert(const Json& j, Model m, const std::string& type, const std::s
   b.norm("layer.*.output.LayerNorm", m.hidden, true);
   // Heads per transformers class: BertModel has the pooler; the MLM head (transform + tied decoder +
   // bias) belongs to *ForMaskedLM and *ForPreTraining; NSP to *ForPreTraining.
-  const bool mlm = arch_class.find("MaskedLM") != std::string::npos || arch_class.find("PreTraining") != std::string::npos;
-  const bool pooler = arch_class.empty() || arch_class == "BertModel" || arch_class.find("PreTraining") != std::string::npos ||
+  const bool mlm =
+      arch_class.find("MaskedLM") != std::string::npos || arch_class.find("PreTraining") != std::string::npos;
+  const bool pooler = arch_class.empty() || arch_class == "BertModel" ||
+                      arch_class.find("PreTraining") != std::string::npos ||
                       arch_class.find("Classification") != std::string::npos;
   if (pooler) {
     b.add("bert.pooler.dense", TensorRole::kLinear, m.hidden, m.hidden, false);
@@ -404,10 +406,12 @@ Result<Model> parse_any(const J& config, std::string id) {
     arch_class = j["architectures"][0].get<std::string>();
   }
   if (type.empty()) {
-    return invalid_data_error("config.json of '" + m.id + "' lacks model_type; gpuplan reads model_type to choose "
-                              "the architecture (llama, mistral, mixtral, qwen2, gemma2, phi3, falcon, gptj, bloom, "
-                              "gpt_bigcode, opt, bert)",
-                              "model_type");
+    return invalid_data_error(
+        "config.json of '" + m.id +
+            "' lacks model_type; gpuplan reads model_type to choose "
+            "the architecture (llama, mistral, mixtral, qwen2, gemma2, phi3, falcon, gptj, bloom, "
+            "gpt_bigcode, opt, bert)",
+        "model_type");
   }
   m.architecture = type;
   Result<Model> r = invalid_data_error("", "");

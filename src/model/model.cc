@@ -17,21 +17,36 @@ void finish_model(Model& m);  // hf_config.cc
 
 std::string_view tensor_role_name(TensorRole role) {
   switch (role) {
-    case TensorRole::kEmbedding: return "embedding";
-    case TensorRole::kPositionEmbedding: return "position_embedding";
-    case TensorRole::kHead: return "head";
-    case TensorRole::kAttnQ: return "attn_q";
-    case TensorRole::kAttnK: return "attn_k";
-    case TensorRole::kAttnV: return "attn_v";
-    case TensorRole::kAttnOut: return "attn_out";
-    case TensorRole::kMlpGate: return "mlp_gate";
-    case TensorRole::kMlpUp: return "mlp_up";
-    case TensorRole::kMlpDown: return "mlp_down";
-    case TensorRole::kRouter: return "router";
-    case TensorRole::kNorm: return "norm";
-    case TensorRole::kBias: return "bias";
-    case TensorRole::kConv: return "conv";
-    case TensorRole::kLinear: return "linear";
+    case TensorRole::kEmbedding:
+      return "embedding";
+    case TensorRole::kPositionEmbedding:
+      return "position_embedding";
+    case TensorRole::kHead:
+      return "head";
+    case TensorRole::kAttnQ:
+      return "attn_q";
+    case TensorRole::kAttnK:
+      return "attn_k";
+    case TensorRole::kAttnV:
+      return "attn_v";
+    case TensorRole::kAttnOut:
+      return "attn_out";
+    case TensorRole::kMlpGate:
+      return "mlp_gate";
+    case TensorRole::kMlpUp:
+      return "mlp_up";
+    case TensorRole::kMlpDown:
+      return "mlp_down";
+    case TensorRole::kRouter:
+      return "router";
+    case TensorRole::kNorm:
+      return "norm";
+    case TensorRole::kBias:
+      return "bias";
+    case TensorRole::kConv:
+      return "conv";
+    case TensorRole::kLinear:
+      return "linear";
   }
   return "?";
 }
@@ -119,10 +134,12 @@ Result<Model> parse_layer_yaml(std::string_view yaml_text, std::string id) {
       const int64_t cin = num(l, "in_channels"), cout = num(l, "out_channels"), k = num(l, "kernel");
       const int64_t hw = num(l, "out_h") * num(l, "out_w");
       if (cin <= 0 || cout <= 0 || k <= 0 || hw <= 0) {
-        return invalid_data_error("layer '" + name + "' of '" + m.id + "' needs in_channels, out_channels, kernel, out_h, out_w", name);
+        return invalid_data_error(
+            "layer '" + name + "' of '" + m.id + "' needs in_channels, out_channels, kernel, out_h, out_w", name);
       }
       m.tensors.push_back(TensorGroup{name, TensorRole::kConv, cout, cin * k * k, 1, false, false});
-      if (l["bias"] && l["bias"].as<bool>()) m.tensors.push_back(TensorGroup{name + ".bias", TensorRole::kBias, cout, 1, 1, false, false});
+      if (l["bias"] && l["bias"].as<bool>())
+        m.tensors.push_back(TensorGroup{name + ".bias", TensorRole::kBias, cout, 1, 1, false, false});
       out = static_cast<double>(cout * hw);
       m.cnn_flops_per_sample += 2.0 * static_cast<double>(cout * cin * k * k * hw);
     } else if (type == "batchnorm") {
@@ -134,7 +151,8 @@ Result<Model> parse_layer_yaml(std::string_view yaml_text, std::string id) {
     } else if (type == "linear") {
       const int64_t in = num(l, "in_features"), o = num(l, "out_features");
       m.tensors.push_back(TensorGroup{name, TensorRole::kLinear, o, in, 1, false, false});
-      if (l["bias"] && l["bias"].as<bool>()) m.tensors.push_back(TensorGroup{name + ".bias", TensorRole::kBias, o, 1, 1, false, false});
+      if (l["bias"] && l["bias"].as<bool>())
+        m.tensors.push_back(TensorGroup{name + ".bias", TensorRole::kBias, o, 1, 1, false, false});
       out = static_cast<double>(o);
       m.cnn_flops_per_sample += 2.0 * static_cast<double>(in * o);
     } else {
@@ -241,7 +259,8 @@ Result<const Model*> zoo_model(std::string_view id) {
                            "model");
   }
   const std::string_view text = embedded(entry->file);
-  if (text.empty()) return invalid_data_error("zoo entry '" + entry->id + "' names a missing file " + entry->file, "model");
+  if (text.empty())
+    return invalid_data_error("zoo entry '" + entry->id + "' names a missing file " + entry->file, "model");
   Result<Model> m = invalid_data_error("", "");
   if (entry->file.size() > 5 && entry->file.substr(entry->file.size() - 5) == ".yaml") {
     m = parse_layer_yaml(text, entry->id);

@@ -27,10 +27,10 @@ PreparedWorkload prepared(const char* model, nlohmann::ordered_json extra = nloh
 TEST(FitFormats, BitsPerWeight) {
   EXPECT_DOUBLE_EQ(matrix_bits_per_weight(WeightFormat::kQ4_0, 4096, 4096), 4.5);
   EXPECT_DOUBLE_EQ(matrix_bits_per_weight(WeightFormat::kQ8_0, 4096, 4096), 8.5);
-  EXPECT_DOUBLE_EQ(matrix_bits_per_weight(WeightFormat::kQ4_K_M, 4096, 4096), 4.5);   // Q4_K
-  EXPECT_DOUBLE_EQ(matrix_bits_per_weight(WeightFormat::kQ5_K_M, 4096, 4096), 5.5);   // Q5_K
+  EXPECT_DOUBLE_EQ(matrix_bits_per_weight(WeightFormat::kQ4_K_M, 4096, 4096), 4.5);  // Q4_K
+  EXPECT_DOUBLE_EQ(matrix_bits_per_weight(WeightFormat::kQ5_K_M, 4096, 4096), 5.5);  // Q5_K
   EXPECT_DOUBLE_EQ(matrix_bits_per_weight(WeightFormat::kQ6_K, 4096, 4096), 6.5625);
-  EXPECT_DOUBLE_EQ(matrix_bits_per_weight(WeightFormat::kQ4_K_M, 4096, 4000), 5.5);   // not a multiple of 256: Q5_0
+  EXPECT_DOUBLE_EQ(matrix_bits_per_weight(WeightFormat::kQ4_K_M, 4096, 4000), 5.5);  // not a multiple of 256: Q5_0
   EXPECT_DOUBLE_EQ(matrix_bits_per_weight(WeightFormat::kNf4, 4096, 4096), 4.5);
   EXPECT_NEAR(matrix_bits_per_weight(WeightFormat::kNf4Dq, 4096, 4096), 4.127, 0.001);  // QLoRA paper: 0.127
   EXPECT_NEAR(matrix_bits_per_weight(WeightFormat::kInt4Awq, 4096, 4096), 4.156, 0.001);
@@ -65,6 +65,19 @@ TEST(FitKv, MultiHeadMatchesTheIssueExample) {
   EXPECT_NEAR(kv_bytes_per_sequence(p, 4096) / kBytesPerGib, 3.125, 1e-9);
 }
 
+TEST(FitKv, BreakdownLineShowsItsArithmetic) {
+  const PreparedWorkload p = prepared("llama-2-13b", {{"kv_cache", "fp16"}, {"context", 4096}});
+  const auto lines = explain_memory(p, estimate_memory(p));
+  bool found = false;
+  for (const auto& l : lines) {
+    if (l.key != "kv_cache_bytes") continue;
+    found = true;
+    EXPECT_NE(l.explain.find("2 x 40 layers x 40 KV heads x 128 x 2 B x 4096 tokens"), std::string::npos) << l.explain;
+    EXPECT_NE(l.explain.find("= 3.13 GiB"), std::string::npos) << l.explain;
+  }
+  EXPECT_TRUE(found);
+}
+
 TEST(FitKv, GroupedAndMultiQuery) {
   EXPECT_DOUBLE_EQ(kv_bytes_per_sequence(prepared("llama-3.1-70b"), 1), 2.0 * 80 * 8 * 128 * 2);
   EXPECT_DOUBLE_EQ(kv_bytes_per_sequence(prepared("falcon-7b"), 1), 2.0 * 32 * 1 * 64 * 2);
@@ -81,7 +94,8 @@ TEST(FitKv, SlidingWindows) {
   const double per_token = 2.0 * 32 * 8 * 128 * 2;
   EXPECT_DOUBLE_EQ(kv_bytes_per_sequence(prepared("mistral-7b", {{"engine", "vllm"}}), 32768), per_token * 4096);
   // transformers' DynamicCache keeps the whole sequence.
-  EXPECT_DOUBLE_EQ(kv_bytes_per_sequence(prepared("mistral-7b", {{"engine", "transformers"}}), 32768), per_token * 32768);
+  EXPECT_DOUBLE_EQ(kv_bytes_per_sequence(prepared("mistral-7b", {{"engine", "transformers"}}), 32768),
+                   per_token * 32768);
   // Gemma-2: even layers local (4096), odd layers global; 8 KV heads x 256.
   const double layer = 2.0 * 8 * 256 * 2;
   EXPECT_DOUBLE_EQ(kv_bytes_per_sequence(prepared("gemma-2-9b"), 8192), 21 * layer * 4096 + 21 * layer * 8192);
@@ -95,6 +109,25 @@ TEST(FitModel, MoeActiveParameters) {
   EXPECT_EQ(m.experts, 8);
   EXPECT_EQ(m.experts_per_token, 2);
   EXPECT_NEAR(static_cast<double>(m.active_parameters), 12.9e9, 0.05e9);
+}
+
+TEST(FitModel, MoeActiveWeightBytes) {
+  const PreparedWorkload p = prepared("mixtral-8x7b");
+  // bf16: a token reads the non-expert weights and 2 of 8 experts, ~12.9B parameters x 2 B.
+  EXPECT_NEAR(p.active_weights_per_gpu_bytes, 12879925248.0 * 2, 1e6);
+  EXPECT_DOUBLE_EQ(p.weights_per_gpu_bytes, 46702792704.0 * 2);
+}
+
+TEST(FitParallel, PipelineStagesHoldTheirLayersAndOneEdge) {
+  // Llama-2-7B over pp 4: ceil(32/4) = 8 layers per stage plus the larger of embedding and head.
+  const PreparedWorkload p = prepared("llama-2-7b", {{"pp", 4}});
+  const Model& m = **zoo_model("llama-2-7b");
+  const double edge = 32000.0 * 4096 * 2;
+  const double layers = static_cast<double>(m.parameters) * 2 - 2 * edge - 4096 * 2;  // less embed, head, norm
+  EXPECT_NEAR(p.weights_per_gpu_bytes, layers * 8 / 32 + edge, 1);
+  EXPECT_DOUBLE_EQ(kv_bytes_per_sequence(p, 1), 2.0 * 8 * 32 * 128 * 2);
+  // Tensor parallel splits weights evenly.
+  EXPECT_DOUBLE_EQ(prepared("llama-2-7b", {{"tp", 4}}).weights_per_gpu_bytes, static_cast<double>(m.parameters) * 2 / 4);
 }
 
 TEST(FitModel, UnknownArchitectureNamesIt) {
@@ -125,8 +158,9 @@ TEST(FitTraining, MixedPrecisionAdamIsSixteenBytesPerParameter) {
   EXPECT_DOUBLE_EQ(z.weights_bytes, params * 2 / 8);
   // Full checkpointing keeps far fewer activations than none.
   const double none = estimate_memory(prepared("llama-2-7b", {{"task", "train"}, {"context", 4096}})).activations_bytes;
-  const double full = estimate_memory(prepared("llama-2-7b", {{"task", "train"}, {"context", 4096}, {"checkpointing", "full"}}))
-                          .activations_bytes;
+  const double full =
+      estimate_memory(prepared("llama-2-7b", {{"task", "train"}, {"context", 4096}, {"checkpointing", "full"}}))
+          .activations_bytes;
   EXPECT_LT(full, none / 4);
   // The peak is a live set: no more than the sum of its parts plus the foreach-AdamW step temporary
   // (sqrt(v), 4 B per parameter).
@@ -195,9 +229,12 @@ TEST(FitValidation, MemoryBoundHolds) {
   const std::vector<std::string> known_wrong = {
       // BLOOM-176B on 8/4 x A100 (HF blog, 2022): the OOM at the next batch size comes from
       // DeepSpeed-Inference's / 2022 accelerate's own buffers, which gpuplan does not model.
-      "hf-blog-bloom-ds-inference-fp16-8xa100-bs256",  "hf-blog-bloom-ds-inference-int8-8xa100-bs512",
-      "hf-blog-bloom-accelerate-bf16-8xa100-bs64",      "hf-blog-bloom-accelerate-int8-8xa100-bs64",
-      "hf-blog-bloom-accelerate-int8-4xa100-bs32",      "hf-blog-bloom-ds-inference-int8-4xa100-bs128",
+      "hf-blog-bloom-ds-inference-fp16-8xa100-bs256",
+      "hf-blog-bloom-ds-inference-int8-8xa100-bs512",
+      "hf-blog-bloom-accelerate-bf16-8xa100-bs64",
+      "hf-blog-bloom-accelerate-int8-8xa100-bs64",
+      "hf-blog-bloom-accelerate-int8-4xa100-bs32",
+      "hf-blog-bloom-ds-inference-int8-4xa100-bs128",
       // TGI 0.9 (2023) loading Llama-2-70B fp16 on 2 x A100-80GB: weights leave ~14 GiB per GPU; TGI's
       // warm-up still ran out of memory ("very barely", maintainer).
       "tgi-issue734-llama-2-70b-fp16-2xa100-80gb",
@@ -213,6 +250,41 @@ TEST(FitValidation, MemoryBoundHolds) {
     }
   }
   EXPECT_EQ(wrong_unlisted, 0);
+}
+
+}  // namespace
+}  // namespace gpuplan
+
+namespace gpuplan {
+namespace {
+
+// Every zoo model in every format and task gives finite, positive numbers on every target, and the
+// reported largest batch really is the largest.
+TEST(FitSweep, EveryZooModelFormatAndTask) {
+  const auto targets = Catalog::embedded()->all_targets(true);
+  ASSERT_FALSE(targets.empty());
+  for (const auto& e : zoo_entries()) {
+    for (const auto& f : weight_formats()) {
+      for (const char* task : {"infer", "train", "lora", "qlora"}) {
+        nlohmann::ordered_json req = {{"model", e.id}, {"weights", std::string(f.name)}, {"task", task}, {"context", 1024}};
+        auto w = parse_workload(req);
+        if (!w.ok()) {
+          EXPECT_EQ(w.error().code, ErrorCode::kUsage) << e.id << " " << f.name << " " << task;
+          continue;
+        }
+        auto p = prepare(*w);
+        ASSERT_TRUE(p.ok());
+        const MemoryBreakdown m = estimate_memory(*p);
+        ASSERT_TRUE(std::isfinite(m.total_bytes) && m.total_bytes > 0) << e.id << " " << f.name << " " << task;
+        EXPECT_GT(m.weights_bytes, 0) << e.id << " " << f.name;
+        const Target t{targets[static_cast<size_t>(e.id.size()) % targets.size()], 1, Link::kPcie};
+        const TargetFit fit = fit_target(*p, t);
+        if (fit.max_batch > 0) {
+          EXPECT_LE(estimate_memory(*p, fit.max_batch, w->context).total_bytes, fit.limit_bytes) << e.id << " " << f.name;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,1 @@
+fit --model llama-2-7b --weights int3

@@ -1,0 +1,1 @@
+fit --model no/such/config.json
