@@ -6,15 +6,19 @@
 //     4-slice GPUs, NVIDIA/mig-parted pkg/mig/builder/balanced.go), each request in the smallest slot
 //     that holds it.
 // Counters: gpus (used), lower_bound, gap_pct (vs the lower bound), unplaced (instances).
+// Two more gpuplan runs start from a fleet where 30% of the GPUs already hold a random valid layout
+// (each instance busy with probability 1/2) and take the first 40,000 requested instances: once free
+// to move busy instances, once with --keep-existing.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <string>
 #include <map>
 #include <random>
+#include <string>
 
 #include "gpuplan/catalog.h"
 #include "gpuplan/mig_pack.h"
+#include "mig/table_model.h"
 
 namespace {
 
@@ -38,8 +42,10 @@ const Scenario& scenario() {
     Scenario sc;
     auto catalog = Catalog::embedded();
     // GPU mix: mostly A100/H100 generations, some H200 and A30.
-    const std::vector<std::pair<std::string, double>> mix = {{"a100-40gb-sxm4", 0.20}, {"a100-80gb-sxm4", 0.25},
-                                                             {"h100-80gb-sxm5", 0.35}, {"h200-141gb-sxm", 0.15},
+    const std::vector<std::pair<std::string, double>> mix = {{"a100-40gb-sxm4", 0.20},
+                                                             {"a100-80gb-sxm4", 0.25},
+                                                             {"h100-80gb-sxm5", 0.35},
+                                                             {"h200-141gb-sxm", 0.15},
                                                              {"a30", 0.05}};
     std::mt19937 rng(kSeed);
     std::uniform_real_distribution<double> u(0, 1);
@@ -219,6 +225,22 @@ void report(benchmark::State& state, const Outcome& o, int lower_bound) {
                  " unplaced=" + std::to_string(o.unplaced));
 }
 
+// The scenario with existing instances on 30% of the GPUs (fixed seed).
+const Fleet& busy_fleet() {
+  static const Fleet f = [] {
+    Fleet fleet = scenario().fleet;
+    std::mt19937 rng(kSeed + 1);
+    for (auto& g : fleet.gpus) {
+      if (rng() % 10 >= 3) continue;
+      auto model = table_model(*g.table);
+      const auto& layout = model->layouts[rng() % model->layouts.size()];
+      for (const auto& p : layout) g.instances.push_back(ExistingInstance{p, rng() % 2 == 0, ""});
+    }
+    return fleet;
+  }();
+  return f;
+}
+
 int gpuplan_lower_bound() {
   static const int lb = [] {
     const Scenario& s = scenario();
@@ -247,6 +269,53 @@ void BM_MigPack_Gpuplan(benchmark::State& state) {
   report(state, o, lb);
 }
 
+// The first request lines up to this many units: with existing instances the full demand would not fit.
+constexpr int kBusyRequestUnits = 40000;
+
+const std::vector<PackRequest>& busy_requests() {
+  static const std::vector<PackRequest> v = [] {
+    std::vector<PackRequest> out;
+    int units = 0;
+    for (const auto& r : scenario().requests) {
+      if (units + r.count > kBusyRequestUnits) break;
+      units += r.count;
+      out.push_back(r);
+    }
+    return out;
+  }();
+  return v;
+}
+
+void run_busy(benchmark::State& state, bool keep) {
+  auto catalog = Catalog::embedded();
+  PackOptions options;
+  options.keep_existing = keep;
+  Outcome o;
+  int lb = 0, disturbed = 0;
+  for (auto _ : state) {
+    auto r = pack(*catalog, busy_fleet(), busy_requests(), options);
+    if (!r) {
+      state.SkipWithError(r.error().message.c_str());
+      return;
+    }
+    o.gpus = r->gpus_used;
+    o.unplaced = 0;
+    for (const auto& u : r->unplaced) o.unplaced += u.count;
+    lb = r->lower_bound;
+    disturbed = r->disturbed;
+  }
+  report(state, o, lb);
+  int busy = 0;
+  for (const auto& g : busy_fleet().gpus) {
+    for (const auto& i : g.instances) busy += i.busy ? 1 : 0;
+  }
+  state.counters["disturbed"] = disturbed;
+  state.counters["busy"] = busy;
+}
+
+void BM_MigPack_GpuplanWithBusyInstances(benchmark::State& state) { run_busy(state, false); }
+void BM_MigPack_GpuplanKeepExisting(benchmark::State& state) { run_busy(state, true); }
+
 void BM_MigPack_FirstFitDriverOrder(benchmark::State& state) {
   Outcome o;
   for (auto _ : state) o = first_fit();
@@ -262,5 +331,7 @@ void BM_MigPack_StaticAllBalanced(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_MigPack_Gpuplan)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_MigPack_GpuplanWithBusyInstances)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_MigPack_GpuplanKeepExisting)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_MigPack_FirstFitDriverOrder)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_MigPack_StaticAllBalanced)->Unit(benchmark::kMillisecond)->Iterations(1);

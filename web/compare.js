@@ -1,5 +1,5 @@
 // Compare: GPUs and MIG slices side by side, with bar charts drawn here (SVG, patterns and labels).
-import { add, api, barChart, clear, el, errorBox, fmt, gpuList, gpuPicker, isUnavailable, label, liveStatus, unavailable, unitOf } from './ui.js';
+import { add, api, barChart, clear, commands, el, errorBox, fmt, gpuList, gpuPicker, isUnavailable, label, liveStatus, unavailable, unitOf } from './ui.js';
 
 let picker, results, status;
 let lastKey = '';
@@ -12,7 +12,7 @@ export async function init(panel, r) {
   picker = gpuPicker({ id: 'cmp-gpu', labelText: 'GPUs to compare', gpus, selected: initial.length ? initial : ['a100-80gb-sxm4', 'h100-80gb-sxm5'].filter((g) => gpus.some((x) => x.id === g)), onchange: run });
   add(panel, 
     el('h2', { text: 'Compare GPUs and MIG slices' }),
-    el('p', { class: 'lead', text: 'The first is the baseline: the table gives every other one\'s difference in percent. Per dollar needs prices, which come with offers (Plan).' }),
+    el('p', { class: 'lead', text: 'The first is the baseline: the table gives every other one\'s difference in percent. Per dollar uses the cheapest listed offer (see Plan).' }),
     picker.node, status, results);
   await run(picker.get());
 }
@@ -44,12 +44,29 @@ async function run(ids) {
   if (isUnavailable(r)) { clear(results, unavailable('Compare', r.error)); status.textContent = ''; return; }
   if (!r.ok) { clear(results, errorBox(r.error)); status.textContent = 'The comparison failed.'; return; }
   status.textContent = `Compared ${r.data.targets.length}.`;
-  clear(results, ...render(r.data));
+  const prices = await cheapest(r.data.targets.map((t) => t.id));
+  if (key !== lastKey) return;
+  clear(results, ...render(r.data, prices));
 }
 
 const THROUGHPUT = ['fp64_tflops', 'fp32_tflops', 'tf32_tensor_tflops', 'bf16_tensor_tflops', 'fp16_tensor_tflops', 'fp8_tensor_tflops', 'int8_tensor_tops', 'int4_tensor_tops'];
 
-function render(d) {
+// The cheapest listed price per GPU-hour of each target, from the offers (when this build has them).
+async function cheapest(ids) {
+  const prices = new Map();
+  if (!(await commands()).includes('offers.list')) return prices;
+  const whole = ids.filter((id) => !id.includes('/'));
+  if (whole.length === 0) return prices;
+  const r = await api(`/offers?${whole.map((id) => `gpu=${encodeURIComponent(id)}`).join('&')}`);
+  if (!r.ok) return prices;
+  for (const o of r.data.offers || []) {
+    const p = o.price_per_gpu_hour;
+    if (typeof p === 'number' && p > 0 && (!prices.has(o.target) || p < prices.get(o.target).price)) prices.set(o.target, { price: p, offer: o.offer });
+  }
+  return prices;
+}
+
+function render(d, prices = new Map()) {
   const t = d.targets;
   const names = t.map((x) => x.id);
   const spec = (k) => t.map((x) => (typeof x.specs[k] === 'number' ? x.specs[k] : null));
@@ -63,14 +80,20 @@ function render(d) {
     ['Per watt', metrics(Object.keys(t[0].derived || {}).filter((k) => k.endsWith('_per_w')), derived)],
     ['Per dollar', metrics([...new Set(t.flatMap((x) => Object.keys(x.derived || {})))].filter((k) => k.includes('per_dollar')), derived)],
   ];
+  if (charts[3][1].length === 0 && prices.size > 0) {
+    const per = (k) => t.map((x) => (typeof x.specs[k] === 'number' && prices.has(x.id) ? x.specs[k] / prices.get(x.id).price : null));
+    charts[3][1] = [['bf16_tensor_tflops', 'BF16 TFLOPS'], ['memory_bandwidth_gbps', 'GB/s'], ['memory_gb', 'GB']]
+      .map(([k, u]) => ({ name: `${label(k)} per dollar-hour`, unit: `${u} per $/GPU-hour`, values: per(k) })).filter((m) => present(m.values));
+    charts[3].push(el('p', { class: 'muted', text: `Prices: the cheapest listed offer per GPU-hour: ${[...prices].map(([id, p]) => `${id} $${fmt(p.price)} (${p.offer})`).join('; ')}.` }));
+  }
   out.push(el('div', { class: 'legend-row', 'aria-hidden': 'true' }, names.map((n, i) => el('span', { class: 'legend-item' },
     el('span', { class: `swatch series-${i % 8}` }), n))));
-  for (const [title, m] of charts) {
+  for (const [title, m, note] of charts) {
     if (m.length === 0) {
-      if (title === 'Per dollar') out.push(el('h3', { text: title }), el('p', { class: 'muted', text: 'No prices in this comparison: per-dollar figures come from offers (see Plan).' }));
+      if (title === 'Per dollar') out.push(el('h3', { text: title }), el('p', { class: 'muted', text: 'No prices for these targets: per-dollar figures come from offers (see Plan).' }));
       continue;
     }
-    out.push(el('figure', { class: 'chart-box' }, el('figcaption', { text: title }), barChart(title, m, names)));
+    out.push(el('figure', { class: 'chart-box' }, el('figcaption', { text: title }), barChart(title, m, names), note || null));
   }
   out.push(el('h3', { text: 'Side by side' }));
   const rows = [...d.keys.map((k) => ({ k, kind: 'spec' })),

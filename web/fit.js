@@ -9,6 +9,12 @@ const COMPONENTS = [
   ['gradients_bytes', 'Gradients'], ['optimizer_bytes', 'Optimizer state'], ['adapter_bytes', 'Adapters'],
   ['runtime_overhead_bytes', 'Runtime overhead'],
 ];
+const SPEED = [
+  ['ttft_seconds', 'Time to first token', seconds], ['tpot_seconds', 'Per output token', seconds],
+  ['decode_tokens_per_second', 'Decode tokens/s (one sequence)', fmt], ['tokens_per_second', 'Tokens/s', fmt],
+  ['step_seconds', 'Step time', seconds], ['samples_per_second', 'Samples/s', fmt], ['mfu', 'MFU', (v) => `${fmt(v * 100, 3)}%`],
+  ['bound', 'Bound by', String],
+];
 const FORMATS = ['fp32', 'bf16', 'fp16', 'fp8', 'int8', 'int4', 'int4-awq', 'int4-gptq', 'nf4', 'q4_k_m', 'q8_0'];
 
 let form, results, status, picker, uploaded = null, controller = null, haveFit = true, havePerf = false;
@@ -75,7 +81,8 @@ export async function init(panel, r) {
 function request() {
   const v = (id) => form.querySelector(`#${id}`);
   const req = {
-    model: uploaded ? uploaded.config : v('fit-model').value,
+    model: uploaded ? uploaded.name.replace(/\.json$/i, '') : v('fit-model').value,
+    config: uploaded ? uploaded.config : undefined,
     task: v('fit-task').value,
     weights: v('fit-weights').value.trim() || undefined,
     kv_cache: v('fit-kv').value.trim() || undefined,
@@ -85,6 +92,7 @@ function request() {
   const g = picker.get();
   if (g.length) req.gpu = g;
   if (req.task !== 'infer') delete req.kv_cache;
+  for (const k of Object.keys(req)) if (req[k] === undefined) delete req[k];
   return req;
 }
 
@@ -115,22 +123,27 @@ function render(d, perf, perfError) {
   out.push(el('p', { class: 'model-line' }, el('strong', { text: m.id || 'model' }),
     m.parameters ? ` · ${fmt(m.parameters / 1e9, 4)} B parameters` : '',
     m.active_parameters && m.active_parameters !== m.parameters ? ` (${fmt(m.active_parameters / 1e9, 4)} B active)` : ''));
+  const explain = {};
+  for (const e of Array.isArray(d.explain) ? d.explain : []) explain[e.key] = e.explain;
   if (d.memory) {
     out.push(el('div', { class: 'table-wrap' }, el('table', { class: 'data breakdown' },
       el('caption', { text: 'Memory per device' }),
       el('tbody', {}, COMPONENTS.filter(([k]) => typeof d.memory[k] === 'number' && d.memory[k] > 0).map(([k, name], i) => el('tr', {},
         el('th', { scope: 'row' }, el('span', { class: `swatch comp-${i}`, 'aria-hidden': 'true' }), name),
         el('td', { class: 'num', text: bytes(d.memory[k]) }),
-        el('td', { class: 'explain', text: (d.memory.explain || d.explain || {})[k.replace(/_bytes$/, '')] || '' }))),
-      el('tr', { class: 'total' }, el('th', { scope: 'row', text: 'Total' }), el('td', { class: 'num', text: bytes(d.memory.total_bytes) }), el('td'))))));
+        el('td', { class: 'explain', text: explain[k] || '' }))),
+      el('tr', { class: 'total' }, el('th', { scope: 'row', text: 'Total' }), el('td', { class: 'num', text: bytes(d.memory.total_bytes) }), el('td', { class: 'explain', text: explain.total_bytes || '' }))))));
   }
   const targets = d.targets || [];
   if (targets.length) out.push(el('h3', { text: 'Per target' }), memoryChart(d, targets));
   const perfBy = new Map(((perf && perf.targets) || []).map((p) => [`${p.target}x${p.count || 1}`, p]));
+  // The speed columns this task has (perf gives the fields that apply: latency for inference, step
+  // time and MFU for training).
+  const speedCols = SPEED.filter(([k]) => ((perf && perf.targets) || []).some((p) => p[k] !== undefined && p[k] !== null));
   out.push(el('div', { class: 'table-wrap' }, el('table', { class: 'data verdicts' },
     el('caption', { text: 'Verdict per target' }),
     el('thead', {}, el('tr', {}, ['Target', 'Verdict', 'Needs', 'Capacity', 'Headroom', 'Largest batch', 'Largest context',
-      ...(perf ? ['Time to first token', 'Per output token', 'Decode tokens/s', 'Bound'] : [])].map((h) => el('th', { scope: 'col', text: h })))),
+      ...speedCols.map(([, h]) => h)].map((h) => el('th', { scope: 'col', text: h })))),
     el('tbody', {}, targets.map((t) => {
       const p = perfBy.get(`${t.target}x${t.count || 1}`);
       return el('tr', { class: t.fits ? 'fits' : 'nofit', 'data-target': t.target },
@@ -141,8 +154,7 @@ function render(d, perf, perfError) {
         el('td', { class: 'num', text: bytes(t.headroom_bytes) }),
         el('td', { class: 'num', text: fmt(t.max_batch) }),
         el('td', { class: 'num', text: fmt(t.max_context) }),
-        perf ? [el('td', { class: 'num', text: p ? seconds(p.ttft_seconds) : '–' }), el('td', { class: 'num', text: p ? seconds(p.tpot_seconds) : '–' }),
-          el('td', { class: 'num', text: p ? fmt(p.decode_tokens_per_second) : '–' }), el('td', { text: p ? p.bound || '' : '' })] : null);
+        speedCols.map(([k, , f]) => el('td', { class: k === 'bound' ? '' : 'num', text: p && p[k] !== undefined && p[k] !== null ? f(p[k]) : '–' })));
     })))));
   if (perfError) out.push(errorBox({ ...perfError, message: `Speed: ${perfError.message}` }));
   return out;
@@ -151,7 +163,7 @@ function render(d, perf, perfError) {
 // One stacked bar per target (same workload, so the same stack unless a target splits it) and a
 // vertical line at the target's capacity. Patterns and a legend tell the parts apart without colour.
 function memoryChart(d, targets) {
-  const left = 200, width = 760, right = 24, barH = 22, gap = 12;
+  const left = 150, width = 900, right = 230, barH = 22, gap = 12;
   const stackOf = (t) => t.memory || d.memory || {};
   const max = Math.max(...targets.map((t) => Math.max(t.capacity_bytes || 0, t.total_bytes || stackOf(t).total_bytes || 0)), 1) * 1.05;
   const scale = (v) => ((width - left - right) * v) / max;
@@ -181,7 +193,7 @@ function memoryChart(d, targets) {
       const cx = left + scale(t.capacity_bytes);
       body.push(svg('line', { x1: cx, x2: cx, y1: y - 4, y2: y + barH + 4, class: 'capacity' }, svg('title', { text: `capacity ${bytes(t.capacity_bytes)}` })));
     }
-    body.push(svg('text', { x: Math.min(x + 6, width - 150), y: y + barH - 6, class: 'chart-value', text: `${t.fits ? '✓' : '✗'} ${bytes(t.total_bytes)} of ${bytes(t.capacity_bytes)}` }));
+    body.push(svg('text', { x: width - right + 10, y: y + barH - 6, class: 'chart-value', text: `${t.fits ? '✓' : '✗'} ${bytes(t.total_bytes)} of ${bytes(t.capacity_bytes)}` }));
   });
   const h = top + targets.length * (barH + gap) + 10;
   return el('figure', { class: 'chart-box' }, el('figcaption', { text: 'Memory needed per target; the thick vertical line is the capacity' }),

@@ -160,7 +160,7 @@ function packSection(havePack) {
     if (!fleet.files[0] || !reqs.files[0]) { clear(out, el('p', { text: 'Choose a fleet file and a requests file.' })); return; }
     clear(out, el('p', { class: 'status', text: 'Packing…' }));
     const body = { fleet: await readFile(fleet.files[0]), requests: await readFile(reqs.files[0]),
-      fleet_file: fleet.files[0].name, requests_file: reqs.files[0].name, keep_existing: keep.checked, export: 'mig-parted' };
+      keep_existing: keep.checked, export: 'mig-parted' };
     const r = await api('/mig/pack', body);
     if (isUnavailable(r)) { clear(out, unavailable('Packing', r.error)); return; }
     if (!r.ok) { clear(out, errorBox(r.error)); return; }

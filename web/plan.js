@@ -75,8 +75,11 @@ const money = (v) => (typeof v === 'number' ? `$${fmt(v, 4)}` : '–');
 
 function render(d) {
   const plans = d.plans || [];
-  const best = plans.find((p) => p.meets_goal !== false);
+  const best = d.best || plans.find((p) => p.meets_goal !== false);
   const res = [];
+  if (typeof d.configurations === 'number') {
+    res.push(el('p', { class: 'muted', text: `${fmt(d.configurations)} configurations over ${fmt(d.offers_considered)} offers considered${d.now ? ` (prices as of their capture dates; today ${d.now})` : ''}.` }));
+  }
   if (best) {
     res.push(el('section', { class: 'recommended', 'aria-label': 'Recommended plan' },
       el('h3', { text: 'Recommended' }),
@@ -84,12 +87,18 @@ function render(d) {
         best.tp ? `, tensor parallel ${best.tp}` : '', best.pp > 1 ? `, pipeline ${best.pp}` : '', best.replicas ? `, ${best.replicas} replica(s)` : '', best.batch ? `, batch ${best.batch}` : ''),
       el('ul', {},
         el('li', { text: `Cost: ${money(best.cost_per_hour)} per hour${typeof best.cost_total === 'number' ? `, ${money(best.cost_total)} in total` : ''}${typeof best.cost_per_million_tokens === 'number' ? `, ${money(best.cost_per_million_tokens)} per million tokens` : ''}` }),
-        typeof best.seconds_total === 'number' ? el('li', { text: `Time: ${seconds(best.seconds_total)}` }) : null,
+        typeof best.seconds_total === 'number' && best.seconds_total > 0 ? el('li', { text: `Time: ${seconds(best.seconds_total)}` }) : null,
+        best.ttft_seconds > 0 ? el('li', { text: `Latency: first token ${seconds(best.ttft_seconds)}, then ${seconds(best.tpot_seconds)} per token; ${fmt(best.tokens_per_second)} tokens/s` }) : null,
+        best.capacity_requests_per_second > 0 ? el('li', { text: `Capacity: ${fmt(best.capacity_requests_per_second)} requests/s` }) : null,
         best.reason ? el('li', { text: `Why: ${best.reason}` }) : null)));
   } else {
     res.push(el('p', { class: 'notice', text: 'No offer meets the goal; the table says why for each.' }));
   }
   res.push(costTimeChart(plans, d.pareto || []));
+  if ((d.rejected || []).length) {
+    res.push(el('details', { class: 'rejected' }, el('summary', { text: `${d.rejected.length} offers rejected, each with its reason` }),
+      el('ul', {}, d.rejected.map((r) => el('li', {}, el('code', { text: r.offer }), r.target ? ` (${r.target})` : '', `: ${r.reason}`)))));
+  }
   res.push(el('div', { class: 'table-wrap' }, el('table', { class: 'data plans' },
     el('caption', { text: 'Plans considered' }),
     el('thead', {}, el('tr', {}, ['Offer', 'Provider', 'Region', 'Target', 'GPUs', 'TP', 'PP', 'Replicas', 'Batch', 'Per hour', 'Total', 'Per M tokens', 'Time', 'Meets goal', 'Reason'].map((h) => el('th', { scope: 'col', text: h })))),
@@ -97,7 +106,7 @@ function render(d) {
       el('th', { scope: 'row', text: p.offer || '' }), el('td', { text: p.provider || '' }), el('td', { text: p.region || '' }), el('td', { text: p.target || '' }),
       ['gpus', 'tp', 'pp', 'replicas', 'batch'].map((k) => el('td', { class: 'num', text: fmt(p[k]) })),
       el('td', { class: 'num', text: money(p.cost_per_hour) }), el('td', { class: 'num', text: money(p.cost_total) }), el('td', { class: 'num', text: money(p.cost_per_million_tokens) }),
-      el('td', { class: 'num', text: seconds(p.seconds_total) }),
+      el('td', { class: 'num', text: p.seconds_total > 0 ? seconds(p.seconds_total) : typeof p.tpot_seconds === 'number' ? `${seconds(p.tpot_seconds)}/token` : '–' }),
       el('td', { text: p.meets_goal === false ? '✗ no' : '✓ yes' }), el('td', { text: p.reason || '' })))))));
   return res;
 }
@@ -105,28 +114,32 @@ function render(d) {
 // Cost (y) against time (x), one marker per plan; the Pareto front joined by a line. Markers differ by
 // shape (met goal: filled circle; missed: hollow square), so the chart reads without colour.
 function costTimeChart(plans, pareto) {
-  const pts = plans.filter((p) => typeof p.seconds_total === 'number' && typeof (p.cost_total ?? p.cost_per_hour) === 'number')
-    .map((p) => ({ p, x: p.seconds_total, y: p.cost_total ?? p.cost_per_hour }));
+  // Training: total cost against time to finish. Serving: cost per million tokens against the time per
+  // output token (the latency a user feels), since a service has no finish time.
+  const training = plans.some((p) => p.seconds_total > 0);
+  const ax = training ? { x: (p) => p.seconds_total, y: (p) => p.cost_total ?? p.cost_per_hour, xl: 'time to finish', yl: 'total cost ($)' }
+    : { x: (p) => p.tpot_seconds, y: (p) => p.cost_per_million_tokens ?? p.cost_per_hour, xl: 'time per output token', yl: '$ per million tokens' };
+  const pts = plans.map((p) => ({ p, x: ax.x(p), y: ax.y(p) })).filter((q) => typeof q.x === 'number' && typeof q.y === 'number' && q.x > 0 && q.y >= 0);
   if (pts.length === 0) return el('p', { class: 'muted', text: 'No time figures in these plans, so no cost-against-time chart.' });
   const W = 720, H = 360, L = 80, R = 20, T = 20, B = 50;
-  const xmax = Math.max(...pts.map((q) => q.x)) * 1.05, ymax = Math.max(...pts.map((q) => q.y)) * 1.05;
+  const xmax = Math.max(...pts.map((q) => q.x)) * 1.05 || 1, ymax = Math.max(...pts.map((q) => q.y)) * 1.05 || 1;
   const sx = (x) => L + ((W - L - R) * x) / xmax, sy = (y) => H - B - ((H - T - B) * y) / ymax;
   const body = [svg('line', { x1: L, y1: H - B, x2: W - R, y2: H - B, class: 'axis' }), svg('line', { x1: L, y1: T, x2: L, y2: H - B, class: 'axis' }),
-    svg('text', { x: (L + W) / 2, y: H - 10, 'text-anchor': 'middle', class: 'chart-label', text: 'time to finish' }),
-    svg('text', { x: 14, y: (T + H - B) / 2, class: 'chart-label', transform: `rotate(-90 14 ${(T + H - B) / 2})`, 'text-anchor': 'middle', text: 'cost ($)' })];
+    svg('text', { x: (L + W) / 2, y: H - 10, 'text-anchor': 'middle', class: 'chart-label', text: ax.xl }),
+    svg('text', { x: 14, y: (T + H - B) / 2, class: 'chart-label', transform: `rotate(-90 14 ${(T + H - B) / 2})`, 'text-anchor': 'middle', text: ax.yl })];
   for (let i = 0; i <= 4; ++i) {
     body.push(svg('text', { x: sx((xmax * i) / 4), y: H - B + 16, 'text-anchor': 'middle', class: 'tick', text: seconds((xmax * i) / 4) }),
       svg('text', { x: L - 6, y: sy((ymax * i) / 4) + 4, 'text-anchor': 'end', class: 'tick', text: fmt((ymax * i) / 4, 3) }));
   }
-  const front = (pareto.length ? pareto : []).filter((p) => typeof p.seconds_total === 'number').map((p) => ({ x: p.seconds_total, y: p.cost_total ?? p.cost_per_hour })).sort((a, b) => a.x - b.x);
+  const front = pareto.map((p) => ({ x: ax.x(p), y: ax.y(p) })).filter((q) => typeof q.x === 'number' && typeof q.y === 'number' && q.x > 0).sort((a, b) => a.x - b.x);
   if (front.length > 1) body.push(svg('polyline', { points: front.map((q) => `${sx(q.x)},${sy(q.y)}`).join(' '), class: 'pareto' }));
   for (const q of pts) {
-    const title = svg('title', { text: `${q.p.offer || q.p.target}: ${seconds(q.x)}, $${fmt(q.y)}${q.p.meets_goal === false ? ' (misses the goal)' : ''}` });
+    const title = svg('title', { text: `${q.p.offer || q.p.target}: ${seconds(q.x)}, ${fmt(q.y)}${q.p.meets_goal === false ? ' (misses the goal)' : ''}` });
     body.push(q.p.meets_goal === false
       ? svg('rect', { x: sx(q.x) - 4, y: sy(q.y) - 4, width: 8, height: 8, class: 'pt miss' }, title)
       : svg('circle', { cx: sx(q.x), cy: sy(q.y), r: 5, class: 'pt meet' }, title));
   }
-  return el('figure', { class: 'chart-box' }, el('figcaption', { text: 'Cost against time: circles meet the goal, squares miss it; the line is the Pareto front' }),
+  return el('figure', { class: 'chart-box' }, el('figcaption', { text: `Cost against time (${ax.yl} against ${ax.xl}): circles meet the goal, squares miss it; the dashed line is the Pareto front` }),
     svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img', 'aria-label': `Cost against time for ${pts.length} plans` }, patternDefs(), ...body));
 }
 

@@ -24,8 +24,8 @@ struct Placed {
 // One entry of a layout as the user writes it: "3g.20gb@4", "1g.5gb", "3g.20gb@0[1c,2c]".
 struct LayoutEntry {
   std::string profile;
-  std::optional<int> start;          // absent: gpuplan chooses the placement
-  std::vector<int> compute_slices;   // compute instances inside the GPU instance; empty: one full CI
+  std::optional<int> start;         // absent: gpuplan chooses the placement
+  std::vector<int> compute_slices;  // compute instances inside the GPU instance; empty: one full CI
 };
 
 // Parses "3g.20gb@4,2g.10gb@0,1g.5gb". Usage error on bad syntax.
@@ -48,10 +48,10 @@ std::string_view rule_name(Rule rule);
 struct CheckResult {
   bool valid = false;
   Rule rule = Rule::kNone;
-  std::string reason;               // empty when valid; else the exact rule broken, with the guide's source
-  std::vector<Placed> placements;   // in the order of the entries (valid layouts only)
+  std::string reason;              // empty when valid; else the exact rule broken, with the guide's source
+  std::vector<Placed> placements;  // in the order of the entries (valid layouts only)
   std::vector<std::vector<int>> compute_instances;  // per entry, the CI sizes (valid layouts only)
-  std::vector<std::string> commands;  // nvidia-smi commands that create the layout (valid layouts only)
+  std::vector<std::string> commands;                // nvidia-smi commands that create the layout (valid layouts only)
 };
 
 // Checks a layout against a table. Unknown profile names are a kNotFound error (not an invalid layout).

@@ -42,11 +42,11 @@ struct PackRequest {
   int count = 1;
   int priority = 0;  // larger = more important
   Kind kind = Kind::kProfile;
-  std::string profile;          // kProfile: a profile name ("3g.20gb")
-  double memory_gb = 0;         // kResources: minimum instance memory, GB (10^9 bytes)
-  int compute_slices = 0;       // kResources: minimum compute slices
+  std::string profile;              // kProfile: a profile name ("3g.20gb")
+  double memory_gb = 0;             // kResources: minimum instance memory, GB (10^9 bytes)
+  int compute_slices = 0;           // kResources: minimum compute slices
   nlohmann::ordered_json workload;  // kWorkload: options of `gpuplan fit`
-  std::string target;           // optional: only GPUs of this catalog target
+  std::string target;               // optional: only GPUs of this catalog target
 };
 
 struct PackOptions {
@@ -57,9 +57,9 @@ struct PackOptions {
 
 struct PlacedUnit {
   Placed placed;
-  int request = -1;   // index into the requests, or -1 for an existing busy instance
-  int existing = -1;  // index into the GPU's instances when this instance exists now (kept in place)
-  int moved_from_gpu = -1;  // a busy instance moved here: its fleet GPU index ...
+  int request = -1;              // index into the requests, or -1 for an existing busy instance
+  int existing = -1;             // index into the GPU's instances when this instance exists now (kept in place)
+  int moved_from_gpu = -1;       // a busy instance moved here: its fleet GPU index ...
   int moved_from_instance = -1;  // ... and instance index there
 };
 
@@ -67,7 +67,7 @@ struct GpuPlan {
   size_t gpu = 0;  // index into Fleet::gpus
   std::vector<PlacedUnit> layout;
   Stranded stranded;
-  std::vector<int> destroy;  // indices of the GPU's existing instances to destroy
+  std::vector<int> destroy;    // indices of the GPU's existing instances to destroy
   std::vector<Placed> create;  // instances to create
 };
 
@@ -79,12 +79,12 @@ struct Unplaced {
 
 struct PackResult {
   int gpus_used = 0;
-  int lower_bound = 0;       // ceil of the LP relaxation for the placed units
-  double lp_bound = 0;       // the LP relaxation itself
-  bool exact = false;        // true when the exact search proved optimality
+  int lower_bound = 0;        // ceil of the LP relaxation for the placed units
+  double lp_bound = 0;        // the LP relaxation itself
+  bool exact = false;         // true when the exact search proved optimality
   std::vector<GpuPlan> gpus;  // every fleet GPU, in fleet order (unused ones have an empty layout)
   std::vector<Unplaced> unplaced;
-  int disturbed = 0;         // busy instances moved or destroyed
+  int disturbed = 0;  // busy instances moved or destroyed
   int stranded_memory_slices = 0;
   int stranded_compute_slices = 0;
   std::vector<std::string> notes;  // how requests were mapped (e.g. memory_gb -> profile per GPU type)
@@ -102,8 +102,7 @@ std::optional<int> smallest_profile_for(const MigTable& table, double memory_gb,
 // Files: YAML text (or JSON, which is YAML) with the shapes documented in docs/mig.md. Errors name
 // the file, the entry and the field.
 Result<Fleet> parse_fleet(const Catalog& catalog, const std::string& file, std::string_view text);
-Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const std::string& file,
-                                                std::string_view text);
+Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const std::string& file, std::string_view text);
 
 Result<PackResult> pack(const Catalog& catalog, const Fleet& fleet, const std::vector<PackRequest>& requests,
                         const PackOptions& options);

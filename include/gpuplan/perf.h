@@ -111,6 +111,8 @@ struct PerfDevice {
   double memory_bytes = 0;
   double compute_fraction = 1;  // MIG: share of the SMs
   int count = 1;
+  int sm_count = 0;              // streaming multiprocessors of one device (a MIG slice's own), 0 = unknown
+  bool persistent_gemm = false;  // Hopper and later: persistent GEMM kernels spread the last wave
   int devices_per_node = 8;
   bool nvlink = false;
   double peak(Precision p) const { return peak_flops[static_cast<size_t>(p)]; }
@@ -152,6 +154,7 @@ struct PerfWorkload {
   PerfRecompute checkpointing = PerfRecompute::kNone;
   bool flash_attention = true;
   bool cuda_graphs = true;
+  double trainable_parameters = 0;  // LoRA/QLoRA: adapter parameters (0 = a rough 1% of the weights)
 };
 
 // Inference of one static batch: prefill of `batch` prompts, then output_tokens decode steps.

@@ -161,7 +161,8 @@ Json unit_json(const mig::Fleet& fleet, const std::vector<mig::PackRequest>& req
   j["existing"] = u.existing >= 0;
   if (u.moved_from_gpu >= 0) {
     const auto& from = fleet.gpus[u.moved_from_gpu];
-    j["moved_from"] = Json{{"node", from.node}, {"index", from.index}, {"start", from.instances[u.moved_from_instance].placed.start}};
+    j["moved_from"] =
+        Json{{"node", from.node}, {"index", from.index}, {"start", from.instances[u.moved_from_instance].placed.start}};
   }
   return j;
 }
@@ -172,11 +173,14 @@ Json pack_json(const mig::Fleet& fleet, const std::vector<mig::PackRequest>& req
   for (const auto& plan : r.gpus) {
     const mig::FleetGpu& g = fleet.gpus[plan.gpu];
     Json destroy = Json::array();
-    for (int d : plan.destroy) destroy.push_back(Json{{"profile", g.table->profiles[g.instances[d].placed.profile].name},
-                                                      {"start", g.instances[d].placed.start},
-                                                      {"busy", g.instances[d].busy}});
+    for (int d : plan.destroy)
+      destroy.push_back(Json{{"profile", g.table->profiles[g.instances[d].placed.profile].name},
+                             {"start", g.instances[d].placed.start},
+                             {"busy", g.instances[d].busy}});
     if (!plan.destroy.empty() || !plan.create.empty()) {
-      reconfig.push_back(Json{{"node", g.node}, {"index", g.index}, {"destroy", destroy},
+      reconfig.push_back(Json{{"node", g.node},
+                              {"index", g.index},
+                              {"destroy", destroy},
                               {"create", placements_json(*g.table, plan.create)}});
     }
     if (plan.layout.empty()) continue;
@@ -195,20 +199,21 @@ Json pack_json(const mig::Fleet& fleet, const std::vector<mig::PackRequest>& req
     unplaced.push_back(Json{{"request", requests[u.request].name}, {"count", u.count}, {"reason", u.reason}});
   }
   const int gap = r.gpus_used - r.lower_bound;
-  return Json{{"gpus_used", r.gpus_used},
-              {"lower_bound", r.lower_bound},
-              {"lp_bound", std::round(r.lp_bound * 1000) / 1000},
-              {"gap", gap},
-              {"gap_percent", r.lower_bound > 0 ? std::round(1000.0 * gap / r.lower_bound) / 10 : 0.0},
-              {"optimal", r.exact || gap == 0},
-              {"fleet_gpus", fleet.gpus.size()},
-              {"disturbed", r.disturbed},
-              {"stranded", Json{{"memory_slices", r.stranded_memory_slices}, {"compute_slices", r.stranded_compute_slices}}},
-              {"gpus", std::move(gpus)},
-              {"unplaced", std::move(unplaced)},
-              {"reconfigurations", std::move(reconfig)},
-              {"notes", r.notes},
-              {"warnings", fleet.warnings}};
+  return Json{
+      {"gpus_used", r.gpus_used},
+      {"lower_bound", r.lower_bound},
+      {"lp_bound", std::round(r.lp_bound * 1000) / 1000},
+      {"gap", gap},
+      {"gap_percent", r.lower_bound > 0 ? std::round(1000.0 * gap / r.lower_bound) / 10 : 0.0},
+      {"optimal", r.exact || gap == 0},
+      {"fleet_gpus", fleet.gpus.size()},
+      {"disturbed", r.disturbed},
+      {"stranded", Json{{"memory_slices", r.stranded_memory_slices}, {"compute_slices", r.stranded_compute_slices}}},
+      {"gpus", std::move(gpus)},
+      {"unplaced", std::move(unplaced)},
+      {"reconfigurations", std::move(reconfig)},
+      {"notes", r.notes},
+      {"warnings", fleet.warnings}};
 }
 
 Result<Json> mig_pack(const Context& ctx, const Json& body) {

@@ -30,14 +30,14 @@ std::string render_profiles(const Json& r, const Json&, const OutputFormat& fmt)
                     "{" + starts + "}:" + std::to_string(p["memory_slices"].get<int>()),
                     p["media_extensions"].get<bool>() ? "yes" : "no"});
   }
-  const std::vector<std::string> header = {"profile", "id", "mem_slices", "compute_slices", "memory_mib", "sms",
-                                           "max", "placements", "+me"};
+  const std::vector<std::string> header = {"profile", "id",         "mem_slices", "compute_slices", "memory_mib", "sms",
+                                           "max",     "placements", "+me"};
   if (fmt.csv) return render_csv(header, rows);
   std::ostringstream os;
-  os << r["target"].get<std::string>() << " (MIG table " << r["table"].get<std::string>() << "): "
-     << r["memory_slices"].get<int>() << " memory slices, " << r["compute_slices"].get<int>()
-     << " compute slices, up to " << r["max_instances"].get<int>() << " instances, driver >= "
-     << r["min_driver"].get<std::string>() << "\n\n"
+  os << r["target"].get<std::string>() << " (MIG table " << r["table"].get<std::string>()
+     << "): " << r["memory_slices"].get<int>() << " memory slices, " << r["compute_slices"].get<int>()
+     << " compute slices, up to " << r["max_instances"].get<int>()
+     << " instances, driver >= " << r["min_driver"].get<std::string>() << "\n\n"
      << render_table(header, rows, {false, true, true, true, true, true, true, false, false});
   return os.str();
 }
@@ -74,12 +74,14 @@ std::string render_pack(const Json& r, const Json&, const OutputFormat& fmt) {
   for (const auto& g : r["gpus"]) {
     std::string layout;
     for (const auto& u : g["layout"]) {
-      layout += (layout.empty() ? "" : ", ") + u["profile"].get<std::string>() + "@" + std::to_string(u["start"].get<int>()) +
-                " " + (u["request"].is_null() ? std::string("(busy)") : u["request"].get<std::string>());
+      layout += (layout.empty() ? "" : ", ") + u["profile"].get<std::string>() + "@" +
+                std::to_string(u["start"].get<int>()) + " " +
+                (u["request"].is_null() ? std::string("(busy)") : u["request"].get<std::string>());
     }
     rows.push_back({g["node"].get<std::string>(), std::to_string(g["index"].get<int>()), g["target"].get<std::string>(),
-                    layout, std::to_string(g["stranded"]["memory_slices"].get<int>()) + "/" +
-                                std::to_string(g["stranded"]["compute_slices"].get<int>())});
+                    layout,
+                    std::to_string(g["stranded"]["memory_slices"].get<int>()) + "/" +
+                        std::to_string(g["stranded"]["compute_slices"].get<int>())});
   }
   const std::vector<std::string> header = {"node", "gpu", "target", "layout", "stranded mem/compute"};
   if (fmt.csv) return render_csv(header, rows);
@@ -87,14 +89,15 @@ std::string render_pack(const Json& r, const Json&, const OutputFormat& fmt) {
   os << "GPUs used: " << r["gpus_used"].get<int>() << " of " << r["fleet_gpus"].get<size_t>() << " (lower bound "
      << r["lower_bound"].get<int>() << ", gap " << r["gap"].get<int>() << ")";
   if (r["optimal"].get<bool>()) os << ", optimal";
-  os << "\nbusy instances disturbed: " << r["disturbed"].get<int>() << "; stranded: "
-     << r["stranded"]["memory_slices"].get<int>() << " memory slices, " << r["stranded"]["compute_slices"].get<int>()
-     << " compute slices\n\n";
+  os << "\nbusy instances disturbed: " << r["disturbed"].get<int>()
+     << "; stranded: " << r["stranded"]["memory_slices"].get<int>() << " memory slices, "
+     << r["stranded"]["compute_slices"].get<int>() << " compute slices\n\n";
   os << render_table(header, rows);
   if (!r["unplaced"].empty()) {
     os << "\nNot placed:\n";
     for (const auto& u : r["unplaced"]) {
-      os << "  " << u["request"].get<std::string>() << " x" << u["count"].get<int>() << ": " << u["reason"].get<std::string>() << "\n";
+      os << "  " << u["request"].get<std::string>() << " x" << u["count"].get<int>() << ": "
+         << u["reason"].get<std::string>() << "\n";
     }
   }
   if (!r["reconfigurations"].empty()) {

@@ -17,7 +17,8 @@ constexpr int kMaxIterations = 50000;
 
 class Tableau {
  public:
-  Tableau(int rows, int cols) : m_(rows), n_(cols), a_(static_cast<size_t>(rows + 1) * (cols + 1), 0.0), basis_(rows, -1) {}
+  Tableau(int rows, int cols)
+      : m_(rows), n_(cols), a_(static_cast<size_t>(rows + 1) * (cols + 1), 0.0), basis_(rows, -1) {}
   double& at(int r, int c) { return a_[static_cast<size_t>(r) * (n_ + 1) + c]; }
   double& rhs(int r) { return at(r, n_); }
   int rows() const { return m_; }
@@ -90,8 +91,10 @@ Solution solve(const Problem& p) {
     sense[r] = p.rows[r].sense;
     if (p.rows[r].rhs < 0) {
       sign[r] = -1.0;
-      if (sense[r] == Sense::kLe) sense[r] = Sense::kGe;
-      else if (sense[r] == Sense::kGe) sense[r] = Sense::kLe;
+      if (sense[r] == Sense::kLe)
+        sense[r] = Sense::kGe;
+      else if (sense[r] == Sense::kGe)
+        sense[r] = Sense::kLe;
     }
     if (sense[r] != Sense::kEq) ++slacks;
     if (sense[r] != Sense::kLe) ++artificials;

@@ -2,10 +2,10 @@
 // per fleet GPU (placements, kept and moved instances, reconfigurations).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <numeric>
-#include <cstdio>
 #include <set>
 
 #include "gpuplan/mig_pack.h"
@@ -63,9 +63,9 @@ void build_configs(const TableModel& model, GpuClass& gc) {
 
 struct Built {
   PackModel model;
-  std::vector<int> target_of_gpu;                   // per fleet GPU
-  std::vector<int> class_of_gpu;                    // per fleet GPU
-  std::vector<std::string> reasons;                 // per request: why it has no option ("" if it has)
+  std::vector<int> target_of_gpu;                                  // per fleet GPU
+  std::vector<int> class_of_gpu;                                   // per fleet GPU
+  std::vector<std::string> reasons;                                // per request: why it has no option ("" if it has)
   std::vector<std::vector<std::pair<size_t, int>>> busy_of_class;  // busy classes: (gpu, instance)
 };
 
@@ -96,7 +96,8 @@ int profile_on(const Catalog& catalog, const PackRequest& rq, const FleetGpu& g,
     case PackRequest::Kind::kResources: {
       auto p = smallest_profile_for(*g.table, rq.memory_gb, rq.compute_slices);
       if (!p) {
- *why = "no profile has " + num(rq.memory_gb) + " GB and " + std::to_string(rq.compute_slices) + " compute slices";
+        *why =
+            "no profile has " + num(rq.memory_gb) + " GB and " + std::to_string(rq.compute_slices) + " compute slices";
         return -1;
       }
       return *p;
@@ -188,14 +189,16 @@ Built build(const Catalog& catalog, const Fleet& fleet, const std::vector<PackRe
       seen[t] = true;
       std::string w;
       const int p = profile_on(catalog, rq, fleet.gpus[i], &w);
-      if (p >= 0) opts.push_back({t, p});
-      else if (why.empty()) why = w;
+      if (p >= 0)
+        opts.push_back({t, p});
+      else if (why.empty())
+        why = w;
     }
     if (opts.empty()) {
       b.reasons[r] = why.empty() ? "the fleet has no MIG-capable GPU" : why;
       if (rq.kind == PackRequest::Kind::kProfile && rq.target.empty()) {
-        b.reasons[r] = "no GPU in the fleet has profile " + rq.profile + " (fleet targets: " +
-                       target_list(fleet, b.target_of_gpu) + ")";
+        b.reasons[r] = "no GPU in the fleet has profile " + rq.profile +
+                       " (fleet targets: " + target_list(fleet, b.target_of_gpu) + ")";
       }
       continue;
     }
@@ -221,6 +224,11 @@ struct Slot {
   int demand;  // demand class, or -1 for a fixed (pinned) instance
 };
 
+// Layout scores: one kept busy instance outranks any number of kept idle ones (at most 7 per GPU),
+// and one kept idle instance outranks any stranding (at most 15 slices per GPU).
+constexpr int kKeptBusyWeight = 10000;
+constexpr int kKeptIdleWeight = 100;
+
 // Picks the layout for `counts` (+ fixed) on GPU `g`, preferring to keep existing instances where
 // they are: busy ones first, then idle ones, then the least stranded.
 int choose_layout(const TableModel& tm, const GpuClass& gc, const std::vector<int>& counts, const FleetGpu& g,
@@ -237,13 +245,14 @@ int choose_layout(const TableModel& tm, const GpuClass& gc, const std::vector<in
     int idle_hits = 0;
     for (const auto& inst : g.instances) {
       if (!(tm.bits[li] & tm.bit(inst.placed))) continue;
-      if (inst.busy) ++busy_hits[inst.placed.profile];
-      else ++idle_hits;
+      if (inst.busy)
+        ++busy_hits[inst.placed.profile];
+      else
+        ++idle_hits;
     }
     int kept_busy = 0;
     for (size_t p = 0; p < counts.size(); ++p) kept_busy += std::min(busy_hits[p], busy_units[p]);
-    // Weights: one kept busy instance outranks every idle one (at most 7), which outranks stranding.
-    const int score = kept_busy * 10000 + idle_hits * 100 - tm.stranded_total(li);
+    const int score = kept_busy * kKeptBusyWeight + idle_hits * kKeptIdleWeight - tm.stranded_total(li);
     if (score > best_score) {
       best_score = score;
       best = li;
@@ -331,7 +340,8 @@ std::optional<int> smallest_profile_for(const MigTable& table, double memory_gb,
         continue;
       }
       const MigProfile& b = table.profiles[*best];
-      if (std::tie(p.memory_slices, p.compute_slices, p.memory_mib) < std::tie(b.memory_slices, b.compute_slices, b.memory_mib)) {
+      if (std::tie(p.memory_slices, p.compute_slices, p.memory_mib) <
+          std::tie(b.memory_slices, b.compute_slices, b.memory_mib)) {
         best = static_cast<int>(i);
       }
     }
@@ -343,17 +353,15 @@ std::optional<int> smallest_profile_for_workload(const Catalog&, const MigTable&
                                                  std::string* why) {
   // The fit model (issue 3) decides whether a workload fits a MIG target; until it is wired in,
   // workload requests are left unplaced with this reason.
-  if (why) *why = "workload requests need the fit model (issue 3), which mig pack does not use yet; give profile or memory_gb";
+  if (why)
+    *why = "workload requests need the fit model (issue 3), which mig pack does not use yet; give profile or memory_gb";
   return std::nullopt;
 }
 
-Result<PackResult> pack(const Catalog& catalog, const Fleet& fleet, const std::vector<PackRequest>& requests,
-                        const PackOptions& options) {
-  for (const auto& g : fleet.gpus) {
-    if (g.table && !table_model(*g.table)) {
-      return Error{ErrorCode::kInternal, "MIG table " + g.table->id + " is too large for the packer", ""};
-    }
-  }
+namespace {
+
+Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const std::vector<PackRequest>& requests,
+                             const PackOptions& options) {
   Built built = build(catalog, fleet, requests, options.keep_existing);
   const PackModel& M = built.model;
   SolveOutcome sol = solve_packing(M, options.exact_state_limit);
@@ -438,9 +446,8 @@ Result<PackResult> pack(const Catalog& catalog, const Fleet& fleet, const std::v
       if (M.demands[k].busy) {
         // Keep this GPU's own busy instance when it sits here; otherwise a moved one is bound below.
         auto& left = busy_left[k];
-        auto own = std::find_if(left.begin(), left.end(), [&](const auto& e) {
-          return e.first == gi && g.instances[e.second].placed == pl;
-        });
+        auto own = std::find_if(left.begin(), left.end(),
+                                [&](const auto& e) { return e.first == gi && g.instances[e.second].placed == pl; });
         if (own != left.end()) {
           unit.existing = own->second;
           inst_used[own->second] = true;
@@ -524,15 +531,18 @@ Result<PackResult> pack(const Catalog& catalog, const Fleet& fleet, const std::v
         names += (names.empty() ? "" : ", ") + M.targets[o.target].table->profiles[o.profile].name + " on " +
                  M.targets[o.target].id;
       }
-      const bool others_first = M.demands[k].tier > 0;
-      out.unplaced.push_back(Unplaced{r, left, "no room left on the fleet for " + names +
-                                                   (others_first ? " after higher-priority requests" : "")});
+      bool others_first = false;
+      for (const auto& d : M.demands) others_first = others_first || (!d.busy && d.tier < M.demands[k].tier);
+      out.unplaced.push_back(Unplaced{
+          r, left, "no room left on the fleet for " + names + (others_first ? " after higher-priority requests" : "")});
     }
   }
   for (size_t r = 0; r < requests.size(); ++r) {
-    if (!built.reasons[r].empty()) out.unplaced.push_back(Unplaced{static_cast<int>(r), requests[r].count, built.reasons[r]});
+    if (!built.reasons[r].empty())
+      out.unplaced.push_back(Unplaced{static_cast<int>(r), requests[r].count, built.reasons[r]});
   }
-  std::sort(out.unplaced.begin(), out.unplaced.end(), [](const Unplaced& a, const Unplaced& b) { return a.request < b.request; });
+  std::sort(out.unplaced.begin(), out.unplaced.end(),
+            [](const Unplaced& a, const Unplaced& b) { return a.request < b.request; });
   for (size_t k = 0; k < M.demands.size(); ++k) {
     if (M.demands[k].busy || M.demands[k].options.size() < 1) continue;
     for (const auto& [r, n] : M.demands[k].lines) {
@@ -543,12 +553,44 @@ Result<PackResult> pack(const Catalog& catalog, const Fleet& fleet, const std::v
         map += (map.empty() ? "" : ", ") + M.targets[o.target].table->profiles[o.profile].name + " on " +
                M.targets[o.target].id;
       }
-      out.notes.push_back(rq.name + ": smallest profile with >= " + num(rq.memory_gb) + " GB and >= " +
-                          std::to_string(rq.compute_slices) + " compute slices: " + map);
+      out.notes.push_back(rq.name + ": smallest profile with >= " + num(rq.memory_gb) +
+                          " GB and >= " + std::to_string(rq.compute_slices) + " compute slices: " + map);
       (void)n;
     }
   }
   return out;
+}
+
+// Units placed per priority, most important first: the first objective.
+std::vector<long long> placed_by_priority(const std::vector<PackRequest>& requests, const PackResult& r) {
+  std::map<int, long long, std::greater<int>> placed;
+  for (const auto& rq : requests) placed[rq.priority] += rq.count;
+  for (const auto& u : r.unplaced) placed[requests[u.request].priority] -= u.count;
+  std::vector<long long> out;
+  for (const auto& [p, n] : placed) out.push_back(n);
+  return out;
+}
+
+}  // namespace
+
+Result<PackResult> pack(const Catalog& catalog, const Fleet& fleet, const std::vector<PackRequest>& requests,
+                        const PackOptions& options) {
+  for (const auto& g : fleet.gpus) {
+    if (g.table && !table_model(*g.table)) {
+      return Error{ErrorCode::kInternal, "MIG table " + g.table->id + " is too large for the packer", ""};
+    }
+  }
+  auto moved = pack_once(catalog, fleet, requests, options);
+  if (!moved || options.keep_existing || moved->disturbed == 0) return moved;
+  // Busy instances may move, but only when that places more or saves GPUs: a plan that keeps them
+  // all and is as good on those objectives wins (fewest disturbed instances is the next objective).
+  PackOptions keep = options;
+  keep.keep_existing = true;
+  auto kept = pack_once(catalog, fleet, requests, keep);
+  if (!kept) return moved;
+  const auto pm = placed_by_priority(requests, *moved), pk = placed_by_priority(requests, *kept);
+  if (pk > pm || (pk == pm && kept->gpus_used <= moved->gpus_used)) return kept;
+  return moved;
 }
 
 }  // namespace gpuplan::mig

@@ -48,14 +48,16 @@ Status parse_gpu_entry(const Catalog& catalog, const std::string& file, const YA
   auto count = yaml::get_int(file, n, entry, "count", false, 1);
   if (!count) return count.error();
   if (*count < 1 || *count > kMaxGpusPerEntry) {
-    return yaml::data_error(file, n["count"], entry, "count", "must be between 1 and " + std::to_string(kMaxGpusPerEntry));
+    return yaml::data_error(file, n["count"], entry, "count",
+                            "must be between 1 and " + std::to_string(kMaxGpusPerEntry));
   }
   auto ref = catalog.resolve(*target);
   if (!ref) return yaml::data_error(file, n["target"], entry, "target", ref.error().message);
   if (ref->profile) return yaml::data_error(file, n["target"], entry, "target", "give a GPU, not a MIG profile");
   const YAML::Node instances = n["instances"];
   if (instances && *count != 1) {
-    return yaml::data_error(file, instances, entry, "instances", "instances describe one GPU: use count 1 (or omit count)");
+    return yaml::data_error(file, instances, entry, "instances",
+                            "instances describe one GPU: use count 1 (or omit count)");
   }
   if (!ref->mig_table) {
     fleet.warnings.push_back(entry + ": " + ref->gpu->id + " does not support MIG; left out");
@@ -77,7 +79,8 @@ Status parse_gpu_entry(const Catalog& catalog, const std::string& file, const YA
     for (const auto& inst : g.instances) layout.push_back(inst.placed);
     std::string reason;
     if (first_broken_rule(*g.table, layout, &reason) != Rule::kNone) {
-      return yaml::data_error(file, instances, entry, "instances", "the existing instances are not a valid layout: " + reason);
+      return yaml::data_error(file, instances, entry, "instances",
+                              "the existing instances are not a valid layout: " + reason);
     }
   }
   for (int c = 0; c < *count; ++c) {
@@ -109,7 +112,9 @@ Result<Fleet> parse_fleet(const Catalog& catalog, const std::string& file, std::
     if (!gpus || !gpus.IsSequence()) return yaml::data_error(file, n, entry, "gpus", "expected a list of GPUs");
     int next_index = 0;
     for (size_t j = 0; j < gpus.size(); ++j) {
-      if (auto s = parse_gpu_entry(catalog, file, gpus[j], *name, entry + ": gpus[" + std::to_string(j) + "]", fleet, next_index); !s) {
+      if (auto s = parse_gpu_entry(catalog, file, gpus[j], *name, entry + ": gpus[" + std::to_string(j) + "]", fleet,
+                                   next_index);
+          !s) {
         return s.error();
       }
     }
@@ -117,7 +122,8 @@ Result<Fleet> parse_fleet(const Catalog& catalog, const std::string& file, std::
   return fleet;
 }
 
-Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const std::string& file, std::string_view text) {
+Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const std::string& file,
+                                                std::string_view text) {
   auto doc = yaml::parse(file, text);
   if (!doc) return doc.error();
   if (auto s = yaml::check_keys(file, *doc, "requests file", {"requests"}); !s) return s.error();
@@ -128,8 +134,9 @@ Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const st
   for (size_t i = 0; i < list.size(); ++i) {
     const YAML::Node n = list[i];
     std::string entry = "requests[" + std::to_string(i) + "]";
-    if (auto s = yaml::check_keys(file, n, entry, {"name", "tenant", "count", "priority", "profile", "memory_gb",
-                                                   "compute_slices", "workload", "target"});
+    if (auto s = yaml::check_keys(
+            file, n, entry,
+            {"name", "tenant", "count", "priority", "profile", "memory_gb", "compute_slices", "workload", "target"});
         !s) {
       return s.error();
     }
@@ -138,7 +145,8 @@ Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const st
     if (!name) return name.error();
     rq.name = *name;
     entry = "request " + rq.name;
-    if (!names.insert(rq.name).second) return yaml::data_error(file, n["name"], entry, "name", "duplicate request name");
+    if (!names.insert(rq.name).second)
+      return yaml::data_error(file, n["name"], entry, "name", "duplicate request name");
     auto tenant = yaml::get_string(file, n, entry, "tenant", false);
     auto count = yaml::get_int(file, n, entry, "count", false, 1);
     auto priority = yaml::get_int(file, n, entry, "priority", false, 0);
@@ -154,10 +162,12 @@ Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const st
     if (!compute) return compute.error();
     if (!target) return target.error();
     if (*count < 1 || *count > kMaxRequestCount) {
-      return yaml::data_error(file, n["count"], entry, "count", "must be between 1 and " + std::to_string(kMaxRequestCount));
+      return yaml::data_error(file, n["count"], entry, "count",
+                              "must be between 1 and " + std::to_string(kMaxRequestCount));
     }
     if (*memory < 0) return yaml::data_error(file, n["memory_gb"], entry, "memory_gb", "must not be negative");
-    if (*compute < 0) return yaml::data_error(file, n["compute_slices"], entry, "compute_slices", "must not be negative");
+    if (*compute < 0)
+      return yaml::data_error(file, n["compute_slices"], entry, "compute_slices", "must not be negative");
     rq.tenant = *tenant;
     rq.count = *count;
     rq.priority = *priority;
@@ -180,7 +190,8 @@ Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const st
       rq.memory_gb = *memory;
       rq.compute_slices = *compute;
     } else {
-      if (!n["workload"].IsMap()) return yaml::data_error(file, n["workload"], entry, "workload", "expected the options of gpuplan fit");
+      if (!n["workload"].IsMap())
+        return yaml::data_error(file, n["workload"], entry, "workload", "expected the options of gpuplan fit");
       rq.kind = PackRequest::Kind::kWorkload;
       rq.workload = yaml::to_json(n["workload"]);
     }

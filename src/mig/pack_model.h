@@ -22,7 +22,7 @@ struct DemandClass {
   int count = 0;
   int tier = 0;  // 0 = most important
   std::vector<Option> options;
-  bool busy = false;  // existing busy instances that may move (not --keep-existing)
+  bool busy = false;                       // existing busy instances that may move (not --keep-existing)
   std::vector<std::pair<int, int>> lines;  // (request index, units) in request order
 };
 
@@ -34,10 +34,10 @@ struct Config {
 
 struct GpuClass {
   int target = 0;
-  bool pinned = false;              // holds busy instances that stay (--keep-existing): always used
-  std::vector<Placed> fixed;        // those instances
-  std::vector<size_t> members;      // fleet GPU indices
-  std::vector<Config> configs;      // maximal configurations (the LP and exact search use these)
+  bool pinned = false;                     // holds busy instances that stay (--keep-existing): always used
+  std::vector<Placed> fixed;               // those instances
+  std::vector<size_t> members;             // fleet GPU indices
+  std::vector<Config> configs;             // maximal configurations (the LP and exact search use these)
   std::map<std::vector<int>, Config> all;  // every configuration by counts (for the filled layouts)
 };
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <unordered_map>
@@ -23,6 +24,18 @@ constexpr double kFloorSlack = 1e-6;
 // The exact search is tried on problems (or residuals) with at most this many units; the state
 // limit (PackOptions) stops it when the state space is larger than it looks.
 constexpr int kExactMaxUnits = 64;
+// ... and on at most this many GPU classes with GPUs left (each class multiplies the state space).
+constexpr int kExactMaxClasses = 8;
+// Fills the exact search may evaluate before it gives up (a few tens of milliseconds); with the state
+// limit this keeps it from stalling on residuals that look small but are not.
+constexpr long long kExactWorkLimit = 200000;
+// With more classes of pinned GPUs (busy instances kept, --keep-existing) than this, pinned GPUs are
+// filled greedily before the LP instead of inside it: each class adds a row and its configurations,
+// and they cost nothing to use.
+constexpr int kMaxLpPinnedClasses = 32;
+// Configurations a dive step tries (largest LP value first) before it gives up on keeping the rest
+// of the demand LP-feasible; the residuals where dives run are small, so a handful suffices.
+constexpr size_t kDiveCandidates = 8;
 
 using Value = std::vector<long long>;  // placed per tier (most important first), -GPUs, -stranded
 
@@ -140,7 +153,7 @@ class Exact {
     if (auto it = memo_.find(k); it != memo_.end()) return it->second.value;
     Entry best;
     best.value = zero();
-    if (aborted_ || memo_.size() > static_cast<size_t>(limit_)) {
+    if (aborted_ || memo_.size() > static_cast<size_t>(limit_) || work_ > kExactWorkLimit) {
       aborted_ = true;
       return memo_.emplace(k, best).first->second.value;
     }
@@ -162,6 +175,7 @@ class Exact {
       for (size_t c = 0; c < gc.configs.size(); ++c) {
         std::vector<Fill> fs;
         fills(g, gc.configs[c], r, &fs);
+        work_ += static_cast<long long>(fs.size()) + 1;
         for (auto& f : fs) {
           if (f.units.empty() && !gc.pinned) continue;
           std::vector<int> r2 = r;
@@ -210,6 +224,7 @@ class Exact {
   const PackModel& m_;
   int limit_;
   bool aborted_ = false;
+  long long work_ = 0;
   std::unordered_map<std::string, Entry> memo_;
 };
 
@@ -234,7 +249,8 @@ LpRun run_lp(const PackModel& M, const std::vector<int>& r, const std::vector<in
   // x columns.
   for (size_t g = 0; g < M.classes.size(); ++g) {
     if (n[g] <= 0) continue;
-    for (size_t c = 0; c < M.classes[g].configs.size(); ++c) out.xcols.push_back({static_cast<int>(g), static_cast<int>(c)});
+    for (size_t c = 0; c < M.classes[g].configs.size(); ++c)
+      out.xcols.push_back({static_cast<int>(g), static_cast<int>(c)});
   }
   const int nx = static_cast<int>(out.xcols.size());
   std::vector<std::vector<int>> ycol(M.demands.size());
@@ -419,11 +435,162 @@ int commit(const PackModel& M, const LpRun& lp, bool one, std::vector<int>& r, s
   // Drop empty bins (unless pinned: those GPUs are used anyway) and give their GPUs back.
   std::vector<Bin> kept(bins.begin(), bins.begin() + static_cast<long>(before));
   for (size_t b = before; b < bins.size(); ++b) {
-    if (bins[b].total() > 0 || M.classes[bins[b].gpu_class].pinned) kept.push_back(std::move(bins[b]));
-    else ++n[bins[b].gpu_class];
+    if (bins[b].total() > 0 || M.classes[bins[b].gpu_class].pinned)
+      kept.push_back(std::move(bins[b]));
+    else
+      ++n[bins[b].gpu_class];
   }
   bins = std::move(kept);
   return r0 - total(r);
+}
+
+// Memory plus compute slices of the units a fresh GPU of (g, c) would take from `r`, and how many
+// such GPUs in a row the demand could fill the same way.
+struct FillWeight {
+  int weight = 0;
+  int repeat = 0;
+};
+FillWeight fill_weight(const PackModel& M, int g, int c, const std::vector<int>& r) {
+  const GpuClass& gc = M.classes[g];
+  const MigTable& t = *M.targets[gc.target].table;
+  const std::vector<int>& counts = gc.configs[c].counts;
+  FillWeight out;
+  out.repeat = std::numeric_limits<int>::max();
+  for (size_t p = 0; p < counts.size(); ++p) {
+    if (counts[p] == 0) continue;
+    int avail = 0;
+    for (size_t k = 0; k < M.demands.size(); ++k) {
+      if (r[k] > 0 && option_for(M.demands[k], gc.target) == static_cast<int>(p)) avail += r[k];
+    }
+    const int take = std::min(avail, counts[p]);
+    out.weight += take * (t.profiles[p].memory_slices + t.profiles[p].compute_slices);
+    if (take > 0) out.repeat = std::min(out.repeat, avail / counts[p]);
+  }
+  if (out.repeat == std::numeric_limits<int>::max()) out.repeat = 0;
+  return out;
+}
+
+// Candidates for the next single GPU: the configurations with the largest LP values, and the ones
+// that would take the most of the remaining demand (the LP may spread over configurations that only
+// together hold what one configuration outside its support holds).
+std::vector<std::pair<int, int>> dive_candidates(const PackModel& M, const LpRun& lp, const std::vector<int>& r,
+                                                 const std::vector<int>& n) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < lp.x.size(); ++i) {
+    if (lp.x[i] > kFloorSlack) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return lp.x[a] > lp.x[b]; });
+  if (order.size() > kDiveCandidates) order.resize(kDiveCandidates);
+  std::vector<std::pair<int, int>> out;
+  for (size_t i : order) out.push_back(lp.xcols[i]);
+  std::vector<std::pair<int, std::pair<int, int>>> by_weight;
+  for (size_t g = 0; g < M.classes.size(); ++g) {
+    if (n[g] <= 0) continue;
+    for (size_t c = 0; c < M.classes[g].configs.size(); ++c) {
+      const std::pair<int, int> gc{static_cast<int>(g), static_cast<int>(c)};
+      by_weight.push_back({fill_weight(M, gc.first, gc.second, r).weight, gc});
+    }
+  }
+  std::stable_sort(by_weight.begin(), by_weight.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = 0; i < by_weight.size() && i < kDiveCandidates; ++i) {
+    if (std::find(out.begin(), out.end(), by_weight[i].second) == out.end()) out.push_back(by_weight[i].second);
+  }
+  return out;
+}
+
+// Units placed, weighted by priority level (more important levels weigh more), and GPUs used, of
+// bins and of an LP solution.
+struct Score {
+  double placed = 0;
+  double gpus = 0;
+  bool better_than(const Score& o) const {
+    if (placed > o.placed + kFloorSlack) return true;
+    if (placed < o.placed - kFloorSlack) return false;
+    return gpus < o.gpus - kFloorSlack;
+  }
+};
+
+double level_weight(const PackModel& M, int k) { return M.tiers - M.demands[k].tier; }
+
+// One GPU of one candidate configuration: the one after which the most units can still be placed
+// (by the LP), then the fewest GPUs are needed. Falls back to the largest LP value.
+bool commit_keeping_feasible(const PackModel& M, const LpRun& lp, std::vector<int>& r, std::vector<int>& n,
+                             std::vector<Bin>& bins) {
+  Score best;
+  best.placed = -1;
+  std::vector<int> best_r, best_n;
+  std::vector<Bin> best_bins;
+  for (const auto& [g, c] : dive_candidates(M, lp, r, n)) {
+    LpRun one;
+    one.xcols = {{g, c}};
+    one.x = {1.0};
+    std::vector<int> r2 = r, n2 = n;
+    std::vector<Bin> b2 = bins;
+    if (commit(M, one, true, r2, n2, b2) == 0) continue;
+    Score s;
+    s.gpus = M.classes[g].pinned ? 0.0 : 1.0;
+    for (size_t k = 0; k < r.size(); ++k) s.placed += (r[k] - r2[k]) * level_weight(M, static_cast<int>(k));
+    if (total(r2) > 0) {
+      const LpRun rest = run_lp(M, r2, n2, Goal::kDive, 0, {});
+      if (!rest.feasible) continue;
+      for (size_t i = 0; i < rest.x.size(); ++i) s.gpus += M.classes[rest.xcols[i].first].pinned ? 0.0 : rest.x[i];
+      for (size_t k = 0; k < rest.y.size(); ++k) {
+        for (double y : rest.y[k]) s.placed += y * level_weight(M, static_cast<int>(k));
+      }
+    }
+    if (s.better_than(best)) {
+      best = s;
+      best_r = std::move(r2);
+      best_n = std::move(n2);
+      best_bins = std::move(b2);
+    }
+  }
+  if (best.placed >= 0) {
+    r = std::move(best_r);
+    n = std::move(best_n);
+    bins = std::move(best_bins);
+    return true;
+  }
+  return commit(M, lp, true, r, n, bins) > 0;
+}
+
+// Whether the exact search should try (r, n): few units and few classes of GPUs left. GPUs beyond the
+// number of units are useless, so `n` is capped at it.
+bool exact_worth_trying(const std::vector<int>& r, std::vector<int>& n) {
+  const int units = total(r);
+  if (units > kExactMaxUnits) return false;
+  int classes = 0;
+  for (int& v : n) {
+    v = std::min(v, units);
+    classes += v > 0 ? 1 : 0;
+  }
+  return classes <= kExactMaxClasses;
+}
+
+// Fills every pinned GPU (used anyway) with the configuration that takes the most of the demand,
+// then takes the pinned classes out of `n`.
+void prefill_pinned(const PackModel& M, std::vector<int>& r, std::vector<int>& n, std::vector<Bin>& bins) {
+  for (size_t g = 0; g < M.classes.size(); ++g) {
+    if (!M.classes[g].pinned) continue;
+    while (n[g] > 0 && total(r) > 0) {
+      int best = -1;
+      FillWeight best_w;
+      for (size_t c = 0; c < M.classes[g].configs.size(); ++c) {
+        const FillWeight w = fill_weight(M, static_cast<int>(g), static_cast<int>(c), r);
+        if (w.weight > best_w.weight) {
+          best_w = w;
+          best = static_cast<int>(c);
+        }
+      }
+      if (best < 0) break;
+      // The same fill repeats while every profile it takes has enough demand left.
+      LpRun same;
+      same.xcols = {{static_cast<int>(g), best}};
+      same.x = {static_cast<double>(std::max(1, std::min(best_w.repeat, n[g])))};
+      if (commit(M, same, false, r, n, bins) == 0) break;
+    }
+    n[g] = 0;
+  }
 }
 
 }  // namespace
@@ -446,10 +613,11 @@ SolveOutcome solve_packing(const PackModel& M, int exact_state_limit) {
     out.unplaced = left;
     return out;
   };
-  if (total(r) <= kExactMaxUnits) {
+  std::vector<int> capped = n;
+  if (exact_worth_trying(r, capped)) {
     Exact exact(M, exact_state_limit);
     std::vector<Bin> bins;
-    if (exact.run(r, n, &bins)) {
+    if (exact.run(r, capped, &bins)) {
       out.bins = std::move(bins);
       out.exact = true;
       std::vector<int> left = r;
@@ -461,6 +629,9 @@ SolveOutcome solve_packing(const PackModel& M, int exact_state_limit) {
       return finish(left);
     }
   }
+  int pinned_classes = 0;
+  for (const auto& c : M.classes) pinned_classes += c.pinned ? 1 : 0;
+  if (pinned_classes > kMaxLpPinnedClasses) prefill_pinned(M, r, n, out.bins);
   LpRun all = run_lp(M, r, n, Goal::kMinGpus, 0, {});
   if (!all.feasible) {
     // Not everything fits: the most units of each tier, most important first.
@@ -495,10 +666,11 @@ SolveOutcome solve_packing(const PackModel& M, int exact_state_limit) {
     r[k] = demand[k] - placed;
   }
   while (total(r) > 0) {
-    if (total(r) <= kExactMaxUnits) {
+    std::vector<int> rest = n;
+    if (exact_worth_trying(r, rest)) {
       Exact exact(M, exact_state_limit);
       std::vector<Bin> more;
-      if (exact.run(r, n, &more)) {
+      if (exact.run(r, rest, &more)) {
         for (auto& b : more) {
           for (const auto& per : b.units) {
             for (const auto& [k, a] : per) r[k] -= a;
@@ -513,7 +685,10 @@ SolveOutcome solve_packing(const PackModel& M, int exact_state_limit) {
     if (!dive.feasible) break;
     bool any_whole = false;
     for (double x : dive.x) any_whole = any_whole || x >= 1.0 - kFloorSlack;
-    if (commit(M, dive, !any_whole, r, n, out.bins) == 0 && commit(M, dive, true, r, n, out.bins) == 0) break;
+    if (any_whole) {
+      if (commit(M, dive, false, r, n, out.bins) > 0) continue;
+    }
+    if (!commit_keeping_feasible(M, dive, r, n, out.bins)) break;
   }
   return finish(r);
 }

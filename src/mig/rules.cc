@@ -66,7 +66,8 @@ Rule count_rules(const MigTable& t, const std::vector<int>& profiles, std::strin
     return Rule::kMaxInstances;
   }
   if (media > kMaxMediaExtensionInstances) {
-    *reason = std::to_string(media) + " media-extension (+me) instances; a GPU has one set of media engines, so at "
+    *reason = std::to_string(media) +
+              " media-extension (+me) instances; a GPU has one set of media engines, so at "
               "most one +me instance fits ([UG-prof], +me profiles)";
     return Rule::kMediaExtensions;
   }
@@ -136,15 +137,17 @@ Rule compute_instance_rule(const MigTable& t, const MigProfile& p, const std::ve
     for (const auto& q : t.profiles) known = known || (q.compute_slices == c && !q.media_extensions);
     if (c < 1 || c > p.compute_slices || !known) {
       *reason = p.name + "[" + join_ints(cis) + "]: a " + std::to_string(c) + "c compute instance does not fit a " +
-                std::to_string(p.compute_slices) + "-slice GPU instance (compute instances subdivide their GPU "
+                std::to_string(p.compute_slices) +
+                "-slice GPU instance (compute instances subdivide their GPU "
                 "instance's SM slices, [UG-conc])";
       return Rule::kComputeInstance;
     }
     sum += c;
   }
   if (sum > p.compute_slices) {
-    *reason = p.name + "[" + join_ints(cis) + "]: " + std::to_string(sum) + " compute slices exceed the GPU instance's " +
-              std::to_string(p.compute_slices) + " ([UG-conc], compute instances)";
+    *reason = p.name + "[" + join_ints(cis) + "]: " + std::to_string(sum) +
+              " compute slices exceed the GPU instance's " + std::to_string(p.compute_slices) +
+              " ([UG-conc], compute instances)";
     return Rule::kComputeInstance;
   }
   return Rule::kNone;
@@ -154,15 +157,24 @@ Rule compute_instance_rule(const MigTable& t, const MigProfile& p, const std::ve
 
 std::string_view rule_name(Rule rule) {
   switch (rule) {
-    case Rule::kNone: return "none";
-    case Rule::kPlacementStart: return "placement_start";
-    case Rule::kOverlap: return "overlap";
-    case Rule::kMaxCount: return "max_count";
-    case Rule::kMaxInstances: return "max_instances";
-    case Rule::kMediaExtensions: return "media_extensions";
-    case Rule::kComputeSlices: return "compute_slices";
-    case Rule::kNoPlacement: return "no_placement";
-    case Rule::kComputeInstance: return "compute_instance";
+    case Rule::kNone:
+      return "none";
+    case Rule::kPlacementStart:
+      return "placement_start";
+    case Rule::kOverlap:
+      return "overlap";
+    case Rule::kMaxCount:
+      return "max_count";
+    case Rule::kMaxInstances:
+      return "max_instances";
+    case Rule::kMediaExtensions:
+      return "media_extensions";
+    case Rule::kComputeSlices:
+      return "compute_slices";
+    case Rule::kNoPlacement:
+      return "no_placement";
+    case Rule::kComputeInstance:
+      return "compute_instance";
   }
   return "unknown";
 }
@@ -243,8 +255,10 @@ Result<CheckResult> check_layout(const MigTable& table, const std::vector<Layout
     if (!p) return p.error();
     profiles.push_back(*p);
     layout.push_back(Placed{*p, entries[i].start.value_or(-1)});
-    if (entries[i].start) explicit_only.push_back(layout.back());
-    else todo.push_back(i);
+    if (entries[i].start)
+      explicit_only.push_back(layout.back());
+    else
+      todo.push_back(i);
   }
   auto fail = [&](Rule r, std::string reason) {
     out.valid = false;
@@ -273,7 +287,8 @@ Result<CheckResult> check_layout(const MigTable& table, const std::vector<Layout
     for (int s = 0; s < table.memory_slices; ++s) {
       if (!(occ & (1u << s))) free_slices.push_back(s);
     }
-    return fail(Rule::kNoPlacement, "no free placement for " + names + " around the placed instances: free memory slices " +
+    return fail(Rule::kNoPlacement, "no free placement for " + names +
+                                        " around the placed instances: free memory slices " +
                                         (free_slices.empty() ? "none" : join_ints(free_slices, ", ")) +
                                         ", and each profile may start only at its listed slots ([UG-start], -lgipp)");
   }

@@ -15,12 +15,12 @@ namespace gpuplan::mig {
 constexpr int kMaxPlacementBits = 64;
 
 struct TableModel {
-  MigTable own;                    // a copy: the model outlives any one catalog
+  MigTable own;  // a copy: the model outlives any one catalog
   const MigTable* table = &own;
   std::vector<std::vector<Placed>> layouts;
-  std::vector<uint64_t> bits;            // per layout
-  std::vector<std::vector<int>> counts;  // per layout, per profile
-  std::vector<Stranded> stranded;        // per layout
+  std::vector<uint64_t> bits;                              // per layout
+  std::vector<std::vector<int>> counts;                    // per layout, per profile
+  std::vector<Stranded> stranded;                          // per layout
   std::map<std::vector<int>, std::vector<int>> by_counts;  // counts -> layout indices
 
   TableModel() = default;

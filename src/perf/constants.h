@@ -12,6 +12,14 @@ namespace gpuplan::perf {
 // wave quantization; throughput rises with each dimension and saturates in the thousands). Half-rate
 // intensity 64: a 64-row tile, the smallest that cuBLAS's tensor-core kernels fill.
 inline constexpr double kGemmHalfIntensity = 64;
+// Output tile of one CTA of a large tensor-core GEMM (cuBLAS/CUTLASS 128x128 and 128x256 tiles on
+// Ampere and Hopper); tiles run in waves of one per SM, and a partial last wave leaves SMs idle (NVIDIA
+// "Matrix Multiplication Background User's Guide", "Wave quantization"). Hopper and Blackwell GEMMs in
+// cuBLAS 12 / CUTLASS 3 are persistent, warp-specialized kernels with a tile scheduler (and stream-K)
+// that spread the last wave's work, so wave quantization is applied to earlier GPUs only (CUTLASS
+// docs, "Efficient GEMM in CUDA" and "Hopper warp-specialized persistent kernels").
+inline constexpr double kGemmTileRows = 128;
+inline constexpr double kGemmTileCols = 128;
 // eff_max for bf16/fp16/tf32: the best measured cuBLAS matmuls are A100 SXM 271.2/312 = 0.87, A100 PCIe
 // 252.9/312 = 0.81, H100 SXM 794.5/989 = 0.80 at intensities I = 790-950 where the curve gives 0.93
 // (ml-engineering "Maximum Achievable Matmul FLOPS" table, stas00/ml-engineering
@@ -28,6 +36,10 @@ inline constexpr double kDequantGemmFraction = 0.55;
 // FlashAttention-2 reaches 50-73% of A100 peak forward and 35-63% backward (Dao 2023, arXiv 2307.08691,
 // Sec. 4.1); FlashAttention-3 ~75% forward on H100. 0.55 is the middle of the FA2 range.
 inline constexpr double kAttentionPeakFraction = 0.55;
+// FlashAttention-2 was written for Ampere: on H100 it reaches only ~35% of the bf16 peak (Shah et al.
+// 2024, FlashAttention-3, arXiv 2407.08608, abstract). Engines with Hopper-native attention kernels
+// (TensorRT-LLM's FMHA, cuDNN's in Megatron-Core/NeMo) are not limited by it.
+inline constexpr double kFlashAttention2HopperFraction = 0.35;
 // Backward of flash attention does 2.5x the forward matmul FLOPs (recomputes S and P; 5 matmuls vs 2)
 // (Dao 2023, Sec. 3.1.2).
 inline constexpr double kFlashBackwardFlopsRatio = 2.5;
@@ -90,12 +102,13 @@ inline constexpr double kCnnInferActivationPasses = 3;
 // fp16 peak inside its conv kernels (DeepLearningExamples ConvNets performance notes).
 inline constexpr double kConvPeakFraction = 0.5;
 // --- error band ------------------------------------------------------------------------------------
-// 10th and 90th percentile of measured / predicted over the comparable rows of validation/perf.yaml,
-// per metric kind (docs/model.md, "Validation"). Updated when the model or the rows change.
-inline constexpr double kBandDecodeLow = 0.85, kBandDecodeHigh = 1.15;
-inline constexpr double kBandPrefillLow = 0.75, kBandPrefillHigh = 1.25;
-inline constexpr double kBandThroughputLow = 0.75, kBandThroughputHigh = 1.25;
-inline constexpr double kBandTrainingLow = 0.75, kBandTrainingHigh = 1.25;
-inline constexpr double kBandMicrobenchLow = 0.9, kBandMicrobenchHigh = 1.1;
+// 10th and 90th percentile of measured / predicted rate (time metrics inverted) over the comparable rows
+// of validation/perf.yaml, per metric kind (docs/model.md, "Validation"; 14 decode, 9 prefill, 18
+// throughput, 15 training, 9 microbenchmark rows). Updated when the model or the rows change.
+inline constexpr double kBandDecodeLow = 0.86, kBandDecodeHigh = 1.05;
+inline constexpr double kBandPrefillLow = 0.77, kBandPrefillHigh = 0.94;
+inline constexpr double kBandThroughputLow = 0.77, kBandThroughputHigh = 1.21;
+inline constexpr double kBandTrainingLow = 0.78, kBandTrainingHigh = 1.17;
+inline constexpr double kBandMicrobenchLow = 0.98, kBandMicrobenchHigh = 1.09;
 
 }  // namespace gpuplan::perf

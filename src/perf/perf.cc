@@ -105,6 +105,7 @@ struct Rates {
   double head_flops;       // LM head and router: kept in 16 bits by every quantized format
   double cuda_core_flops;  // GEMV kernels on CUDA cores (fp32 FMA), what engines pick for a few rows
   double bandwidth;        // achievable bytes/s
+  double sms;              // SMs that run the GEMM tiles (0 = no wave quantization)
   double half_intensity;
   double kernel_seconds;
   double allreduce_bw;  // bus bandwidth of tensor-parallel all-reduces
@@ -135,12 +136,17 @@ Rates make_rates(const PerfDevice& d, const PerfWorkload& w, const PerfEfficienc
   r.gemm_flops = compute_peak(d, p) * gemm_frac;
   if (w.weights.dequantize) r.gemm_flops *= eff.dequant_gemm_fraction;
   const double attn_peak = (p == Precision::kTf32 || p == Precision::kFp32) ? compute_peak(d, p) : peak_16bit(d);
-  r.attn_flops = attn_peak * eff.attention_peak_fraction;
+  double attn_frac = eff.attention_peak_fraction;
+  if (d.persistent_gemm && w.engine != PerfEngine::kTensorrtLlm && w.engine != PerfEngine::kMegatron) {
+    attn_frac = std::min(attn_frac, kFlashAttention2HopperFraction);  // FlashAttention-2 on Hopper
+  }
+  r.attn_flops = attn_peak * attn_frac;
   r.attn_gemm_flops = attn_peak * eff.gemm_peak_fraction;
   r.head_flops = (p == Precision::kTf32 || p == Precision::kFp32) ? r.gemm_flops : attn_peak * eff.gemm_peak_fraction;
   r.cuda_core_flops = d.peak(Precision::kFp32) * eff.gemm_peak_fraction;
   r.bandwidth = d.bandwidth_bytes_per_second * eff.bandwidth_fraction;
   r.half_intensity = eff.gemm_half_intensity;
+  r.sms = d.persistent_gemm ? 0 : d.sm_count;
   r.kernel_seconds = w.cuda_graphs ? eff.kernel_seconds : std::max(eff.kernel_seconds, kEagerKernelSeconds);
   r.allreduce_bw = d.link_bytes_per_second * eff.link_fraction;
   r.allreduce_latency = d.nvlink ? kAllReduceLatencySeconds : kAllReduceLatencyPcieSeconds;
@@ -160,6 +166,12 @@ void gemm(Cost& c, const Rates& r, double m, double n, double k, double w_bytes,
   const double intensity = 1.0 / (1.0 / m + 1.0 / n + 1.0 / k);  // FLOPs per element moved, /2
   const double eff_m = intensity / (intensity + r.half_intensity);
   double t_c = 2.0 * m * n * k / (flop_rate * eff_m);
+  // Wave quantization: output tiles run in waves of one tile per SM; a partial last wave idles the rest.
+  if (r.sms > 0) {
+    const double tiles = std::ceil(m / kGemmTileRows) * std::ceil(n / kGemmTileCols);
+    const double waves = tiles / r.sms;
+    t_c *= std::ceil(waves) / waves;
+  }
   // Engines pick the faster kernel: for a few rows a CUDA-core GEMV beats an underfilled tensor-core tile.
   if (r.cuda_core_flops > 0) t_c = std::min(t_c, 2.0 * m * n * k / r.cuda_core_flops);
   const double t_m = (n * k * w_bytes + (m * k + m * n) * a_bytes) / r.bandwidth;
@@ -531,6 +543,8 @@ PerfDevice perf_device(const Target& t) {
   d.memory_bytes = t.memory_total_bytes();
   d.compute_fraction = t.compute_fraction();
   d.count = t.count;
+  d.sm_count = t.sm_count();
+  d.persistent_gemm = arch == "hopper" || arch == "blackwell";
   d.devices_per_node = kDevicesPerNode;
   return d;
 }
@@ -730,7 +744,7 @@ TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const PerfWor
   // Data-parallel gradient traffic: all-reduce of bf16 gradients (DDP, ZeRO-1/2: reduce-scatter +
   // all-gather, same bytes), or FSDP/ZeRO-3: all-gather weights forward and backward + reduce-scatter.
   double trainable = params_local;
-  if (frozen) trainable = 0.01 * params_local;  // adapters: ~1% of the weights at rank 16 (order of magnitude)
+  if (frozen) trainable = w.trainable_parameters > 0 ? w.trainable_parameters / (tp * pp) : 0.01 * params_local;
   const double grad_bytes = trainable * (a.cnn ? 4.0 : 2.0);
   const bool sharded_weights = w.zero >= 3 || w.fsdp;
   const double ranks_in_node = std::max(1.0, d.devices_per_node / (tp * pp));
@@ -761,9 +775,15 @@ TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const PerfWor
   t.tokens_per_second = t.samples_per_second * seq;
   t.tokens_per_second_per_gpu = t.tokens_per_second / (dp * tp * pp);
   const double peak = compute_peak(d, w.weights.compute);
-  t.mfu = peak > 0 ? training_flops_per_token(a, w.seq_len) * (a.cnn ? t.samples_per_second : t.tokens_per_second) /
-                         (dp * tp * pp * peak)
-                   : 0;
+  // A frozen base does no weight gradients: 4N instead of 6N matmul FLOPs per token.
+  const double model_flops =
+      training_flops_per_token(a, w.seq_len) -
+      (frozen && !a.cnn ? 2.0 *
+                              (training_flops_per_token(a, w.seq_len) -
+                               12.0 * dbl(a.layers) * dbl(a.heads) * dbl(a.head_dim) * dbl(w.seq_len)) /
+                              6.0
+                        : 0.0);
+  t.mfu = peak > 0 ? model_flops * (a.cnn ? t.samples_per_second : t.tokens_per_second) / (dp * tp * pp * peak) : 0;
   Cost total = micro;
   total.add(micro, micro_steps - 1);
   total.comm += t.communication_seconds;

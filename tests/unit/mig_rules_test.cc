@@ -122,7 +122,8 @@ TEST(MigRules, CombinationCountsOnA100) {
         bool room = false;
         for (const auto& [other, oidx] : model->by_counts) {
           bool allowed_other = true;
-          for (size_t p = 0; p < other.size(); ++p) allowed_other = allowed_other && (other[p] == 0 || allowed.count(t.profiles[p].name));
+          for (size_t p = 0; p < other.size(); ++p)
+            allowed_other = allowed_other && (other[p] == 0 || allowed.count(t.profiles[p].name));
           if (!allowed_other) continue;
           for (int j : oidx) room = room || (j != i && (model->bits[j] & model->bits[i]) == model->bits[i]);
         }

@@ -24,7 +24,8 @@ class Loopback : public ::testing::Test {
     Options o;
     o.host = "127.0.0.1";
     o.port = 0;
-    o.threads = 8;
+    o.threads = 4;
+    o.connections = 8;  // fewer than the concurrency test's clients: connections take turns
     o.io_timeout = std::chrono::seconds(1);
     server_ = new Server(make_router(*ctx_, o));
     auto port = server_->bind();
@@ -253,6 +254,87 @@ TEST_F(Loopback, FitWhenPresent) {
                              "application/json");
   ASSERT_TRUE(wrong);
   EXPECT_EQ(wrong->status, 400) << wrong->body;
+}
+
+TEST_F(Loopback, FitIsTheLibrarysDocument) {
+  if (!has("fit")) GTEST_SKIP() << "fit is not in this build";
+  const Json req{{"model", "llama-2-7b"}, {"weights", "bf16"}, {"gpu", {"a100-40gb-sxm4"}}, {"batch", 1}};
+  auto r = client().Post("/api/v1/fit", req.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto direct = run_command(*ctx_, "fit", req);
+  ASSERT_TRUE(direct.ok());
+  EXPECT_EQ(json(r), *direct);
+  // An uploaded config.json goes inline as 'config'.
+  const Json config{{"architectures", {"LlamaForCausalLM"}},
+                    {"model_type", "llama"},
+                    {"hidden_size", 2048},
+                    {"intermediate_size", 5632},
+                    {"num_attention_heads", 32},
+                    {"num_hidden_layers", 22},
+                    {"num_key_value_heads", 4},
+                    {"vocab_size", 32000},
+                    {"max_position_embeddings", 2048},
+                    {"rms_norm_eps", 1e-5},
+                    {"tie_word_embeddings", false},
+                    {"torch_dtype", "bfloat16"}};
+  auto up = client().Post("/api/v1/fit", Json{{"model", "tiny"}, {"config", config}, {"gpu", "l4"}}.dump(),
+                          "application/json");
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->status, 200) << up->body;
+  // A path is not read: models come from the zoo or inline.
+  auto path = client().Post("/api/v1/fit", R"({"model": "/etc/hostname", "gpu": "l4"})", "application/json");
+  ASSERT_TRUE(path);
+  EXPECT_EQ(path->status, 404) << path->body;
+  auto bad = client().Post("/api/v1/fit", R"({"model": "x", "config": [1, 2]})", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400) << bad->body;
+  EXPECT_EQ(json(bad)["error"]["field"], "config");
+}
+
+TEST_F(Loopback, MigEndpointsWhenPresent) {
+  if (!has("mig.check")) GTEST_SKIP() << "mig is not in this build";
+  auto profiles = client().Get("/api/v1/mig/a100-40gb-sxm4/profiles");
+  ASSERT_TRUE(profiles);
+  EXPECT_EQ(profiles->status, 200) << profiles->body;
+  auto layouts = client().Get("/api/v1/mig/a100-40gb-sxm4/layouts?maximal=true");
+  ASSERT_TRUE(layouts);
+  EXPECT_EQ(layouts->status, 200) << layouts->body;
+  auto valid = client().Post("/api/v1/mig/check", R"({"gpu": "a100-40gb-sxm4", "layout": "3g.20gb@4,4g.20gb@0"})",
+                             "application/json");
+  ASSERT_TRUE(valid);
+  ASSERT_EQ(valid->status, 200) << valid->body;
+  EXPECT_EQ(json(valid)["valid"], true);
+  auto invalid = client().Post("/api/v1/mig/check", R"({"gpu": "a100-40gb-sxm4", "layout": "3g.20gb@4,3g.20gb@5"})",
+                               "application/json");
+  ASSERT_TRUE(invalid);
+  ASSERT_LT(invalid->status, 500) << invalid->body;
+  if (invalid->status == 200) {
+    EXPECT_EQ(json(invalid)["valid"], false);
+    EXPECT_FALSE(json(invalid)["reason"].get<std::string>().empty());
+  }
+  auto wrong = client().Post("/api/v1/mig/check", R"({"gpu": "a100-40gb-sxm4", "layout": {"profile": "3g.20gb"}})",
+                             "application/json");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 400) << wrong->body;
+  auto no_mig = client().Post("/api/v1/mig/check", R"({"gpu": "a40", "layout": "1g.6gb"})", "application/json");
+  ASSERT_TRUE(no_mig);
+  EXPECT_GE(no_mig->status, 400);
+  EXPECT_LT(no_mig->status, 500);
+  if (!has("mig.pack")) return;
+  const Json pack{{"fleet", "nodes:\n  - name: n1\n    gpus:\n      - {target: a100-40gb-sxm4, count: 2}\n"},
+                  {"requests", "requests:\n  - {name: chat, count: 3, profile: 3g.20gb}\n"},
+                  {"export", "mig-parted"}};
+  auto packed = client().Post("/api/v1/mig/pack", pack.dump(), "application/json");
+  ASSERT_TRUE(packed);
+  ASSERT_EQ(packed->status, 200) << packed->body;
+  EXPECT_EQ(json(packed)["gpus_used"], 2);
+  EXPECT_FALSE(json(packed)["export"]["text"].get<std::string>().empty());
+  auto broken =
+      client().Post("/api/v1/mig/pack", R"({"fleet": "nodes: [", "requests": "requests: []"})", "application/json");
+  ASSERT_TRUE(broken);
+  EXPECT_GE(broken->status, 400) << broken->body;
+  EXPECT_LT(broken->status, 500) << broken->body;
 }
 
 TEST_F(Loopback, TheSecurityHeadersAndNoCors) {

@@ -128,6 +128,10 @@ test('compare: side by side with charts, add and remove', async (page) => {
   await page.press('#cmp-gpu', 'Enter');
   await page.waitForFunction(() => document.querySelectorAll('#panel-compare table.compare-table thead th').length === 4);
   expect(page.url().includes('h100-80gb-sxm5'), 'URL keeps the selection');
+  if (have('offers.list')) {
+    const priced = (await (await fetch(`${base}api/v1/offers?gpu=a40`)).json()).offers.length > 0;
+    if (priced) expect((await page.locator('#panel-compare figcaption').allTextContents()).includes('Per dollar'), 'per-dollar chart from offers');
+  }
   await shot(page, 'compare');
   await page.click('button[aria-label="Remove a40"]');
   await page.waitForFunction(() => document.querySelectorAll('#panel-compare table.compare-table thead th').length === 3);
@@ -150,7 +154,24 @@ test('fit and speed', async (page) => {
   await page.fill('#fit-batch', '64');
   await page.waitForFunction((b) => document.querySelector('#panel-fit table.verdicts')?.textContent !== b, before, { timeout: 10000 });
   expect(/fits|does not fit/.test(await page.textContent('#panel-fit table.verdicts')), 'verdicts');
+  if (have('perf')) {
+    await page.waitForFunction(() => document.querySelector('#panel-fit table.verdicts thead')?.textContent.includes('Time to first token'), null, { timeout: 10000 });
+  }
   await shot(page, 'fit');
+  // Training changes the columns: no KV cache, step time and MFU instead of latency.
+  await page.selectOption('#fit-task', 'lora');
+  await page.fill('#fit-batch', '1');
+  await page.waitForFunction(() => document.querySelector('#panel-fit table.breakdown')?.textContent.includes('Adapters') ||
+    document.querySelector('#panel-fit table.breakdown')?.textContent.includes('Gradients'), null, { timeout: 10000 });
+  await shot(page, 'fit-lora');
+  // An uploaded config.json (read in the browser, sent inline).
+  await page.selectOption('#fit-task', 'infer');
+  const tiny = { architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 2048, intermediate_size: 5632,
+    num_attention_heads: 32, num_hidden_layers: 22, num_key_value_heads: 4, vocab_size: 32000, max_position_embeddings: 2048,
+    rms_norm_eps: 1e-5, tie_word_embeddings: false, torch_dtype: 'bfloat16' };
+  await page.setInputFiles('#fit-config', { name: 'tinyllama.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(tiny)) });
+  await page.waitForFunction(() => document.querySelector('#panel-fit .model-line')?.textContent.includes('tinyllama'), null, { timeout: 10000 });
+  await shot(page, 'fit-upload');
   await page.setInputFiles('#fit-config', { name: 'config.json', mimeType: 'application/json', buffer: Buffer.from('{not json') });
   await page.waitForSelector('#panel-fit .notice.error');
 });
@@ -205,8 +226,17 @@ test('plan: offers and the recommended plan', async (page) => {
     return;
   }
   await page.click('#panel-plan form.workload button[type="submit"]');
-  await page.waitForSelector('#panel-plan .plan-results table.plans, #panel-plan .plan-results .notice', { timeout: 20000 });
+  await page.waitForSelector('#panel-plan .plan-results table.plans', { timeout: 20000 });
+  expect(await page.locator('#panel-plan .plan-results table.plans tbody tr').count() >= 1, 'plans listed');
+  expect((await page.textContent('#panel-plan .recommended')).includes('Why:'), 'the recommended plan with its reason');
+  expect(await page.locator('#panel-plan svg.chart .pt').count() >= 1, 'cost against time points');
   await shot(page, 'plan');
+  // Training: a deadline, and the chart is cost against time to finish.
+  await page.selectOption('#plan-goal', 'train');
+  await page.fill('#plan-train', '1e9');
+  await page.click('#panel-plan form.workload button[type="submit"]');
+  await page.waitForFunction(() => document.querySelector('#panel-plan figcaption')?.textContent.includes('time to finish'), null, { timeout: 30000 });
+  await shot(page, 'plan-train');
 });
 
 test('every section says so when its command is missing', async (page) => {

@@ -1,0 +1,1 @@
+mig layouts a30 --maximal

@@ -1,0 +1,1 @@
+mig pack --fleet tests/fixtures/mig/bad_fleet.yaml --requests examples/mig/requests.yaml

@@ -1,0 +1,1 @@
+mig pack --fleet examples/mig/fleet.yaml --requests examples/mig/requests.yaml

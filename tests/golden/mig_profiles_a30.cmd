@@ -1,0 +1,1 @@
+mig profiles a30

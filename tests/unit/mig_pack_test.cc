@@ -1,0 +1,306 @@
+// mig pack: exact on small fleets (against an exhaustive reference), a valid lower bound, near the
+// bound at scale, the example files, exports that follow mig-parted's v1 schema, and bad files.
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <map>
+#include <random>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "gpuplan/mig_pack.h"
+#include "mig/table_model.h"
+
+namespace gpuplan::mig {
+namespace {
+
+std::shared_ptr<const Catalog> catalog() { return Catalog::embedded(); }
+
+Fleet fleet_of(const std::string& target, int count) {
+  auto ref = catalog()->resolve(target);
+  EXPECT_TRUE(ref.ok());
+  Fleet f;
+  for (int i = 0; i < count; ++i) f.gpus.push_back(FleetGpu{"n", i, ref->gpu, ref->mig_table, {}});
+  return f;
+}
+
+PackRequest profile_request(const std::string& name, const std::string& profile, int count, int priority = 0) {
+  PackRequest r;
+  r.name = name;
+  r.profile = profile;
+  r.count = count;
+  r.priority = priority;
+  return r;
+}
+
+// Exhaustive reference for one GPU type and profile requests of one priority: every multiset of
+// `gpus` layouts (profile count vectors); the best is (most units placed, then fewest GPUs).
+std::pair<int, int> reference(const MigTable& t, int gpus, const std::vector<int>& demand) {
+  auto model = table_model(t);
+  // Capacity beyond the demand is useless: cap every layout's counts at the demand and drop repeats.
+  std::set<std::vector<int>> capped;
+  for (const auto& [counts, idx] : model->by_counts) {
+    std::vector<int> c = counts;
+    for (size_t p = 0; p < c.size(); ++p) c[p] = std::min(c[p], demand[p]);
+    capped.insert(c);
+  }
+  const std::vector<std::vector<int>> configs(capped.begin(), capped.end());
+  std::pair<int, int> best{0, 0};  // (placed, -gpus)
+  std::vector<int> cap(demand.size(), 0);
+  std::function<void(size_t, int, int)> walk = [&](size_t from, int used, int left) {
+    int placed = 0;
+    for (size_t p = 0; p < demand.size(); ++p) placed += std::min(demand[p], cap[p]);
+    best = std::max(best, std::make_pair(placed, -used));
+    if (left == 0) return;
+    for (size_t c = from; c < configs.size(); ++c) {
+      bool empty = true;
+      for (size_t p = 0; p < cap.size(); ++p) {
+        cap[p] += configs[c][p];
+        empty = empty && configs[c][p] == 0;
+      }
+      if (!empty) walk(c, used + 1, left - 1);
+      for (size_t p = 0; p < cap.size(); ++p) cap[p] -= configs[c][p];
+    }
+  };
+  walk(0, 0, gpus);
+  return {best.first, -best.second};
+}
+
+TEST(MigPack, ExactOnSmallFleetsAgainstExhaustiveReference) {
+  const MigTable& t = *catalog()->resolve("a100-40gb-sxm4")->mig_table;
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 25; ++trial) {
+    const int gpus = 1 + static_cast<int>(rng() % 3);
+    std::vector<int> demand(t.profiles.size(), 0);
+    std::vector<PackRequest> requests;
+    for (size_t p = 0; p < t.profiles.size(); ++p) {
+      const int n = static_cast<int>(rng() % (t.profiles[p].max_count + 1)) * (rng() % 2 ? 1 : 0);
+      if (n == 0) continue;
+      demand[p] = n;
+      requests.push_back(profile_request("r" + std::to_string(p), t.profiles[p].name, n));
+    }
+    if (requests.empty()) continue;
+    auto r = pack(*catalog(), fleet_of("a100-40gb-sxm4", gpus), requests, PackOptions{});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    int unplaced = 0;
+    for (const auto& u : r->unplaced) unplaced += u.count;
+    int total = 0;
+    for (int d : demand) total += d;
+    const auto [ref_placed, ref_gpus] = reference(t, gpus, demand);
+    EXPECT_EQ(total - unplaced, ref_placed) << "trial " << trial;
+    EXPECT_EQ(r->gpus_used, ref_gpus) << "trial " << trial;
+    EXPECT_TRUE(r->exact);
+  }
+}
+
+TEST(MigPack, LpPathMatchesTheExhaustiveReference) {
+  // Force the LP-guided construction (no exact search) on small problems, including ones where not
+  // everything fits: same units placed and GPUs as the exhaustive optimum, and a valid lower bound.
+  const MigTable& t = *catalog()->resolve("a100-40gb-sxm4")->mig_table;
+  std::mt19937 rng(11);
+  PackOptions lp_only;
+  lp_only.exact_state_limit = 0;
+  for (int trial = 0; trial < 15; ++trial) {
+    std::vector<int> demand(t.profiles.size(), 0);
+    std::vector<PackRequest> requests;
+    for (size_t p = 0; p < t.profiles.size(); ++p) {
+      if (t.profiles[p].media_extensions) continue;
+      const int n = static_cast<int>(rng() % 3);
+      if (n == 0) continue;
+      demand[p] = n;
+      requests.push_back(profile_request("r" + std::to_string(p), t.profiles[p].name, n));
+    }
+    if (requests.empty()) continue;
+    auto r = pack(*catalog(), fleet_of("a100-40gb-sxm4", 3), requests, lp_only);
+    ASSERT_TRUE(r.ok());
+    const auto [ref_placed, ref_gpus] = reference(t, 3, demand);
+    int total = 0, unplaced = 0;
+    for (int d : demand) total += d;
+    for (const auto& u : r->unplaced) unplaced += u.count;
+    EXPECT_EQ(total - unplaced, ref_placed) << "trial " << trial;
+    EXPECT_EQ(r->gpus_used, ref_gpus) << "trial " << trial;
+    if (ref_placed == total) EXPECT_LE(r->lower_bound, ref_gpus) << "trial " << trial;
+  }
+}
+
+TEST(MigPack, NearTheLowerBoundOnAMixedFleet) {
+  auto cat = catalog();
+  Fleet f;
+  const std::vector<std::string> targets = {"a100-40gb-sxm4", "a100-80gb-sxm4", "h100-80gb-sxm5", "a30"};
+  std::mt19937 rng(3);
+  for (int i = 0; i < 1000; ++i) {
+    auto ref = cat->resolve(targets[rng() % targets.size()]);
+    f.gpus.push_back(FleetGpu{"n" + std::to_string(i / 8), i % 8, ref->gpu, ref->mig_table, {}});
+  }
+  std::vector<PackRequest> requests;
+  for (int i = 0; i < 200; ++i) {
+    PackRequest r;
+    r.name = "r" + std::to_string(i);
+    r.count = 1 + static_cast<int>(rng() % 20);
+    r.kind = PackRequest::Kind::kResources;
+    r.memory_gb = std::vector<double>{4, 4, 9, 18}[rng() % 4];
+    r.compute_slices = 1 + static_cast<int>(rng() % 3);
+    requests.push_back(r);
+  }
+  auto r = pack(*cat, f, requests, PackOptions{});
+  ASSERT_TRUE(r.ok());
+  for (const auto& u : r->unplaced) ADD_FAILURE() << requests[u.request].name << " x" << u.count << ": " << u.reason;
+  EXPECT_LE(r->lower_bound, r->gpus_used);
+  EXPECT_LT(r->gpus_used, 1000);
+  EXPECT_LE(r->gpus_used, r->lower_bound * 1.02 + 1) << r->gpus_used << " vs " << r->lower_bound;
+}
+
+std::string read(const std::string& rel) {
+  std::ifstream in(std::string(GPUPLAN_SOURCE_DIR) + "/" + rel);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// mig-parted's v1 rules (NVIDIA/mig-parted api/spec/v1/spec.go, pkg/types/mig_config.go,
+// pkg/types/mig_profile.go). Returns "" when `text` follows them, else what breaks.
+std::string check_mig_parted(const std::string& text) {
+  YAML::Node doc = YAML::Load(text);
+  if (!doc.IsMap()) return "not a map";
+  for (const auto& kv : doc) {
+    const auto k = kv.first.as<std::string>();
+    if (k != "version" && k != "mig-configs") return "unexpected field: " + k;
+  }
+  if (!doc["version"] || doc["version"].as<std::string>() != "v1") return "version must be v1";
+  const YAML::Node configs = doc["mig-configs"];
+  if (!configs || !configs.IsMap() || configs.size() == 0) return "mig-configs needs at least one entry";
+  const std::regex profile(R"(^([0-9]+c\.)?[0-9]+g\.[0-9]+gb(\+me)?$)");
+  for (const auto& c : configs) {
+    if (!c.second.IsSequence() || c.second.size() == 0) return "config needs at least one entry";
+    for (const auto& e : c.second) {
+      for (const auto& kv : e) {
+        const auto k = kv.first.as<std::string>();
+        if (k != "device-filter" && k != "devices" && k != "mig-enabled" && k != "mig-devices")
+          return "unexpected field: " + k;
+      }
+      if (!e["devices"] || !e["mig-enabled"]) return "missing devices or mig-enabled";
+      if (e["devices"].IsScalar()) {
+        if (e["devices"].as<std::string>() != "all") return "devices: a string must be 'all'";
+      } else if (e["devices"].IsSequence()) {
+        for (const auto& d : e["devices"]) {
+          int v = 0;
+          if (!YAML::convert<int>::decode(d, v)) return "devices: not an int";
+        }
+      } else {
+        return "devices: all or a list";
+      }
+      bool enabled = false;
+      if (!YAML::convert<bool>::decode(e["mig-enabled"], enabled)) return "mig-enabled: not a bool";
+      const YAML::Node devs = e["mig-devices"];
+      if (enabled && !devs) return "mig-devices required when enabled";
+      if (!enabled && devs && devs.size() > 0) return "mig-devices when disabled";
+      if (devs) {
+        bool any = false;
+        for (const auto& d : devs) {
+          if (!std::regex_match(d.first.as<std::string>(), profile)) return "bad profile " + d.first.as<std::string>();
+          const int n = d.second.as<int>();
+          if (n < 0) return "negative count";
+          any = any || n > 0;
+        }
+        if (devs.size() > 0 && !any) return "all counts are 0";
+      }
+    }
+  }
+  return "";
+}
+
+TEST(MigPack, ExampleFilesPackAndExport) {
+  auto cat = catalog();
+  auto fleet = parse_fleet(*cat, "examples/mig/fleet.yaml", read("examples/mig/fleet.yaml"));
+  ASSERT_TRUE(fleet.ok()) << fleet.error().message;
+  auto requests = parse_requests(*cat, "examples/mig/requests.yaml", read("examples/mig/requests.yaml"));
+  ASSERT_TRUE(requests.ok()) << requests.error().message;
+  auto r = pack(*cat, *fleet, *requests, PackOptions{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->gpus_used, r->lower_bound);
+  EXPECT_EQ(r->disturbed, 0);
+  ASSERT_EQ(r->unplaced.size(), 1u);  // the workload request, until the fit model is wired in
+  EXPECT_NE(r->unplaced[0].reason.find("fit model"), std::string::npos);
+  const std::string parted = export_mig_parted(*fleet, *r);
+  EXPECT_EQ(check_mig_parted(parted), "") << parted;
+  EXPECT_NE(parted.find("gpuplan-node-1"), std::string::npos);
+  const std::string k8s = export_kubernetes(*fleet, *requests, *r);
+  EXPECT_NE(k8s.find("nvidia.com/mig.config=gpuplan-node-1"), std::string::npos);
+  EXPECT_NE(k8s.find("nvidia.com/mig-3g.20gb"), std::string::npos);
+  const std::string slurm = export_slurm(*fleet, *r);
+  EXPECT_NE(slurm.find("AutoDetect=nvml"), std::string::npos);
+  EXPECT_NE(slurm.find("NodeName=node-1 Gres=gpu:3g.20gb:"), std::string::npos) << slurm;
+  // Keep-existing: busy instances stay exactly where they are.
+  PackOptions keep;
+  keep.keep_existing = true;
+  auto k = pack(*cat, *fleet, *requests, keep);
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(k->disturbed, 0);
+  for (const auto& plan : k->gpus) {
+    for (int d : plan.destroy) EXPECT_FALSE(fleet->gpus[plan.gpu].instances[d].busy);
+  }
+}
+
+TEST(MigPack, ValidatorRejectsWhatMigPartedRejects) {
+  EXPECT_NE(check_mig_parted("version: v2\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\n"), "");
+  EXPECT_NE(check_mig_parted("version: v1\nmig-configs: {a: [{devices: some, mig-enabled: false}]}\n"), "");
+  EXPECT_NE(check_mig_parted("version: v1\nmig-configs: {a: [{devices: all, mig-enabled: true}]}\n"), "");
+  EXPECT_NE(check_mig_parted(
+                "version: v1\nmig-configs: {a: [{devices: all, mig-enabled: false, mig-devices: {1g.5gb: 1}}]}\n"),
+            "");
+  EXPECT_EQ(
+      check_mig_parted("version: v1\nmig-configs: {a: [{devices: [0, 1], mig-enabled: true, mig-devices: {}}]}\n"), "");
+}
+
+TEST(MigPack, BusyInstanceMovesOnlyToSaveAGpu) {
+  auto cat = catalog();
+  Fleet f = fleet_of("a100-40gb-sxm4", 2);
+  // Two busy 3g instances on two GPUs: consolidating them saves a GPU, at the cost of one move.
+  f.gpus[0].instances.push_back(ExistingInstance{Placed{4, 0}, true, "a"});
+  f.gpus[1].instances.push_back(ExistingInstance{Placed{4, 0}, true, "b"});
+  ASSERT_EQ(f.gpus[0].table->profiles[4].name, "3g.20gb");
+  auto r = pack(*cat, f, {}, PackOptions{});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->gpus_used, 1);
+  EXPECT_EQ(r->disturbed, 1);
+  PackOptions keep;
+  keep.keep_existing = true;
+  auto k = pack(*cat, f, {}, keep);
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(k->gpus_used, 2);
+  EXPECT_EQ(k->disturbed, 0);
+}
+
+TEST(MigPack, BadFilesNameTheFileEntryAndField) {
+  auto cat = catalog();
+  auto f = parse_fleet(*cat, "fleet.yaml", "nodes:\n  - name: n1\n    gpus:\n      - {target: a1000}\n");
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.error().code, ErrorCode::kInvalidData);
+  EXPECT_NE(f.error().message.find("fleet.yaml:4"), std::string::npos) << f.error().message;
+  EXPECT_NE(f.error().message.find("node n1: gpus[0]"), std::string::npos) << f.error().message;
+  EXPECT_NE(f.error().message.find("'target'"), std::string::npos) << f.error().message;
+  auto r = parse_requests(*cat, "req.yaml", "requests:\n  - {name: a, profile: 3g.20gb, memory_gb: 8}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("req.yaml:2: request a"), std::string::npos) << r.error().message;
+  auto dup =
+      parse_requests(*cat, "req.yaml", "requests:\n  - {name: a, profile: 3g.20gb}\n  - {name: a, profile: 1g.5gb}\n");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.error().message.find("duplicate"), std::string::npos);
+  auto broken = parse_fleet(*cat, "fleet.yaml", "nodes: [");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_EQ(broken.error().code, ErrorCode::kInvalidData);
+}
+
+TEST(MigPack, SmallestProfileForMemoryAndCompute) {
+  const MigTable& t = *catalog()->resolve("a100-40gb-sxm4")->mig_table;
+  EXPECT_EQ(t.profiles[*smallest_profile_for(t, 4, 1)].name, "1g.5gb");
+  EXPECT_EQ(t.profiles[*smallest_profile_for(t, 8, 1)].name, "1g.10gb");
+  EXPECT_EQ(t.profiles[*smallest_profile_for(t, 8, 2)].name, "2g.10gb");
+  EXPECT_EQ(t.profiles[*smallest_profile_for(t, 15, 1)].name, "3g.20gb");
+  EXPECT_FALSE(smallest_profile_for(t, 50, 1).has_value());
+}
+
+}  // namespace
+}  // namespace gpuplan::mig
