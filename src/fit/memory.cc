@@ -313,15 +313,13 @@ Result<PreparedWorkload> prepare(const Workload& w) {
     }
     p.windows[i].bytes_per_token += per_token;
   }
-  const double dp = w.data_parallel();
   if (w.task == Task::kTrain) {
-    p.trainable_parameters_per_gpu = static_cast<double>(m.parameters) / tp * p.layer_fraction;
-    if (w.pp <= 1) p.trainable_parameters_per_gpu = static_cast<double>(m.parameters) / tp;
+    // A pipeline stage trains its own layers (the embedding/head share is folded into layer_fraction).
+    p.trainable_parameters_per_gpu = static_cast<double>(m.parameters) / tp * (w.pp > 1 ? p.layer_fraction : 1.0);
   }
   if (w.task == Task::kLora || w.task == Task::kQlora) {
     p.adapter_parameters = lora_parameters(m, w.lora_targets, w.lora_rank) / tp * (w.pp > 1 ? p.layer_fraction : 1.0);
   }
-  (void)dp;
   return p;
 }
 
