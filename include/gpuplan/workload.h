@@ -22,7 +22,7 @@ enum class Task { kInfer, kTrain, kLora, kQlora };
 enum class Optimizer { kAdamw, kAdamw8bit, kSgd };
 enum class Checkpointing { kNone, kSelective, kFull };
 // Engine profiles: what each runtime allocates besides the model (memory.h documents each).
-enum class Engine { kTransformers, kPytorch, kVllm, kTgi, kDeepspeed, kLlamaCpp, kMegatron, kTensorrtLlm, kExllama };
+enum class Engine { kTransformers, kPytorch, kVllm, kTgi, kDeepspeed, kLlamaCpp, kMegatron, kTensorrtLlm };
 
 std::string_view task_name(Task t);
 std::string_view optimizer_name(Optimizer o);

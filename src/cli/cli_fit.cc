@@ -138,7 +138,7 @@ void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& c
   fit->value("checkpointing", "none | selective | full activation checkpointing");
   fit->value("lora-rank", "LoRA rank (default 16)");
   fit->value("lora-targets", "LoRA target modules: q,k,v,o,gate,up,down or all (default q,v)");
-  fit->value("engine", "transformers | pytorch | vllm | tgi | deepspeed | llama.cpp | megatron | tensorrt-llm | exllama");
+  fit->value("engine", "transformers | pytorch | vllm | tgi | deepspeed | llama.cpp | megatron | tensorrt-llm");
   fit->value("flash-attention", "true | false: SDPA/flash kernels (default true)");
   fit->value("gpu-memory-utilization", "vLLM's share of the GPU (default 0.9)");
   fit->value("max-num-batched-tokens", "vLLM prefill chunk in tokens (default 8192)");
