@@ -71,8 +71,6 @@ PerfEngine perf_engine(Engine e) {
       return PerfEngine::kMegatron;
     case Engine::kTensorrtLlm:
       return PerfEngine::kTensorrtLlm;
-    case Engine::kExllama:
-      return PerfEngine::kExllama;
   }
   return PerfEngine::kTransformers;
 }
