@@ -375,7 +375,7 @@ Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const s
   for (size_t k = 0; k < M.demands.size(); ++k) cursors[k].lines = M.demands[k].lines;
 
   out.gpus.resize(fleet.gpus.size());
-  std::vector<std::vector<std::pair<size_t, int>>> pending_busy;  // (gpu plan, layout entry) needing a source
+  std::vector<std::pair<size_t, int>> pending_busy;  // (gpu plan, layout entry) of busy units that moved here
   for (size_t gi = 0; gi < fleet.gpus.size(); ++gi) {
     GpuPlan& plan = out.gpus[gi];
     plan.gpu = gi;
@@ -453,7 +453,7 @@ Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const s
           inst_used[own->second] = true;
           left.erase(own);
         } else {
-          pending_busy.push_back({{gi, static_cast<int>(plan.layout.size())}});
+          pending_busy.push_back({gi, static_cast<int>(plan.layout.size())});
         }
         plan.layout.push_back(unit);
         continue;
@@ -470,8 +470,7 @@ Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const s
     }
   }
   // Moved busy instances: bind each remaining busy unit to a busy instance of its class.
-  for (const auto& pend : pending_busy) {
-    const auto [gi, idx] = pend.front();
+  for (const auto& [gi, idx] : pending_busy) {
     PlacedUnit& unit = out.gpus[gi].layout[idx];
     for (size_t k = 0; k < M.demands.size(); ++k) {
       if (!M.demands[k].busy || busy_left[k].empty()) continue;
