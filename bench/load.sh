@@ -84,6 +84,18 @@ wait $BAD $HOSTILE || true
 printf '| %s | %s | %s | | | %s | |\n' "POST malformed JSON (the stream)" 64 "$(awk '/Requests\/sec/ {print $2}' /tmp/gpuplan-load-bad.txt)" "$(awk '/Non-2xx/ {print $5}' /tmp/gpuplan-load-bad.txt)"
 echo
 echo "RSS after the malformed stream: $(rss)"
+
+# Memory stays flat: the same load again must not grow the RSS beyond noise.
+echo
+echo "Second round (256 connections, fit or compare, then malformed):"
+echo
+echo "| request | connections | requests/s | p50 | p99 | non-2xx | socket errors |"
+echo "|---|---:|---:|---:|---:|---:|---|"
+if have fit; then run "POST /api/v1/fit (again)" POST /api/v1/fit "$FIT" 256
+else run "POST /api/v1/compare (again)" POST /api/v1/compare '{"gpu": ["a100-40gb-sxm4", "a40"]}' 256; fi
+run "POST malformed JSON (again)" POST /api/v1/compare '{"gpu": [' 256
+echo
+echo "RSS after the second round: $(rss)"
 code=$(curl -s -o /dev/null -w '%{http_code}' "$BASE/api/v1/health")
 echo "Health afterwards: HTTP $code"
 [ "$code" = 200 ]

@@ -39,9 +39,12 @@ void add_serve_command(CLI::App& app) {
   c.app->add_option("--timeout-ms", c.timeout_ms, "Longest a command may run before the request gets 503")
       ->capture_default_str()
       ->check(CLI::Range(10, 600000));
-  c.app->add_option("--threads", c.options.threads, "Worker threads (0: from the core count)")
+  c.app->add_option("--threads", c.options.threads, "Workers that run commands (0: one per core)")
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));
+  c.app->add_option("--connections", c.options.connections, "Connections served at once (a thread each)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65536));
 }
 
 bool serve_requested() { return serve_command().app && serve_command().app->parsed(); }

@@ -20,8 +20,8 @@ constexpr const char* kVersion = "0.1.0";
 constexpr int kMaxJsonDepth = 64;
 
 // Commands the API documents but a build may not have yet: asking for one is a 404 that says so.
-constexpr std::array kKnownCommands = {"catalog.list", "catalog.show", "compare",  "fit",  "perf",    "mig.profiles",
-                                       "mig.check",    "mig.layouts",  "mig.pack", "plan", "validate"};
+constexpr std::array kKnownCommands = {"catalog.list", "catalog.show", "compare",  "fit",  "perf",     "mig.profiles",
+                                       "mig.check",    "mig.layouts",  "mig.pack", "plan", "validate", "offers.list"};
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 

@@ -25,10 +25,10 @@ struct Server::Impl {
 Server::Server(Router router) : impl_(std::make_unique<Impl>(std::move(router))) {
   const Options& o = impl_->router.options();
   auto& http = impl_->http;
-  // Each connection holds a thread while it is open, so there are more threads than cores; the
-  // keep-alive limits make connections take turns when there are more of them than threads.
-  const size_t threads = o.threads > 0 ? static_cast<size_t>(o.threads)
-                                       : std::max<size_t>(32, size_t{8} * std::thread::hardware_concurrency());
+  // httplib gives each open connection a thread, so there are as many threads as connections served
+  // at once; the commands themselves run on the Router's pool of one worker per core. The keep-alive
+  // limits make connections take turns when there are more of them than threads.
+  const size_t threads = static_cast<size_t>(std::max(1, o.connections));
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_payload_max_length(o.max_body_bytes);
   http.set_read_timeout(o.io_timeout);

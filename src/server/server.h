@@ -30,8 +30,9 @@ struct Options {
   std::size_t max_body_bytes = 1 << 20;              // larger bodies get 413
   std::chrono::milliseconds command_timeout{10000};  // a command that runs longer gets 503
   std::chrono::seconds io_timeout{5};                // reading a request, writing a response
-  int threads = 0;                                   // 0: a default from the core count
-  std::optional<Json> default_offers;                // --offers FILE: used by plan when a request has none
+  int threads = 0;                                   // workers that run commands; 0: one per core
+  int connections = 256;               // connections served at once (a thread each); more wait to be accepted
+  std::optional<Json> default_offers;  // --offers FILE: used by plan when a request has none
 };
 
 struct HttpRequest {

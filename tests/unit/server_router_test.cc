@@ -74,8 +74,8 @@ class RouterTest : public ::testing::Test {
   Call last_;
 };
 
-const std::vector<std::string> kAll = {"catalog.list", "catalog.show", "compare",  "fit",  "perf",    "mig.profiles",
-                                       "mig.check",    "mig.layouts",  "mig.pack", "plan", "validate"};
+const std::vector<std::string> kAll = {"catalog.list", "catalog.show", "compare",  "fit",  "perf",     "mig.profiles",
+                                       "mig.check",    "mig.layouts",  "mig.pack", "plan", "validate", "offers.list"};
 
 TEST_F(RouterTest, PostRoutesMapOntoCommandNames) {
   Router r = make(kAll);
@@ -325,6 +325,22 @@ TEST_F(RouterTest, OpenApiDocumentDescribesEveryRoute) {
   for (const std::string path : {"/health", "/gpus", "/gpus/{id}", "/mig/{gpu}/profiles", "/mig/{gpu}/layouts", "/fit",
                                  "/perf", "/plan", "/compare", "/mig/check", "/mig/pack", "/validate"}) {
     EXPECT_TRUE(doc["paths"].contains(path)) << path;
+  }
+}
+
+TEST_F(RouterTest, EveryDocumentedRouteIsServed) {
+  Router r = make(kAll);
+  const Json doc = body(r.handle(get("/api/v1/openapi.json")));
+  for (auto it = doc["paths"].begin(); it != doc["paths"].end(); ++it) {
+    std::string path = "/api/v1" + it.key();
+    for (const std::string param : {"{id}", "{gpu}"}) {
+      if (const size_t pos = path.find(param); pos != std::string::npos)
+        path.replace(pos, param.size(), "a100-40gb-sxm4");
+    }
+    for (auto op = it.value().begin(); op != it.value().end(); ++op) {
+      auto res = op.key() == "post" ? r.handle(post(path, "{}")) : r.handle(get(path));
+      EXPECT_EQ(res.status, 200) << op.key() << " " << path << ": " << res.body;
+    }
   }
 }
 

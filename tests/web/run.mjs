@@ -164,6 +164,14 @@ test('fit and speed', async (page) => {
   await page.waitForFunction(() => document.querySelector('#panel-fit table.breakdown')?.textContent.includes('Adapters') ||
     document.querySelector('#panel-fit table.breakdown')?.textContent.includes('Gradients'), null, { timeout: 10000 });
   await shot(page, 'fit-lora');
+  // An uploaded config.json (read in the browser, sent inline).
+  await page.selectOption('#fit-task', 'infer');
+  const tiny = { architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 2048, intermediate_size: 5632,
+    num_attention_heads: 32, num_hidden_layers: 22, num_key_value_heads: 4, vocab_size: 32000, max_position_embeddings: 2048,
+    rms_norm_eps: 1e-5, tie_word_embeddings: false, torch_dtype: 'bfloat16' };
+  await page.setInputFiles('#fit-config', { name: 'tinyllama.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(tiny)) });
+  await page.waitForFunction(() => document.querySelector('#panel-fit .model-line')?.textContent.includes('tinyllama'), null, { timeout: 10000 });
+  await shot(page, 'fit-upload');
   await page.setInputFiles('#fit-config', { name: 'config.json', mimeType: 'application/json', buffer: Buffer.from('{not json') });
   await page.waitForSelector('#panel-fit .notice.error');
 });
