@@ -552,8 +552,9 @@ Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const s
         map += (map.empty() ? "" : ", ") + M.targets[o.target].table->profiles[o.profile].name + " on " +
                M.targets[o.target].id;
       }
-      out.notes.push_back(rq.name + ": smallest profile with >= " + num(rq.memory_gb) +
-                          " GB and >= " + std::to_string(rq.compute_slices) + " compute slices: " + map);
+      std::string need = ">= " + num(rq.memory_gb) + " GB";
+      if (rq.compute_slices > 0) need += " and >= " + std::to_string(rq.compute_slices) + " compute slices";
+      out.notes.push_back(rq.name + ": smallest profile with " + need + ": " + map);
       (void)n;
     }
   }
