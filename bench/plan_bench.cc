@@ -14,7 +14,7 @@ using gpuplan::Json;
 
 void BM_PlanServeSnapshot(benchmark::State& state) {
   gpuplan::Context ctx{gpuplan::Catalog::embedded()};
-  const Json req = {{"model", "llama-2-13b"}, {"weights", "bf16"}, {"engine", "vllm"}, {"rate", 5},
+  const Json req = {{"model", "llama-2-13b"}, {"weights", "bf16"},    {"engine", "vllm"}, {"rate", 5},
                     {"input_tokens", 512},    {"output_tokens", 256}, {"tpot_slo", 0.05}, {"now", "2026-11-30"}};
   long long configs = 0;
   for (auto _ : state) {
@@ -28,7 +28,7 @@ BENCHMARK(BM_PlanServeSnapshot)->Unit(benchmark::kMillisecond);
 
 void BM_PlanTrainSnapshot(benchmark::State& state) {
   gpuplan::Context ctx{gpuplan::Catalog::embedded()};
-  const Json req = {{"model", "llama-2-7b"}, {"task", "lora"}, {"batch", 4}, {"context", 2048},
+  const Json req = {{"model", "llama-2-7b"},   {"task", "lora"},      {"batch", 4},        {"context", 2048},
                     {"checkpointing", "full"}, {"train_tokens", 1e9}, {"deadline", "30h"}, {"now", "2026-11-30"}};
   long long configs = 0;
   for (auto _ : state) {
@@ -65,8 +65,11 @@ void BM_PlanServeSyntheticMarket(benchmark::State& state) {
   const auto offers = synthetic_market(static_cast<size_t>(state.range(0)));
   std::vector<const gpuplan::Offer*> ptrs;
   for (const auto& o : offers) ptrs.push_back(&o);
-  auto setup = gpuplan::perf::parse_perf_setup(Json{{"model", "llama-2-13b"}, {"weights", "bf16"}, {"engine", "vllm"},
-                                                   {"input_tokens", 512}, {"output_tokens", 256}});
+  auto setup = gpuplan::perf::parse_perf_setup(Json{{"model", "llama-2-13b"},
+                                                    {"weights", "bf16"},
+                                                    {"engine", "vllm"},
+                                                    {"input_tokens", 512},
+                                                    {"output_tokens", 256}});
   gpuplan::ServeGoal goal{5, 512, 256, std::nullopt, 0.05};
   long long configs = 0;
   for (auto _ : state) {

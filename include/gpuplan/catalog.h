@@ -60,8 +60,8 @@ struct Gpu {
   std::string form_factor;
   std::string interface;
   std::string lifecycle;
-  std::string mig_table;  // id in the catalog's MIG tables; empty when the GPU has no MIG
-  std::string file;       // the data file it came from
+  std::string mig_table;      // id in the catalog's MIG tables; empty when the GPU has no MIG
+  std::string file;           // the data file it came from
   std::vector<Figure> specs;  // in the order of the spec-key contract
 
   const Figure* spec(std::string_view key) const;

@@ -23,7 +23,7 @@ struct ServePoint {
 // Training on dp x tp x pp devices.
 struct TrainPoint {
   bool fits = false;
-  std::string why_not;            // when it does not fit
+  std::string why_not;           // when it does not fit
   double tokens_per_second = 0;  // the whole group
 };
 
@@ -71,9 +71,9 @@ struct Plan {
   int replicas = 1;  // serving: model copies; training: data-parallel degree
   int batch = 0;     // serving: concurrent sequences per replica
   double cost_per_hour = 0;
-  double cost_total = 0;               // training: to finish; serving: per hour of service
-  double cost_per_million_tokens = 0;  // serving: per million tokens (input + output) at the goal rate
-  double seconds_total = 0;            // training: time to finish; serving: 0
+  double cost_total = 0;                    // training: to finish; serving: per hour of service
+  double cost_per_million_tokens = 0;       // serving: per million tokens (input + output) at the goal rate
+  double seconds_total = 0;                 // training: time to finish; serving: 0
   double capacity_requests_per_second = 0;  // serving
   double ttft_seconds = 0;
   double tpot_seconds = 0;

@@ -47,19 +47,31 @@ inline Error invalid_data_error(std::string message, std::string field = {}) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}          // NOLINT(google-explicit-constructor)
-  Result(Error error) : v_(std::move(error)) {}      // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
+  Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
-  const T& value() const& { assert(ok()); return std::get<0>(v_); }
-  T& value() & { assert(ok()); return std::get<0>(v_); }
-  T&& value() && { assert(ok()); return std::get<0>(std::move(v_)); }
+  const T& value() const& {
+    assert(ok());
+    return std::get<0>(v_);
+  }
+  T& value() & {
+    assert(ok());
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<0>(std::move(v_));
+  }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
   const T* operator->() const { return &value(); }
   T* operator->() { return &value(); }
-  const Error& error() const { assert(!ok()); return std::get<1>(v_); }
+  const Error& error() const {
+    assert(!ok());
+    return std::get<1>(v_);
+  }
 
  private:
   std::variant<T, Error> v_;

@@ -80,25 +80,20 @@ Result<Json> catalog_show(const Context& ctx, const Json& body) {
   auto explain = req.flag("explain", false);
   if (!name) return name.error();
   if (!explain) return explain.error();
-  if (name->empty()) return usage_error("give a GPU or MIG profile, e.g. a100-40gb-sxm4 or a100-40gb-sxm4/3g.20gb", "gpu");
+  if (name->empty())
+    return usage_error("give a GPU or MIG profile, e.g. a100-40gb-sxm4 or a100-40gb-sxm4/3g.20gb", "gpu");
   auto ref = ctx.catalog->resolve(*name);
   if (!ref) return ref.error();
   const Gpu& g = *ref->gpu;
   Target t{*ref, 1, Link::kPcie};
   Json specs = Json::object();
   for (const auto& f : target_figures(*ctx.catalog, *ref)) specs[f.key] = figure_json(*ctx.catalog, f, *explain);
-  Json out{{"id", ref->id()},
-           {"name", t.name()},
-           {"vendor", g.vendor},
-           {"architecture", g.architecture},
-           {"chip", g.chip},
-           {"form_factor", g.form_factor},
-           {"interface", g.interface},
-           {"lifecycle", g.lifecycle},
-           {"aliases", g.aliases},
-           {"parent", ref->profile ? Json(g.id) : Json(nullptr)},
-           {"data_file", g.file},
-           {"specs", std::move(specs)}};
+  Json out{{"id", ref->id()},          {"name", t.name()},
+           {"vendor", g.vendor},       {"architecture", g.architecture},
+           {"chip", g.chip},           {"form_factor", g.form_factor},
+           {"interface", g.interface}, {"lifecycle", g.lifecycle},
+           {"aliases", g.aliases},     {"parent", ref->profile ? Json(g.id) : Json(nullptr)},
+           {"data_file", g.file},      {"specs", std::move(specs)}};
   if (ref->profile) {
     out["mig"] = nullptr;
     Json p = mig_table_json(*ctx.catalog, *ref->mig_table)["profiles"];
@@ -164,8 +159,9 @@ Result<Json> compare(const Context& ctx, const Json& body) {
     const double bw = t.memory_bandwidth_gbps();
     const double watts = t.tdp_w();
     for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kBf16, Precision::kFp8, Precision::kInt8}) {
-      auto rate = p == Precision::kFp32 ? std::optional<double>(t.ref.gpu->number("fp32_tflops", 0) * t.compute_fraction())
-                                        : t.peak_tflops(p);
+      auto rate = p == Precision::kFp32
+                      ? std::optional<double>(t.ref.gpu->number("fp32_tflops", 0) * t.compute_fraction())
+                      : t.peak_tflops(p);
       if (!rate || *rate <= 0) continue;
       const std::string name(precision_name(p));
       if (bw > 0) derived["ridge_" + name + "_flop_per_byte"] = round_sig(*rate * 1e12 / (bw * 1e9));
@@ -173,8 +169,10 @@ Result<Json> compare(const Context& ctx, const Json& body) {
     }
     if (watts > 0 && bw > 0) derived["bandwidth_gbps_per_w"] = round_sig(bw / watts);
     if (watts > 0) derived["memory_gb_per_w"] = round_sig(t.memory_total_bytes() / kBytesPerGb / watts);
-    for (auto it = derived.begin(); it != derived.end(); ++it) numbers[i]["derived." + it.key()] = it.value().get<double>();
-    targets.push_back(Json{{"id", refs[i].id()}, {"name", t.name()}, {"specs", std::move(specs)}, {"derived", std::move(derived)}});
+    for (auto it = derived.begin(); it != derived.end(); ++it)
+      numbers[i]["derived." + it.key()] = it.value().get<double>();
+    targets.push_back(
+        Json{{"id", refs[i].id()}, {"name", t.name()}, {"specs", std::move(specs)}, {"derived", std::move(derived)}});
   }
   // Difference in percent against the first target, for every numeric figure both have.
   for (size_t i = 1; i < refs.size(); ++i) {

@@ -54,7 +54,8 @@ Json figure_json(const Catalog& catalog, const Figure& f, bool explain) {
   Json j;
   if (f.number) {
     const double v = *f.number;
-    j["value"] = (v == static_cast<double>(static_cast<long long>(v)) && v < 1e15) ? Json(static_cast<long long>(v)) : Json(v);
+    j["value"] =
+        (v == static_cast<double>(static_cast<long long>(v)) && v < 1e15) ? Json(static_cast<long long>(v)) : Json(v);
   } else if (f.flag) {
     j["value"] = *f.flag;
   } else {

@@ -64,7 +64,8 @@ Status add_value_metrics(const Context& ctx, const Json& body, const std::vector
   if (with_workload) {
     Json perf_req = Json::object();
     for (auto it = body.begin(); it != body.end(); ++it) {
-      if (it.key() != "gpu" && std::find(std::begin(kOfferKeys), std::end(kOfferKeys), it.key()) == std::end(kOfferKeys)) {
+      if (it.key() != "gpu" &&
+          std::find(std::begin(kOfferKeys), std::end(kOfferKeys), it.key()) == std::end(kOfferKeys)) {
         perf_req[it.key()] = it.value();
       }
     }
@@ -104,7 +105,8 @@ Status add_value_metrics(const Context& ctx, const Json& body, const std::vector
       if (!verdict->fits) {
         v["fits"] = false;
       } else if (setup->workload.task == Task::kInfer && !setup->arch.cnn) {
-        const ServingPerf sp = predict_serving(setup->arch, device, w, setup->efficiency, verdict->serving_max_batch, 0);
+        const ServingPerf sp =
+            predict_serving(setup->arch, device, w, setup->efficiency, verdict->serving_max_batch, 0);
         per_gpu = sp.max_throughput_tokens_per_second / t.count;
         v["fits"] = verdict->serving_max_batch > 0;
       } else if (setup->workload.task == Task::kInfer) {
@@ -124,12 +126,14 @@ Status add_value_metrics(const Context& ctx, const Json& body, const std::vector
     }
     out["targets"][i]["value"] = std::move(v);
   }
-  Json basis{{"prices", filter.spot ? "spot, per GPU-hour, cheapest usable offer" : "on demand, per GPU-hour, cheapest usable offer"},
+  Json basis{{"prices", filter.spot ? "spot, per GPU-hour, cheapest usable offer"
+                                    : "on demand, per GPU-hour, cheapest usable offer"},
              {"now", filter.now}};
   if (setup) {
     basis["workload"] = workload_json(setup->workload);
     basis["metric"] = metric;
-    basis["units_per_dollar"] = metric.find("samples") != std::string::npos ? "samples per dollar" : "tokens per dollar";
+    basis["units_per_dollar"] =
+        metric.find("samples") != std::string::npos ? "samples per dollar" : "tokens per dollar";
   }
   out["value_basis"] = std::move(basis);
   return Status::Ok();

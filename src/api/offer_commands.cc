@@ -81,8 +81,8 @@ std::string offer_rejection(const Offer& o, const OfferFilter& f) {
   if (!o.price_per_gpu_hour(f.spot)) return f.spot ? "not sold as spot" : "not sold on demand";
   if (!o.available) return "unavailable";
   if (auto age = age_days(o.captured_at, f.now); age && *age > f.max_age_days) {
-    return "stale: price captured " + o.captured_at + ", older than " + std::to_string(static_cast<int>(f.max_age_days)) +
-           " days";
+    return "stale: price captured " + o.captured_at + ", older than " +
+           std::to_string(static_cast<int>(f.max_age_days)) + " days";
   }
   return {};
 }
@@ -115,7 +115,8 @@ namespace {
 
 Result<Json> offers_list(const Context& ctx, const Json& body) {
   Request req(body);
-  if (auto s = req.check_keys({"offers", "provider", "region", "spot", "max_age", "now", "gpu", "all"}); !s) return s.error();
+  if (auto s = req.check_keys({"offers", "provider", "region", "spot", "max_age", "now", "gpu", "all"}); !s)
+    return s.error();
   auto set = offers_from_request(ctx, req);
   if (!set) return set.error();
   auto filter = offer_filter_from_request(req);
@@ -145,12 +146,8 @@ Result<Json> offers_list(const Context& ctx, const Json& body) {
   for (const Offer* o : kept) offers.push_back(offer_json(*o, *filter));
   Json skipped = Json::array();
   for (const auto& s : set->skipped) skipped.push_back(Json{{"file", s.file}, {"line", s.line}, {"reason", s.reason}});
-  return Json{{"now", filter->now},
-              {"max_age_days", filter->max_age_days},
-              {"spot", filter->spot},
-              {"offers", std::move(offers)},
-              {"rejected", std::move(rejected)},
-              {"skipped", std::move(skipped)}};
+  return Json{{"now", filter->now},          {"max_age_days", filter->max_age_days}, {"spot", filter->spot},
+              {"offers", std::move(offers)}, {"rejected", std::move(rejected)},      {"skipped", std::move(skipped)}};
 }
 
 }  // namespace

@@ -30,11 +30,24 @@ Result<std::optional<double>> duration_seconds(const Request& req, const char* k
   double unit = kSecondsPerHour;
   if (!s.empty()) {
     switch (s.back()) {
-      case 's': unit = 1; s.pop_back(); break;
-      case 'm': unit = 60; s.pop_back(); break;
-      case 'h': unit = kSecondsPerHour; s.pop_back(); break;
-      case 'd': unit = 24 * kSecondsPerHour; s.pop_back(); break;
-      default: break;
+      case 's':
+        unit = 1;
+        s.pop_back();
+        break;
+      case 'm':
+        unit = 60;
+        s.pop_back();
+        break;
+      case 'h':
+        unit = kSecondsPerHour;
+        s.pop_back();
+        break;
+      case 'd':
+        unit = 24 * kSecondsPerHour;
+        s.pop_back();
+        break;
+      default:
+        break;
     }
   }
   char* end = nullptr;
@@ -75,9 +88,9 @@ Json plan_json(const Plan& p, bool spot) {
 
 Result<Json> plan_command(const Context& ctx, const Json& body) {
   if (!body.is_object()) return usage_error("the request must be a JSON object");
-  static const std::vector<std::string_view> kPlanKeys = {"offers",   "provider", "region",   "spot",     "max_age",
-                                                          "now",      "objective", "top",     "ttft_slo", "tpot_slo",
-                                                          "deadline", "budget",   "max_instances"};
+  static const std::vector<std::string_view> kPlanKeys = {
+      "offers", "provider", "region",   "spot",     "max_age", "now",          "objective",
+      "top",    "ttft_slo", "tpot_slo", "deadline", "budget",  "max_instances"};
   const auto& perf_keys = perf::perf_request_keys();
   Json perf_req = Json::object();
   for (auto it = body.begin(); it != body.end(); ++it) {
@@ -86,8 +99,8 @@ Result<Json> plan_command(const Context& ctx, const Json& body) {
     if (!is_plan && !is_perf) {
       std::string list;
       for (auto k : kPlanKeys) list += (list.empty() ? "" : ", ") + std::string(k);
-      return usage_error("unknown option '" + it.key() + "'; plan takes the workload options of fit and perf and: " + list,
-                         it.key());
+      return usage_error(
+          "unknown option '" + it.key() + "'; plan takes the workload options of fit and perf and: " + list, it.key());
     }
     if (is_perf && it.key() != "gpu") perf_req[it.key()] = it.value();
   }
@@ -107,18 +120,22 @@ Result<Json> plan_command(const Context& ctx, const Json& body) {
   auto deadline = duration_seconds(req, "deadline");
   auto budget = req.number("budget");
   auto gpus = req.strings("gpu");
-  for (const Status& s : {objective_text ? Status() : Status(objective_text.error()), top ? Status() : Status(top.error()),
-                          max_instances ? Status() : Status(max_instances.error()), ttft ? Status() : Status(ttft.error()),
-                          tpot ? Status() : Status(tpot.error()), deadline ? Status() : Status(deadline.error()),
-                          budget ? Status() : Status(budget.error()), gpus ? Status() : Status(gpus.error())}) {
+  for (const Status& s :
+       {objective_text ? Status() : Status(objective_text.error()), top ? Status() : Status(top.error()),
+        max_instances ? Status() : Status(max_instances.error()), ttft ? Status() : Status(ttft.error()),
+        tpot ? Status() : Status(tpot.error()), deadline ? Status() : Status(deadline.error()),
+        budget ? Status() : Status(budget.error()), gpus ? Status() : Status(gpus.error())}) {
     if (!s) return s.error();
   }
   PlanOptions options;
   options.spot = filter->spot;
   options.max_instances = static_cast<int>(*max_instances);
-  if (*objective_text == "cost") options.objective = PlanObjective::kCost;
-  else if (*objective_text == "time") options.objective = PlanObjective::kTime;
-  else return usage_error("'objective' must be cost or time", "objective");
+  if (*objective_text == "cost")
+    options.objective = PlanObjective::kCost;
+  else if (*objective_text == "time")
+    options.objective = PlanObjective::kTime;
+  else
+    return usage_error("'objective' must be cost or time", "objective");
 
   std::vector<std::string> gpu_ids;
   for (const auto& g : *gpus) {
@@ -132,8 +149,10 @@ Result<Json> plan_command(const Context& ctx, const Json& body) {
   for (const auto& o : offers->offers) {
     if (!gpu_ids.empty() && std::find(gpu_ids.begin(), gpu_ids.end(), o.target.id()) == gpu_ids.end()) continue;
     const std::string why = offer_rejection(o, *filter);
-    if (why.empty()) usable.push_back(&o);
-    else rejected.push_back(Json{{"offer", o.id()}, {"target", o.target.id()}, {"reason", why}});
+    if (why.empty())
+      usable.push_back(&o);
+    else
+      rejected.push_back(Json{{"offer", o.id()}, {"target", o.target.id()}, {"reason", why}});
   }
 
   WorkloadPlanModel model(*setup);
@@ -148,8 +167,10 @@ Result<Json> plan_command(const Context& ctx, const Json& body) {
     if (*ttft) g.ttft_slo_seconds = **ttft;
     if (*tpot) g.tpot_slo_seconds = **tpot;
     result = plan_serving(model, usable, g, options);
-    goal = Json{{"kind", "serve"}, {"rate_requests_per_second", g.rate_requests_per_second},
-                {"input_tokens", g.input_tokens}, {"output_tokens", g.output_tokens},
+    goal = Json{{"kind", "serve"},
+                {"rate_requests_per_second", g.rate_requests_per_second},
+                {"input_tokens", g.input_tokens},
+                {"output_tokens", g.output_tokens},
                 {"ttft_slo_seconds", *ttft ? Json(**ttft) : Json(nullptr)},
                 {"tpot_slo_seconds", *tpot ? Json(**tpot) : Json(nullptr)}};
   } else {
@@ -159,7 +180,8 @@ Result<Json> plan_command(const Context& ctx, const Json& body) {
     g.deadline_seconds = *deadline;
     if (*budget) g.budget = **budget;
     result = plan_training(model, usable, g, options);
-    goal = Json{{"kind", "train"}, {"train_tokens", g.train_tokens},
+    goal = Json{{"kind", "train"},
+                {"train_tokens", g.train_tokens},
                 {"deadline_seconds", *deadline ? Json(**deadline) : Json(nullptr)},
                 {"budget", *budget ? Json(**budget) : Json(nullptr)}};
   }
@@ -174,7 +196,8 @@ Result<Json> plan_command(const Context& ctx, const Json& body) {
     rejected.push_back(std::move(r));
   }
   Json skipped = Json::array();
-  for (const auto& s : offers->skipped) skipped.push_back(Json{{"file", s.file}, {"line", s.line}, {"reason", s.reason}});
+  for (const auto& s : offers->skipped)
+    skipped.push_back(Json{{"file", s.file}, {"line", s.line}, {"reason", s.reason}});
   Json out{{"model", setup->workload.model->id},
            {"task", task_name(setup->workload.task)},
            {"goal", std::move(goal)},
@@ -182,8 +205,9 @@ Result<Json> plan_command(const Context& ctx, const Json& body) {
            {"now", filter->now},
            {"configurations", result.configurations},
            {"offers_considered", usable.size()},
-           {"best", result.plans.empty() || !result.plans.front().meets_goal ? Json(nullptr)
-                                                                             : plan_json(result.plans.front(), options.spot)},
+           {"best", result.plans.empty() || !result.plans.front().meets_goal
+                        ? Json(nullptr)
+                        : plan_json(result.plans.front(), options.spot)},
            {"plans", std::move(plans)},
            {"pareto", std::move(pareto)},
            {"rejected", std::move(rejected)},

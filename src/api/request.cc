@@ -70,9 +70,8 @@ Result<long long> Request::integer(const char* key, long long fallback, long lon
   const double d = **v;
   if (d != std::floor(d)) return usage_error(std::string("'") + key + "' must be a whole number", key);
   if (d < static_cast<double>(min) || d > static_cast<double>(max)) {
-    return usage_error(std::string("'") + key + "' must be between " + std::to_string(min) + " and " +
-                           std::to_string(max),
-                       key);
+    return usage_error(
+        std::string("'") + key + "' must be between " + std::to_string(min) + " and " + std::to_string(max), key);
   }
   return static_cast<long long>(d);
 }

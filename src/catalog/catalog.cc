@@ -90,11 +90,13 @@ Status Catalog::add_sources(const std::string& file, const YAML::Node& node) {
     src.kind = kind->empty() ? "third_party" : *kind;
     static const std::set<std::string> kKinds = {"vendor", "guide", "measurement", "third_party", "seed"};
     if (!kKinds.count(src.kind)) {
-      return data_error(file, m, entry, "kind", "'" + src.kind + "' is not one of vendor, guide, measurement, third_party, seed");
+      return data_error(file, m, entry, "kind",
+                        "'" + src.kind + "' is not one of vendor, guide, measurement, third_party, seed");
     }
     auto it = sources_.find(src.id);
     if (it != sources_.end() && (it->second.url != src.url || it->second.title != src.title)) {
-      return data_error(file, kv.first, entry, "", "defined twice with different contents; give the second one another id");
+      return data_error(file, kv.first, entry, "",
+                        "defined twice with different contents; give the second one another id");
     }
     sources_[src.id] = std::move(src);
   }
@@ -109,7 +111,8 @@ Status Catalog::add_spec_keys(const std::string& file, const YAML::Node& node) {
     if (!key) return key.error();
     k.key = *key;
     const std::string entry = "spec key '" + k.key + "'";
-    if (auto s = check_keys(file, m, entry, {"key", "unit", "kind", "min", "max", "group", "explain", "sparse"}); !s) return s;
+    if (auto s = check_keys(file, m, entry, {"key", "unit", "kind", "min", "max", "group", "explain", "sparse"}); !s)
+      return s;
     auto unit = yaml::get_string(file, m, entry, "unit", false);
     auto kind = yaml::get_string(file, m, entry, "kind", true);
     auto min = yaml::get_number(file, m, entry, "min", false, -1e300);
@@ -129,11 +132,16 @@ Status Catalog::add_spec_keys(const std::string& file, const YAML::Node& node) {
     k.explain = *explain;
     k.min = *min;
     k.max = *max;
-    if (*kind == "number") k.kind = SpecKind::kNumber;
-    else if (*kind == "integer") k.kind = SpecKind::kInteger;
-    else if (*kind == "string") k.kind = SpecKind::kString;
-    else if (*kind == "boolean") k.kind = SpecKind::kBoolean;
-    else return data_error(file, m, entry, "kind", "'" + *kind + "' is not one of number, integer, string, boolean");
+    if (*kind == "number")
+      k.kind = SpecKind::kNumber;
+    else if (*kind == "integer")
+      k.kind = SpecKind::kInteger;
+    else if (*kind == "string")
+      k.kind = SpecKind::kString;
+    else if (*kind == "boolean")
+      k.kind = SpecKind::kBoolean;
+    else
+      return data_error(file, m, entry, "kind", "'" + *kind + "' is not one of number, integer, string, boolean");
     // Throughput keys (group "throughput") have a sparse twin unless `sparse: false`.
     k.has_sparse_twin = m["sparse"] ? *sparse : false;
     spec_keys_.push_back(k);
@@ -144,8 +152,9 @@ Status Catalog::add_spec_keys(const std::string& file, const YAML::Node& node) {
       twin.is_sparse = true;
       twin.dense_key = k.key;
       twin.max = k.max * 2;
-      twin.explain = "The same rate with NVIDIA's 2:4 structured sparsity: twice the dense rate, and only for "
-                     "models pruned to that pattern. Dense models never see it.";
+      twin.explain =
+          "The same rate with NVIDIA's 2:4 structured sparsity: twice the dense rate, and only for "
+          "models pruned to that pattern. Dense models never see it.";
       spec_keys_.push_back(twin);
     }
   }
@@ -180,7 +189,8 @@ Result<Figure> parse_figure(const std::string& file, const YAML::Node& node, con
     if (!derived) return derived.error();
     f.derived = *derived;
     if (node["conflicts"]) {
-      if (!node["conflicts"].IsSequence()) return data_error(file, node["conflicts"], entry, field + ".conflicts", "expected a list");
+      if (!node["conflicts"].IsSequence())
+        return data_error(file, node["conflicts"], entry, field + ".conflicts", "expected a list");
       for (const auto& c : node["conflicts"]) {
         if (auto s = check_keys(file, c, entry, {"value", "source", "note"}); !s) return s.error();
         auto v = yaml::get_string(file, c, entry, "value", true);
@@ -193,14 +203,16 @@ Result<Figure> parse_figure(const std::string& file, const YAML::Node& node, con
       }
     }
   }
-  if (!value_node || !value_node.IsScalar()) return data_error(file, node, entry, field + ".value", "required value is missing");
+  if (!value_node || !value_node.IsScalar())
+    return data_error(file, node, entry, field + ".value", "required value is missing");
   f.text = value_node.Scalar();
   switch (key.kind) {
     case SpecKind::kString:
       break;
     case SpecKind::kBoolean: {
       bool b = false;
-      if (!YAML::convert<bool>::decode(value_node, b)) return data_error(file, value_node, entry, field, "expected true or false");
+      if (!YAML::convert<bool>::decode(value_node, b))
+        return data_error(file, value_node, entry, field, "expected true or false");
       f.flag = b;
       break;
     }
@@ -208,15 +220,16 @@ Result<Figure> parse_figure(const std::string& file, const YAML::Node& node, con
     case SpecKind::kInteger: {
       double v = 0;
       if (!YAML::convert<double>::decode(value_node, v) || !std::isfinite(v)) {
-        return data_error(file, value_node, entry, field, "expected a number in " + key.unit + ", got '" + f.text + "'");
+        return data_error(file, value_node, entry, field,
+                          "expected a number in " + key.unit + ", got '" + f.text + "'");
       }
       if (key.kind == SpecKind::kInteger && v != std::floor(v)) {
         return data_error(file, value_node, entry, field, "expected a whole number, got '" + f.text + "'");
       }
       if (v < key.min || v > key.max) {
         std::ostringstream os;
-        os << "value " << f.text << " " << key.unit << " is outside the plausible range [" << key.min << ", "
-           << key.max << "] " << key.unit << "; check the unit";
+        os << "value " << f.text << " " << key.unit << " is outside the plausible range [" << key.min << ", " << key.max
+           << "] " << key.unit << "; check the unit";
         return data_error(file, value_node, entry, field, os.str());
       }
       f.number = v;
@@ -243,8 +256,9 @@ Status Catalog::add_gpus(const std::string& file, const YAML::Node& node) {
         })) {
       return data_error(file, m, entry, "id", "ids are lowercase letters, digits, '-' and '.'");
     }
-    if (auto s = check_keys(file, m, entry, {"id", "vendor", "name", "aliases", "architecture", "chip", "form_factor",
-                                              "interface", "lifecycle", "mig", "specs"});
+    if (auto s = check_keys(file, m, entry,
+                            {"id", "vendor", "name", "aliases", "architecture", "chip", "form_factor", "interface",
+                             "lifecycle", "mig", "specs"});
         !s) {
       return s;
     }
@@ -265,7 +279,8 @@ Status Catalog::add_gpus(const std::string& file, const YAML::Node& node) {
     if (!aliases) return aliases.error();
     g.aliases = *aliases;
     const YAML::Node specs = m["specs"];
-    if (!specs || !specs.IsMap()) return data_error(file, m, entry, "specs", "required mapping of spec keys to figures is missing");
+    if (!specs || !specs.IsMap())
+      return data_error(file, m, entry, "specs", "required mapping of spec keys to figures is missing");
     for (const auto& kv : specs) {
       const std::string key = kv.first.as<std::string>();
       const SpecKey* sk = find_spec_key(key);
@@ -279,9 +294,8 @@ Status Catalog::add_gpus(const std::string& file, const YAML::Node& node) {
       g.specs.push_back(std::move(*fig));
     }
     // Keep the contract's order so that every printer shows figures the same way.
-    std::sort(g.specs.begin(), g.specs.end(), [this](const Figure& a, const Figure& b) {
-      return find_spec_key(a.key) < find_spec_key(b.key);
-    });
+    std::sort(g.specs.begin(), g.specs.end(),
+              [this](const Figure& a, const Figure& b) { return find_spec_key(a.key) < find_spec_key(b.key); });
     // Dense never exceeds its sparse twin.
     for (const auto& f : g.specs) {
       const SpecKey* sk = find_spec_key(f.key);
@@ -313,8 +327,9 @@ Status Catalog::add_mig_tables(const std::string& file, const YAML::Node& node) 
     if (!id) return id.error();
     t.id = *id;
     const std::string entry = "mig table '" + t.id + "'";
-    if (auto s = check_keys(file, m, entry, {"id", "source", "memory_slices", "compute_slices", "max_instances",
-                                              "min_driver", "profiles", "note"});
+    if (auto s = check_keys(
+            file, m, entry,
+            {"id", "source", "memory_slices", "compute_slices", "max_instances", "min_driver", "profiles", "note"});
         !s) {
       return s;
     }
@@ -333,8 +348,10 @@ Status Catalog::add_mig_tables(const std::string& file, const YAML::Node& node) 
     t.compute_slices = *comp;
     t.max_instances = *maxi;
     t.min_driver = *drv;
-    if (t.memory_slices < 1 || t.memory_slices > 16) return data_error(file, m, entry, "memory_slices", "expected 1 to 16");
-    if (t.compute_slices < 1 || t.compute_slices > 16) return data_error(file, m, entry, "compute_slices", "expected 1 to 16");
+    if (t.memory_slices < 1 || t.memory_slices > 16)
+      return data_error(file, m, entry, "memory_slices", "expected 1 to 16");
+    if (t.compute_slices < 1 || t.compute_slices > 16)
+      return data_error(file, m, entry, "compute_slices", "expected 1 to 16");
     const YAML::Node profiles = m["profiles"];
     if (!profiles || !profiles.IsSequence()) return data_error(file, m, entry, "profiles", "required list is missing");
     for (const auto& pm : profiles) {
@@ -343,9 +360,10 @@ Status Catalog::add_mig_tables(const std::string& file, const YAML::Node& node) 
       if (!name) return name.error();
       p.name = *name;
       const std::string pentry = entry + ": profile '" + p.name + "'";
-      if (auto s = check_keys(file, pm, pentry, {"name", "profile_id", "memory_slices", "compute_slices", "memory_mib",
-                                                  "sm_count", "copy_engines", "decoders", "jpeg", "ofa", "max_count",
-                                                  "placement_starts", "media_extensions", "source", "note"});
+      if (auto s = check_keys(
+              file, pm, pentry,
+              {"name", "profile_id", "memory_slices", "compute_slices", "memory_mib", "sm_count", "copy_engines",
+               "decoders", "jpeg", "ofa", "max_count", "placement_starts", "media_extensions", "source", "note"});
           !s) {
         return s;
       }
@@ -379,12 +397,15 @@ Status Catalog::add_mig_tables(const std::string& file, const YAML::Node& node) 
       p.source_id = psrc->empty() ? t.source_id : *psrc;
       p.note = *note;
       if (p.memory_slices < 1 || p.memory_slices > t.memory_slices) {
-        return data_error(file, pm, pentry, "memory_slices", "must be between 1 and the table's " + std::to_string(t.memory_slices));
+        return data_error(file, pm, pentry, "memory_slices",
+                          "must be between 1 and the table's " + std::to_string(t.memory_slices));
       }
       if (p.compute_slices < 1 || p.compute_slices > t.compute_slices) {
-        return data_error(file, pm, pentry, "compute_slices", "must be between 1 and the table's " + std::to_string(t.compute_slices));
+        return data_error(file, pm, pentry, "compute_slices",
+                          "must be between 1 and the table's " + std::to_string(t.compute_slices));
       }
-      if (p.placement_starts.empty()) return data_error(file, pm, pentry, "placement_starts", "at least one placement is required");
+      if (p.placement_starts.empty())
+        return data_error(file, pm, pentry, "placement_starts", "at least one placement is required");
       for (int s : p.placement_starts) {
         if (s < 0 || s + p.memory_slices > t.memory_slices) {
           return data_error(file, pm, pentry, "placement_starts",
@@ -414,15 +435,17 @@ Status Catalog::finalize() {
   for (auto& [id, t] : mig_tables_) {
     if (auto s = check_source(t.file, "mig table '" + id + "'", "source", t.source_id); !s) return s;
     for (const auto& p : t.profiles) {
-      if (auto s = check_source(t.file, "mig table '" + id + "': profile '" + p.name + "'", "source", p.source_id); !s) return s;
+      if (auto s = check_source(t.file, "mig table '" + id + "': profile '" + p.name + "'", "source", p.source_id); !s)
+        return s;
     }
   }
   for (auto& g : gpus_) {
     const std::string entry = "gpu '" + g.id + "'";
     if (!g.mig_table.empty() && !mig_tables_.count(g.mig_table)) {
-      return Error{ErrorCode::kInvalidData,
-                   g.file + ": " + entry + ": field 'mig': MIG table '" + g.mig_table + "' is not defined under data/mig/",
-                   g.file + ": " + entry + ": mig"};
+      return Error{
+          ErrorCode::kInvalidData,
+          g.file + ": " + entry + ": field 'mig': MIG table '" + g.mig_table + "' is not defined under data/mig/",
+          g.file + ": " + entry + ": mig"};
     }
     for (auto& f : g.specs) {
       if (auto s = check_source(g.file, entry, "specs." + f.key + ".source", f.source_id); !s) return s;
@@ -434,7 +457,8 @@ Status Catalog::finalize() {
   }
   // Catalog order: by architecture generation, then release year, then id (stable across files).
   auto generation = [](const std::string& arch) {
-    static const char* kOrder[] = {"kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell"};
+    static const char* kOrder[] = {"kepler", "maxwell", "pascal", "volta",    "turing",
+                                   "ampere", "ada",     "hopper", "blackwell"};
     for (size_t i = 0; i < std::size(kOrder); ++i) {
       if (arch == kOrder[i]) return static_cast<int>(i);
     }

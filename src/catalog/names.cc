@@ -89,9 +89,10 @@ Result<TargetRef> Catalog::resolve(std::string_view raw_name) const {
     } else if (candidates.size() > 1) {
       std::string list;
       for (const Gpu* c : candidates) list += (list.empty() ? "" : ", ") + c->id;
-      return Error{ErrorCode::kAmbiguous, "'" + gpu_part + "' matches " + std::to_string(candidates.size()) +
-                                              " GPUs: " + list + "; name one of them",
-                   "gpu"};
+      return Error{
+          ErrorCode::kAmbiguous,
+          "'" + gpu_part + "' matches " + std::to_string(candidates.size()) + " GPUs: " + list + "; name one of them",
+          "gpu"};
     } else {
       // Nearest names by edit distance on the normalized form.
       std::vector<std::pair<size_t, std::string>> scored;
@@ -114,7 +115,8 @@ Result<TargetRef> Catalog::resolve(std::string_view raw_name) const {
   TargetRef ref{gpu, gpu->mig_table.empty() ? nullptr : find_mig_table(gpu->mig_table), nullptr};
   if (slash == std::string::npos) return ref;
   if (!ref.mig_table) {
-    return Error{ErrorCode::kNotFound, gpu->id + " does not support MIG, so it has no profile '" + profile_part + "'", "gpu"};
+    return Error{ErrorCode::kNotFound, gpu->id + " does not support MIG, so it has no profile '" + profile_part + "'",
+                 "gpu"};
   }
   std::string lower;
   for (char c : profile_part) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

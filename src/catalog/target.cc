@@ -25,11 +25,16 @@ constexpr std::array<PrecisionRow, 8> kPrecisions = {{
 // Source: PCI-SIG specifications (Gen4 16 GT/s, Gen5 32 GT/s, Gen6 64 GT/s with FLIT, ~same efficiency).
 double pcie_x16_gbps(int gen) {
   switch (gen) {
-    case 3: return 15.75;
-    case 4: return 31.5;
-    case 5: return 63.0;
-    case 6: return 121.0;
-    default: return 15.75;
+    case 3:
+      return 15.75;
+    case 4:
+      return 31.5;
+    case 5:
+      return 63.0;
+    case 6:
+      return 121.0;
+    default:
+      return 15.75;
   }
 }
 }  // namespace
@@ -52,8 +57,9 @@ Result<Precision> parse_precision(std::string_view name) {
   for (const auto& r : kPrecisions) {
     if (r.name == name) return r.p;
   }
-  return usage_error("unknown precision '" + std::string(name) + "'; use fp64, fp32, tf32, bf16, fp16, fp8, int8 or int4",
-                     "precision");
+  return usage_error(
+      "unknown precision '" + std::string(name) + "'; use fp64, fp32, tf32, bf16, fp16, fp8, int8 or int4",
+      "precision");
 }
 
 std::string Target::name() const {

@@ -32,10 +32,11 @@ std::vector<Figure> target_figures(const Catalog& catalog, const TargetRef& ref)
     out.push_back(std::move(f));
   };
   const double full_sms = g.number("sm_count", 0);
-  const double sm_share = full_sms > 0 ? p.sm_count / full_sms : static_cast<double>(p.compute_slices) / t.compute_slices;
-  const std::string share_text = full_sms > 0 ? fmt_number(p.sm_count) + "/" + fmt_number(full_sms) + " SMs"
-                                              : std::to_string(p.compute_slices) + "/" + std::to_string(t.compute_slices) +
-                                                    " compute slices";
+  const double sm_share =
+      full_sms > 0 ? p.sm_count / full_sms : static_cast<double>(p.compute_slices) / t.compute_slices;
+  const std::string share_text =
+      full_sms > 0 ? fmt_number(p.sm_count) + "/" + fmt_number(full_sms) + " SMs"
+                   : std::to_string(p.compute_slices) + "/" + std::to_string(t.compute_slices) + " compute slices";
   for (const auto& f : g.specs) {
     const SpecKey* sk = catalog.find_spec_key(f.key);
     if (f.key == "memory_gb") {
@@ -58,8 +59,8 @@ std::vector<Figure> target_figures(const Catalog& catalog, const TargetRef& ref)
       add(f.key, *f.number * sm_share, f.source_id, fmt_number(*f.number) + " x " + share_text);
     } else if (f.key == "tensor_cores" && f.number && full_sms > 0) {
       add(f.key, *f.number * sm_share, f.source_id, fmt_number(*f.number) + " x " + share_text);
-    } else if (f.key == "release_year" || f.key == "memory_type" || f.key == "ecc" ||
-               f.key == "boost_clock_mhz" || f.key == "pcie_gen") {
+    } else if (f.key == "release_year" || f.key == "memory_type" || f.key == "ecc" || f.key == "boost_clock_mhz" ||
+               f.key == "pcie_gen") {
       out.push_back(f);
     }
   }

@@ -10,8 +10,8 @@ std::string where(const std::string& file, const YAML::Node& node) {
   return file + ":" + std::to_string(mark.line + 1);
 }
 
-Error data_error(const std::string& file, const YAML::Node& node, const std::string& entry,
-                 const std::string& field, const std::string& message) {
+Error data_error(const std::string& file, const YAML::Node& node, const std::string& entry, const std::string& field,
+                 const std::string& message) {
   std::string text = where(file, node) + ": ";
   if (!entry.empty()) text += entry + ": ";
   if (!field.empty()) text += "field '" + field + "': ";
@@ -53,8 +53,8 @@ Result<std::string> get_string(const std::string& file, const YAML::Node& map, c
   return n.Scalar();
 }
 
-Result<double> get_number(const std::string& file, const YAML::Node& map, const std::string& entry,
-                          const char* key, bool required, double fallback) {
+Result<double> get_number(const std::string& file, const YAML::Node& map, const std::string& entry, const char* key,
+                          bool required, double fallback) {
   YAML::Node n = child(map, key);
   if (!n || n.IsNull()) {
     if (required) return data_error(file, map, entry, key, "required field is missing");
@@ -77,8 +77,8 @@ Result<int> get_int(const std::string& file, const YAML::Node& map, const std::s
   return static_cast<int>(*v);
 }
 
-Result<bool> get_bool(const std::string& file, const YAML::Node& map, const std::string& entry,
-                      const char* key, bool required, bool fallback) {
+Result<bool> get_bool(const std::string& file, const YAML::Node& map, const std::string& entry, const char* key,
+                      bool required, bool fallback) {
   YAML::Node n = child(map, key);
   if (!n || n.IsNull()) {
     if (required) return data_error(file, map, entry, key, "required field is missing");

@@ -18,8 +18,8 @@ namespace gpuplan::yaml {
 std::string where(const std::string& file, const YAML::Node& node);
 
 // An invalid-data error: "<file>:<line>: <entry>: <field>: <message>".
-Error data_error(const std::string& file, const YAML::Node& node, const std::string& entry,
-                 const std::string& field, const std::string& message);
+Error data_error(const std::string& file, const YAML::Node& node, const std::string& entry, const std::string& field,
+                 const std::string& message);
 
 // Fails when `map` holds a key outside `allowed`, naming the key and listing the allowed ones.
 Status check_keys(const std::string& file, const YAML::Node& map, const std::string& entry,
@@ -27,16 +27,16 @@ Status check_keys(const std::string& file, const YAML::Node& map, const std::str
 
 Result<std::string> get_string(const std::string& file, const YAML::Node& map, const std::string& entry,
                                const char* key, bool required);
-Result<double> get_number(const std::string& file, const YAML::Node& map, const std::string& entry,
-                          const char* key, bool required, double fallback = 0);
-Result<int> get_int(const std::string& file, const YAML::Node& map, const std::string& entry,
-                    const char* key, bool required, int fallback = 0);
-Result<bool> get_bool(const std::string& file, const YAML::Node& map, const std::string& entry,
-                      const char* key, bool required, bool fallback = false);
+Result<double> get_number(const std::string& file, const YAML::Node& map, const std::string& entry, const char* key,
+                          bool required, double fallback = 0);
+Result<int> get_int(const std::string& file, const YAML::Node& map, const std::string& entry, const char* key,
+                    bool required, int fallback = 0);
+Result<bool> get_bool(const std::string& file, const YAML::Node& map, const std::string& entry, const char* key,
+                      bool required, bool fallback = false);
 Result<std::vector<std::string>> get_string_list(const std::string& file, const YAML::Node& map,
                                                  const std::string& entry, const char* key);
-Result<std::vector<int>> get_int_list(const std::string& file, const YAML::Node& map,
-                                      const std::string& entry, const char* key);
+Result<std::vector<int>> get_int_list(const std::string& file, const YAML::Node& map, const std::string& entry,
+                                      const char* key);
 
 // Parses a whole document, turning yaml-cpp exceptions into an invalid-data error with the position.
 Result<YAML::Node> parse(const std::string& file, std::string_view text);

@@ -49,9 +49,15 @@ Result<Json> CliCommand::request() const {
   for (const auto& o : opts) {
     if (o.option->count() == 0) continue;
     switch (o.kind) {
-      case OptKind::kValue: req[o.key] = o.value; break;
-      case OptKind::kList: req[o.key] = o.values; break;
-      case OptKind::kFlag: req[o.key] = o.flag; break;
+      case OptKind::kValue:
+        req[o.key] = o.value;
+        break;
+      case OptKind::kList:
+        req[o.key] = o.values;
+        break;
+      case OptKind::kFlag:
+        req[o.key] = o.flag;
+        break;
       case OptKind::kFiles: {
         Json files = Json::array();
         for (const auto& path : o.values) {
@@ -82,7 +88,8 @@ std::string fmt_value(const Json& v, int precision) {
     if (d != 0 && (std::fabs(d) >= 1e6 || std::fabs(d) < 1e-3)) {
       std::snprintf(buf, sizeof buf, "%.*g", precision, d);
     } else {
-      std::snprintf(buf, sizeof buf, "%.*g", std::max(precision, static_cast<int>(std::log10(std::fabs(d) + 1)) + 1), d);
+      std::snprintf(buf, sizeof buf, "%.*g", std::max(precision, static_cast<int>(std::log10(std::fabs(d) + 1)) + 1),
+                    d);
     }
     return buf;
   }
@@ -113,8 +120,10 @@ std::string render_table(const std::vector<std::string>& header, const std::vect
       const std::string cell = c < cells.size() ? cells[c] : "";
       const size_t pad = width[c] - display_width(cell);
       const bool right = c < right_align.size() && right_align[c];
-      if (right) out += std::string(pad, ' ') + cell;
-      else out += cell + (c + 1 < width.size() ? std::string(pad, ' ') : "");
+      if (right)
+        out += std::string(pad, ' ') + cell;
+      else
+        out += cell + (c + 1 < width.size() ? std::string(pad, ' ') : "");
       if (c + 1 < width.size()) out += "  ";
     }
     while (!out.empty() && out.back() == ' ') out.pop_back();

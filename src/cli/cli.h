@@ -62,9 +62,9 @@ void add_perf_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& 
 void add_plan_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 // The workload options of fit (and with `perf`, the extra ones of perf and plan), shared by commands.
 struct WorkloadOptions {
-  bool perf = false;            // add rate, train-tokens, dp, global-batch, cuda-graphs, efficiency
-  bool model_required = true;   // compare takes a workload only for its value metrics
-  bool gpu = true;              // compare has its own positional gpu list
+  bool perf = false;           // add rate, train-tokens, dp, global-batch, cuda-graphs, efficiency
+  bool model_required = true;  // compare takes a workload only for its value metrics
+  bool gpu = true;             // compare has its own positional gpu list
 };
 void add_workload_options(CliCommand& c, WorkloadOptions which);
 

@@ -10,18 +10,21 @@ namespace gpuplan::cli {
 namespace {
 
 std::string render_list(const Json& result, const Json&, const OutputFormat& fmt) {
-  std::vector<std::string> header = {"id", "name", "arch", "form", "memory_gb", "bandwidth_gbps", "bf16_tflops",
-                                     "fp8_tflops", "tdp_w", "mig"};
+  std::vector<std::string> header = {"id",          "name",       "arch",  "form", "memory_gb", "bandwidth_gbps",
+                                     "bf16_tflops", "fp8_tflops", "tdp_w", "mig"};
   std::vector<std::vector<std::string>> rows;
   for (const auto& g : result["gpus"]) {
     rows.push_back({g["id"].get<std::string>(), g["name"].get<std::string>(), g["architecture"].get<std::string>(),
-                    g["form_factor"].get<std::string>(), fmt_value(g["memory_gb"]), fmt_value(g["memory_bandwidth_gbps"]),
-                    fmt_value(g["bf16_tensor_tflops"]), fmt_value(g["fp8_tensor_tflops"]), fmt_value(g["tdp_w"]),
+                    g["form_factor"].get<std::string>(), fmt_value(g["memory_gb"]),
+                    fmt_value(g["memory_bandwidth_gbps"]), fmt_value(g["bf16_tensor_tflops"]),
+                    fmt_value(g["fp8_tensor_tflops"]), fmt_value(g["tdp_w"]),
                     g["mig_profile"].get<bool>() ? "slice" : (g["mig"].get<bool>() ? "yes" : "no")});
   }
   if (fmt.csv) return render_csv(header, rows);
   std::string out = render_table(header, rows, {false, false, false, false, true, true, true, true, true, false});
-  out += "\nThroughput is dense (no sparsity), per device. `gpuplan catalog show <id>` gives every figure with its source.\n";
+  out +=
+      "\nThroughput is dense (no sparsity), per device. `gpuplan catalog show <id>` gives every figure with its "
+      "source.\n";
   return out;
 }
 
@@ -35,7 +38,8 @@ std::string render_show(const Json& r, const Json& request, const OutputFormat& 
     const Json& f = it.value();
     sources[f["source"]["id"].get<std::string>()] = f["source"];
     rows.push_back({it.key(), fmt_value(f["value"]), f["unit"].get<std::string>(), f["source"]["id"].get<std::string>(),
-                    f["checked"].get<std::string>(), f["derived"].get<bool>() ? "derived" : (f["verified"].get<bool>() ? "datasheet" : "reported")});
+                    f["checked"].get<std::string>(),
+                    f["derived"].get<bool>() ? "derived" : (f["verified"].get<bool>() ? "datasheet" : "reported")});
   }
   if (fmt.csv) return render_csv(header, rows);
   os << r["name"].get<std::string>() << "  (" << r["id"].get<std::string>() << ")\n";
@@ -83,23 +87,28 @@ std::string render_show(const Json& r, const Json& request, const OutputFormat& 
   if (r.contains("mig") && r["mig"].is_object()) {
     const Json& m = r["mig"];
     os << "\nMIG: up to " << m["max_instances"].get<int>() << " instances on " << m["memory_slices"].get<int>()
-       << " memory slices and " << m["compute_slices"].get<int>() << " compute slices (driver >= "
-       << m["min_driver"].get<std::string>() << "; source " << m["source"]["id"].get<std::string>() << ")\n";
+       << " memory slices and " << m["compute_slices"].get<int>()
+       << " compute slices (driver >= " << m["min_driver"].get<std::string>() << "; source "
+       << m["source"]["id"].get<std::string>() << ")\n";
     std::vector<std::vector<std::string>> prow;
     for (const auto& p : m["profiles"]) {
       std::string starts;
-      for (const auto& pl : p["placements"]) starts += (starts.empty() ? "" : ",") + std::to_string(pl["start"].get<int>());
-      prow.push_back({p["name"].get<std::string>(), std::to_string(p["profile_id"].get<int>()),
-                      fmt_value(p["memory_mib"]), std::to_string(p["sm_count"].get<int>()),
-                      std::to_string(p["memory_slices"].get<int>()) + "/" + std::to_string(p["compute_slices"].get<int>()),
-                      std::to_string(p["max_count"].get<int>()), "{" + starts + "}:" + std::to_string(p["memory_slices"].get<int>())});
+      for (const auto& pl : p["placements"])
+        starts += (starts.empty() ? "" : ",") + std::to_string(pl["start"].get<int>());
+      prow.push_back(
+          {p["name"].get<std::string>(), std::to_string(p["profile_id"].get<int>()), fmt_value(p["memory_mib"]),
+           std::to_string(p["sm_count"].get<int>()),
+           std::to_string(p["memory_slices"].get<int>()) + "/" + std::to_string(p["compute_slices"].get<int>()),
+           std::to_string(p["max_count"].get<int>()),
+           "{" + starts + "}:" + std::to_string(p["memory_slices"].get<int>())});
     }
     os << render_table({"profile", "id", "memory_mib", "sms", "mem/compute slices", "max", "placements"}, prow,
                        {false, true, true, true, true, true, false});
   }
   if (r.contains("mig_profile")) {
     os << "\nA MIG instance of " << r["parent"].get<std::string>()
-       << ": memory and SMs are the instance's own; bandwidth, throughput and power are the parent's, scaled by its share.\n";
+       << ": memory and SMs are the instance's own; bandwidth, throughput and power are the parent's, scaled by its "
+          "share.\n";
   }
   return os.str();
 }
@@ -140,7 +149,8 @@ std::string render_compare(const Json& r, const Json&, const OutputFormat& fmt) 
     }
   }
   for (const auto& dk : dkeys) {
-    add_row("derived." + dk, [&](const Json& t) { return t["derived"].contains(dk) ? t["derived"][dk] : Json(nullptr); });
+    add_row("derived." + dk,
+            [&](const Json& t) { return t["derived"].contains(dk) ? t["derived"][dk] : Json(nullptr); });
   }
   std::vector<std::string> vkeys;
   for (const auto& t : r["targets"]) {
@@ -164,8 +174,8 @@ std::string render_compare(const Json& r, const Json&, const OutputFormat& fmt) 
     const Json& b = r["value_basis"];
     out += "value.*: prices " + b["prices"].get<std::string>() + " (" + b["now"].get<std::string>() + ")";
     if (b.contains("metric")) {
-      out += "; workload metric " + b["metric"].get<std::string>() + " per GPU, units_per_dollar = " +
-             b["units_per_dollar"].get<std::string>();
+      out += "; workload metric " + b["metric"].get<std::string>() +
+             " per GPU, units_per_dollar = " + b["units_per_dollar"].get<std::string>();
     }
     out += ".\n";
   }

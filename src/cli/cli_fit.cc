@@ -82,7 +82,6 @@ std::string render_validate(const Json& r, const Json&, const OutputFormat& fmt)
   return os.str();
 }
 
-
 }  // namespace
 
 // --model takes a zoo id or the path of a config.json: the CLI reads the file and sends it inline.
@@ -109,7 +108,6 @@ Result<Json> read_model_file(Json request) {
   request["config"] = std::move(config);
   return request;
 }
-
 
 void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
   auto fit = std::make_unique<CliCommand>();

@@ -18,9 +18,10 @@ std::string num(const Json& v, const char* fmt, double scale = 1) {
 std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
   const bool serve = r["goal"]["kind"] == "serve";
   std::vector<std::string> header =
-      serve ? std::vector<std::string>{"#", "offer", "target", "gpus", "tp", "pp", "replicas", "batch", "usd_h",
-                                       "usd_per_mtok", "ttft_ms", "tpot_ms", "meets"}
-            : std::vector<std::string>{"#", "offer", "target", "gpus", "dp", "tp", "pp", "usd_h", "hours", "usd_total", "meets"};
+      serve ? std::vector<std::string>{"#",     "offer", "target",       "gpus",    "tp",      "pp",   "replicas",
+                                       "batch", "usd_h", "usd_per_mtok", "ttft_ms", "tpot_ms", "meets"}
+            : std::vector<std::string>{"#",  "offer", "target", "gpus",      "dp",   "tp",
+                                       "pp", "usd_h", "hours",  "usd_total", "meets"};
   std::vector<std::vector<std::string>> rows;
   int i = 0;
   for (const auto& p : r["plans"]) {
@@ -62,9 +63,13 @@ std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
     os << "Recommended: " << b["offer"].get<std::string>() << " (" << b["target"].get<std::string>() << ") x"
        << b["instances"].get<int>() << ": " << b["reason"].get<std::string>() << "\n  "
        << num(b["cost_per_hour"], "%.2f") << " " << b["currency"].get<std::string>() << "/h";
-    if (serve) os << ", " << num(b["cost_per_million_tokens"], "%.3f") << " per million tokens";
-    else os << ", " << num(b["cost_total"], "%.0f") << " in total, " << num(b["seconds_total"], "%.1f", 1.0 / 3600) << " h";
-    os << "; price captured " << b["captured_at"].get<std::string>() << " (" << b["source"].get<std::string>() << ")\n\n";
+    if (serve)
+      os << ", " << num(b["cost_per_million_tokens"], "%.3f") << " per million tokens";
+    else
+      os << ", " << num(b["cost_total"], "%.0f") << " in total, " << num(b["seconds_total"], "%.1f", 1.0 / 3600)
+         << " h";
+    os << "; price captured " << b["captured_at"].get<std::string>() << " (" << b["source"].get<std::string>()
+       << ")\n\n";
   } else {
     os << "No offer meets the goal; the reasons are below.\n\n";
   }

@@ -14,7 +14,8 @@ void add_workload_options(CliCommand& c, WorkloadOptions which) {
   c.value("kv-cache", "KV-cache format: fp32 bf16 fp16 fp8 int8 (default: the compute dtype)");
   c.value("batch", "Sequences (inference) or micro-batch per GPU (training); default 1");
   c.value("context", "Tokens per sequence: prompt + generated (inference), sequence length (training)");
-  c.value("input-tokens", perf ? "Prompt tokens (default 512, or context - output)" : "Prompt tokens (the prefill step)");
+  c.value("input-tokens",
+          perf ? "Prompt tokens (default 512, or context - output)" : "Prompt tokens (the prefill step)");
   c.value("output-tokens", perf ? "Generated tokens (default 128)" : "Generated tokens");
   if (perf) {
     c.value("rate", "Requests per second to serve");
@@ -37,8 +38,9 @@ void add_workload_options(CliCommand& c, WorkloadOptions which) {
   c.value("checkpointing", "none | selective | full activation checkpointing");
   c.value("lora-rank", "LoRA rank (default 16)");
   c.value("lora-targets", "LoRA target modules: q,k,v,o,gate,up,down or all (default q,v)");
-  c.value("engine", perf ? "transformers | pytorch | vllm | tgi | deepspeed | llama.cpp | megatron | tensorrt-llm | exllama"
-                          : "transformers | pytorch | vllm | tgi | deepspeed | llama.cpp | megatron | tensorrt-llm");
+  c.value("engine",
+          perf ? "transformers | pytorch | vllm | tgi | deepspeed | llama.cpp | megatron | tensorrt-llm | exllama"
+               : "transformers | pytorch | vllm | tgi | deepspeed | llama.cpp | megatron | tensorrt-llm");
   c.value("flash-attention", "true | false: SDPA/flash kernels (default true)");
   if (perf) c.value("cuda-graphs", "true | false: decode steps replayed as CUDA graphs");
   c.value("gpu-memory-utilization", "vLLM's share of the GPU (default 0.9)");

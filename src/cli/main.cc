@@ -49,8 +49,10 @@ int main(int argc, char** argv) {
         err.message.replace(pos, err.field.size() + 2, option);
       }
     }
-    if (fmt.json) std::cerr << error_json(err).dump(2) << "\n";
-    else std::cerr << "gpuplan: error: " << err.message << "\n";
+    if (fmt.json)
+      std::cerr << error_json(err).dump(2) << "\n";
+    else
+      std::cerr << "gpuplan: error: " << err.message << "\n";
     return exit_code(err.code);
   };
 
@@ -71,8 +73,10 @@ int main(int argc, char** argv) {
     }
     auto result = run_command(ctx, c->command, request);
     if (!result) return report(result.error());
-    if (fmt.json) std::cout << result->dump(2) << "\n";
-    else std::cout << c->render(*result, request, fmt);
+    if (fmt.json)
+      std::cout << result->dump(2) << "\n";
+    else
+      std::cout << c->render(*result, request, fmt);
     return c->status ? c->status(*result) : 0;
   }
   std::cerr << app.help();

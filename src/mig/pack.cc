@@ -11,8 +11,8 @@
 #include "gpuplan/mig_pack.h"
 
 #include "gpuplan/memory.h"
-#include "gpuplan/workload.h"
 #include "gpuplan/target.h"
+#include "gpuplan/workload.h"
 #include "mig/pack_model.h"
 
 namespace gpuplan::mig {
@@ -387,8 +387,8 @@ std::optional<int> smallest_profile_for_workload(const Gpu& gpu, const MigTable&
     }
   }
   if (why) {
-    *why = "the workload needs " + format_gib(needed) + " per GPU; the largest MIG instance of " + gpu.id +
-           " offers " + format_gib(largest);
+    *why = "the workload needs " + format_gib(needed) + " per GPU; the largest MIG instance of " + gpu.id + " offers " +
+           format_gib(largest);
   }
   return std::nullopt;
 }

@@ -14,9 +14,9 @@ namespace gpuplan {
 
 namespace {
 
-const char* const kColumns[] = {"provider", "region",          "offer",    "gpu",       "gpus",
-                                "interconnect", "vcpus",       "ram_gb",   "price_hour", "spot_price_hour",
-                                "currency", "available",       "captured_at", "source"};
+const char* const kColumns[] = {"provider",     "region",    "offer",       "gpu",        "gpus",
+                                "interconnect", "vcpus",     "ram_gb",      "price_hour", "spot_price_hour",
+                                "currency",     "available", "captured_at", "source"};
 
 // Splits CSV text into records of fields (RFC 4180: quotes, doubled quotes, commas and newlines inside
 // quotes). Returns each record with the line it starts on.
@@ -107,7 +107,8 @@ Result<Offer> make_offer(const Catalog& catalog, const std::map<std::string, std
   };
   double gpus = 1, vcpus = 0;
   if (auto s = number("gpus", true, gpus); !s) return s.error();
-  if (gpus < 1 || gpus != std::floor(gpus) || gpus > 1024) return usage_error("gpus must be a whole number from 1 to 1024");
+  if (gpus < 1 || gpus != std::floor(gpus) || gpus > 1024)
+    return usage_error("gpus must be a whole number from 1 to 1024");
   o.gpus = static_cast<int>(gpus);
   if (auto s = number("vcpus", false, vcpus); !s) return s.error();
   o.vcpus = static_cast<int>(vcpus);
@@ -120,9 +121,12 @@ Result<Offer> make_offer(const Catalog& catalog, const std::map<std::string, std
   }
   if (!o.price_hour && !o.spot_price_hour) return usage_error("neither price_hour nor spot_price_hour is given");
   const std::string link = get("interconnect");
-  if (link == "nvlink") o.interconnect = Link::kNvlink;
-  else if (link == "pcie" || link.empty()) o.interconnect = Link::kPcie;
-  else return usage_error("interconnect '" + link + "' is not nvlink or pcie");
+  if (link == "nvlink")
+    o.interconnect = Link::kNvlink;
+  else if (link == "pcie" || link.empty())
+    o.interconnect = Link::kPcie;
+  else
+    return usage_error("interconnect '" + link + "' is not nvlink or pcie");
   o.currency = get("currency").empty() ? "USD" : get("currency");
   const std::string avail = get("available");
   if (avail.empty() || avail == "yes" || avail == "true") {
@@ -132,7 +136,8 @@ Result<Offer> make_offer(const Catalog& catalog, const std::map<std::string, std
   } else {
     char* end = nullptr;
     const long n = std::strtol(avail.c_str(), &end, 10);
-    if (end != avail.c_str() + avail.size() || n < 0) return usage_error("available '" + avail + "' is not yes, no or a count");
+    if (end != avail.c_str() + avail.size() || n < 0)
+      return usage_error("available '" + avail + "' is not yes, no or a count");
     o.available_count = static_cast<int>(n);
     o.available = n > 0;
   }
@@ -175,7 +180,8 @@ Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_na
     auto doc = yaml::parse(file_name, text);
     if (!doc) return doc.error();
     const YAML::Node offers = (*doc)["offers"];
-    if (!offers || !offers.IsSequence()) return invalid_data_error(file_name + ": expected a list under `offers:`", file_name);
+    if (!offers || !offers.IsSequence())
+      return invalid_data_error(file_name + ": expected a list under `offers:`", file_name);
     for (const auto& n : offers) {
       std::map<std::string, std::string> fields;
       const int line = n.Mark().line + 1;
@@ -198,7 +204,8 @@ Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_na
     return set;
   }
   auto records = split_csv(text);
-  if (records.empty()) return invalid_data_error(file_name + ": empty offers file; the first line must be the header", file_name);
+  if (records.empty())
+    return invalid_data_error(file_name + ": empty offers file; the first line must be the header", file_name);
   const auto& header = records.front().second;
   std::vector<std::string> cols;
   for (const auto& h : header) cols.push_back(trim(h));
@@ -213,8 +220,9 @@ Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_na
   for (size_t r = 1; r < records.size(); ++r) {
     const auto& [line, rec] = records[r];
     if (rec.size() != cols.size()) {
-      set.skipped.push_back({file_name, line,
-                             std::to_string(rec.size()) + " fields where the header has " + std::to_string(cols.size())});
+      set.skipped.push_back(
+          {file_name, line,
+           std::to_string(rec.size()) + " fields where the header has " + std::to_string(cols.size())});
       continue;
     }
     std::map<std::string, std::string> fields;
@@ -227,7 +235,8 @@ Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_na
 Result<OfferSet> default_offers(const Catalog& catalog) {
   OfferSet all;
   for (const auto& f : embedded_files()) {
-    if (f.path.rfind("data/offers/", 0) != 0 || f.path.size() < 4 || f.path.substr(f.path.size() - 4) != ".csv") continue;
+    if (f.path.rfind("data/offers/", 0) != 0 || f.path.size() < 4 || f.path.substr(f.path.size() - 4) != ".csv")
+      continue;
     auto set = parse_offers(catalog, std::string(f.path), f.contents);
     if (!set) return set.error();
     all.offers.insert(all.offers.end(), set->offers.begin(), set->offers.end());

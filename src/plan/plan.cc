@@ -46,7 +46,8 @@ bool meets_slo(const ServePoint& p, const ServeGoal& g) {
 void rank(std::vector<Plan>& plans, PlanObjective objective) {
   std::stable_sort(plans.begin(), plans.end(), [&](const Plan& a, const Plan& b) {
     if (a.meets_goal != b.meets_goal) return a.meets_goal;
-    if (objective == PlanObjective::kTime && a.seconds_total != b.seconds_total) return a.seconds_total < b.seconds_total;
+    if (objective == PlanObjective::kTime && a.seconds_total != b.seconds_total)
+      return a.seconds_total < b.seconds_total;
     if (a.cost_total != b.cost_total) return a.cost_total < b.cost_total;
     return a.offer->id() < b.offer->id();
   });
@@ -80,16 +81,18 @@ PlanResult plan_serving(const PlanModel& model, const std::vector<const Offer*>&
         ServePoint one = model.serve(t, tp, pp, 1);
         ++result.configurations;
         if (!meets_slo(one, goal)) {
-          why = "misses the latency target even at batch 1 on " + std::to_string(devices) +
-                " GPU(s): TTFT " + fmt("%.3g s", one.ttft_seconds) + ", TPOT " + fmt("%.3g s", one.tpot_seconds);
+          why = "misses the latency target even at batch 1 on " + std::to_string(devices) + " GPU(s): TTFT " +
+                fmt("%.3g s", one.ttft_seconds) + ", TPOT " + fmt("%.3g s", one.tpot_seconds);
           continue;
         }
         int lo = 1, hi = max_batch;
         while (lo < hi) {
           const int mid = lo + (hi - lo + 1) / 2;
           ++result.configurations;
-          if (meets_slo(model.serve(t, tp, pp, mid), goal)) lo = mid;
-          else hi = mid - 1;
+          if (meets_slo(model.serve(t, tp, pp, mid), goal))
+            lo = mid;
+          else
+            hi = mid - 1;
         }
         const ServePoint at_max = model.serve(t, tp, pp, lo);
         const double cap = replica_capacity(at_max, lo, goal.output_tokens);
@@ -209,11 +212,12 @@ PlanResult plan_training(const PlanModel& model, const std::vector<const Offer*>
           points.push_back(p);
           if (!fastest || p.seconds_total < fastest->seconds_total) fastest = p;
           if (!p.meets_goal) continue;
-          const bool better = !best || (options.objective == PlanObjective::kCost
-                                            ? (p.cost_total < best->cost_total ||
-                                               (p.cost_total == best->cost_total && p.seconds_total < best->seconds_total))
-                                            : (p.seconds_total < best->seconds_total ||
-                                               (p.seconds_total == best->seconds_total && p.cost_total < best->cost_total)));
+          const bool better =
+              !best || (options.objective == PlanObjective::kCost
+                            ? (p.cost_total < best->cost_total ||
+                               (p.cost_total == best->cost_total && p.seconds_total < best->seconds_total))
+                            : (p.seconds_total < best->seconds_total ||
+                               (p.seconds_total == best->seconds_total && p.cost_total < best->cost_total)));
           if (better) best = p;
         }
       }

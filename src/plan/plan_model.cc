@@ -40,8 +40,8 @@ int WorkloadPlanModel::max_serving_batch(const Target& t, int tp, int pp, std::s
   }
   if (v->serving_max_batch < 1) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "needs %.1f GiB per GPU for one sequence, %.1f GiB available", v->total_bytes / kBytesPerGib,
-                  v->capacity_bytes / kBytesPerGib);
+    std::snprintf(buf, sizeof buf, "needs %.1f GiB per GPU for one sequence, %.1f GiB available",
+                  v->total_bytes / kBytesPerGib, v->capacity_bytes / kBytesPerGib);
     *why_not = buf;
     return 0;
   }
@@ -59,7 +59,8 @@ ServePoint WorkloadPlanModel::serve(const Target& t, int tp, int pp, int batch) 
   const InferencePerf at = predict_inference(l.setup.arch, device, w, l.setup.efficiency);
   // Prefills of arriving requests interleave with decode steps: in steady state batch / output_tokens
   // requests finish (and as many start, each with its prefill) per decode step.
-  const double prefills_per_step = static_cast<double>(batch) / std::max<double>(1, static_cast<double>(w.output_tokens));
+  const double prefills_per_step =
+      static_cast<double>(batch) / std::max<double>(1, static_cast<double>(w.output_tokens));
   return ServePoint{first.ttft_seconds, at.tpot_seconds + prefills_per_step * first.ttft_seconds};
 }
 

@@ -41,10 +41,12 @@ std::string match(const Json& expected, const Json& actual, const std::string& p
       } else if (op == "$ge" || op == "$le") {
         if (!actual.is_number()) return path + ": expected a number, got " + actual.dump();
         const double a = actual.get<double>(), e = v.get<double>();
-        if ((op == "$ge" && a < e) || (op == "$le" && a > e)) return path + ": " + actual.dump() + " fails " + op + " " + v.dump();
+        if ((op == "$ge" && a < e) || (op == "$le" && a > e))
+          return path + ": " + actual.dump() + " fails " + op + " " + v.dump();
       } else if (op == "$len") {
         if (!actual.is_array() && !actual.is_object()) return path + ": expected a list";
-        if (actual.size() != v.get<size_t>()) return path + ": length " + std::to_string(actual.size()) + " != " + v.dump();
+        if (actual.size() != v.get<size_t>())
+          return path + ": length " + std::to_string(actual.size()) + " != " + v.dump();
       } else if (op == "$contains") {
         if (actual.is_string()) {
           if (actual.get<std::string>().find(v.get<std::string>()) == std::string::npos) {
@@ -83,7 +85,9 @@ std::string match(const Json& expected, const Json& actual, const std::string& p
   }
   if (expected.is_number() && actual.is_number()) {
     const double a = actual.get<double>(), e = expected.get<double>();
-    return std::fabs(a - e) <= 1e-9 * std::max(1.0, std::fabs(e)) ? "" : path + ": " + actual.dump() + " != " + expected.dump();
+    return std::fabs(a - e) <= 1e-9 * std::max(1.0, std::fabs(e))
+               ? ""
+               : path + ": " + actual.dump() + " != " + expected.dump();
   }
   return expected == actual ? "" : path + ": " + actual.dump().substr(0, 200) + " != " + expected.dump();
 }
@@ -97,7 +101,8 @@ class CaseTest : public testing::Test {
     if (case_.contains("error")) {
       ASSERT_FALSE(result.ok()) << file_ << ": expected an error, got " << result->dump().substr(0, 400);
       const Json& e = case_["error"];
-      if (e.contains("code")) EXPECT_EQ(error_code_name(result.error().code), e["code"].get<std::string>()) << result.error().message;
+      if (e.contains("code"))
+        EXPECT_EQ(error_code_name(result.error().code), e["code"].get<std::string>()) << result.error().message;
       if (e.contains("message_contains")) {
         EXPECT_NE(result.error().message.find(e["message_contains"].get<std::string>()), std::string::npos)
             << result.error().message;

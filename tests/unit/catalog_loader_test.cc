@@ -40,7 +40,8 @@ Status load(Catalog& c, const std::string& gpus_yaml, const std::string& file = 
 
 std::string gpu(const std::string& specs, const std::string& extra = "") {
   return "gpus:\n  - id: x100\n    vendor: nvidia\n    name: NVIDIA X100\n    architecture: ampere\n"
-         "    form_factor: pcie\n" + extra + "    specs:\n" + specs;
+         "    form_factor: pcie\n" +
+         extra + "    specs:\n" + specs;
 }
 
 TEST(CatalogLoader, AcceptsAWellFormedGpu) {
@@ -92,12 +93,16 @@ INSTANTIATE_TEST_SUITE_P(
                 gpu("      bf16_tensor_tflops: {value: 624, source: ds}\n"
                     "      bf16_tensor_tflops_sparse: {value: 312, source: ds}\n"),
                 "sparse figure is below the dense"},
-        BadCase{"fp64_has_no_sparse_twin", gpu("      fp64_tflops_sparse: {value: 1, source: ds}\n"), "fp64_tflops_sparse"},
+        BadCase{"fp64_has_no_sparse_twin", gpu("      fp64_tflops_sparse: {value: 1, source: ds}\n"),
+                "fp64_tflops_sparse"},
         BadCase{"unknown_mig_table", gpu("      memory_gb: {value: 40, source: ds}\n", "    mig: nope\n"), "nope"},
         BadCase{"not_yaml", "gpus: [ {id: x100", "not valid YAML"},
-        BadCase{"bad_id", "gpus:\n  - id: X 100\n    vendor: v\n    name: n\n    architecture: a\n    form_factor: pcie\n    specs: {}\n",
+        BadCase{"bad_id",
+                "gpus:\n  - id: X 100\n    vendor: v\n    name: n\n    architecture: a\n    form_factor: pcie\n    "
+                "specs: {}\n",
                 "lowercase"},
-        BadCase{"missing_name", "gpus:\n  - id: x100\n    vendor: v\n    architecture: a\n    form_factor: pcie\n    specs: {}\n",
+        BadCase{"missing_name",
+                "gpus:\n  - id: x100\n    vendor: v\n    architecture: a\n    form_factor: pcie\n    specs: {}\n",
                 "'name'"}),
     [](const testing::TestParamInfo<BadCase>& info) { return info.param.name; });
 

@@ -6,7 +6,8 @@ namespace gpuplan {
 namespace {
 
 constexpr const char* kHeader =
-    "provider,region,offer,gpu,gpus,interconnect,vcpus,ram_gb,price_hour,spot_price_hour,currency,available,captured_at,source\n";
+    "provider,region,offer,gpu,gpus,interconnect,vcpus,ram_gb,price_hour,spot_price_hour,currency,available,captured_"
+    "at,source\n";
 
 TEST(Offers, ShippedSnapshotParsesAndResolvesEveryLine) {
   auto set = default_offers(*Catalog::embedded());
@@ -20,8 +21,10 @@ TEST(Offers, ShippedSnapshotParsesAndResolvesEveryLine) {
 }
 
 TEST(Offers, PerGpuPriceIsDerivedFromTheInstancePrice) {
-  auto set = parse_offers(*Catalog::embedded(), "t.csv",
-                          std::string(kHeader) + "aws,us-east-1,p4d.24xlarge,NVIDIA A100-SXM4-40GB,8,nvlink,96,1152,32.77,,USD,yes,2026-06-03,https://x\n");
+  auto set = parse_offers(
+      *Catalog::embedded(), "t.csv",
+      std::string(kHeader) +
+          "aws,us-east-1,p4d.24xlarge,NVIDIA A100-SXM4-40GB,8,nvlink,96,1152,32.77,,USD,yes,2026-06-03,https://x\n");
   ASSERT_TRUE(set.ok());
   ASSERT_EQ(set->offers.size(), 1u);
   const Offer& o = set->offers[0];
@@ -33,12 +36,12 @@ TEST(Offers, PerGpuPriceIsDerivedFromTheInstancePrice) {
 
 TEST(Offers, BadLinesAreSkippedWithTheirReasonNeverGuessed) {
   const std::string text = std::string(kHeader) +
-                           "x,r,one,a100,1,pcie,8,60,1.0,,USD,yes,2026-06-03,s\n"          // ambiguous
-                           "x,r,two,a1000,1,pcie,8,60,1.0,,USD,yes,2026-06-03,s\n"         // unknown
-                           "x,r,three,a40,1,pcie,8,60,cheap,,USD,yes,2026-06-03,s\n"       // bad price
-                           "x,r,four,a40,1,pcie,8,60,1.0,,USD,maybe,2026-06-03,s\n"        // bad available
-                           "x,r,five,a40,1,pcie,8,60,1.0,,USD,3,2026-06-03,s\n"            // good, count
-                           "x,r,six,a40,1,pcie\n";                                          // short
+                           "x,r,one,a100,1,pcie,8,60,1.0,,USD,yes,2026-06-03,s\n"     // ambiguous
+                           "x,r,two,a1000,1,pcie,8,60,1.0,,USD,yes,2026-06-03,s\n"    // unknown
+                           "x,r,three,a40,1,pcie,8,60,cheap,,USD,yes,2026-06-03,s\n"  // bad price
+                           "x,r,four,a40,1,pcie,8,60,1.0,,USD,maybe,2026-06-03,s\n"   // bad available
+                           "x,r,five,a40,1,pcie,8,60,1.0,,USD,3,2026-06-03,s\n"       // good, count
+                           "x,r,six,a40,1,pcie\n";                                    // short
   auto set = parse_offers(*Catalog::embedded(), "t.csv", text);
   ASSERT_TRUE(set.ok());
   ASSERT_EQ(set->offers.size(), 1u);

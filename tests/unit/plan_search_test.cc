@@ -51,7 +51,7 @@ Offer make_offer(const char* name, const char* gpu, int gpus, double price, std:
 
 TEST(PlanSearch, CheapestFeasibleServingPlanWins) {
   ToyModel m;
-  Offer cheap_small = make_offer("cheap-24gb", "l4", 1, 0.5);   // 24 GB: does not fit 30 GiB
+  Offer cheap_small = make_offer("cheap-24gb", "l4", 1, 0.5);  // 24 GB: does not fit 30 GiB
   Offer a100 = make_offer("a100", "a100-80gb-sxm4", 1, 2.0);
   Offer h100 = make_offer("h100", "h100-80gb-sxm5", 1, 3.0);
   ServeGoal g{5, 512, 256, std::nullopt, std::nullopt};
