@@ -46,6 +46,11 @@ export function clear(node, ...children) {
   return node;
 }
 
+// Links to sources: only http(s), whatever a user's --catalog file says (no javascript: or data: links).
+export function safeUrl(u) {
+  return typeof u === 'string' && /^https?:\/\//i.test(u) ? u : null;
+}
+
 // The API. Resolves to {ok, status, data, error}; never throws.
 export async function api(path, body, opts = {}) {
   const init = { headers: { Accept: 'application/json' }, signal: opts.signal };
