@@ -464,8 +464,13 @@ HttpResponse Router::asset(const HttpRequest& req) const {
 
 Router make_router(const Context& ctx, const Options& options) {
   Runner runner = [ctx, offers = options.default_offers](std::string_view command, const Json& request) {
-    // --offers FILE: the offers of the commands that take them, when a request brings none.
-    if (offers && (command == "plan" || command == "offers.list") && !request.contains("offers")) {
+    // --offers FILE: the offers of the commands that price things, when a request brings none
+    // (compare prices only when asked: a workload or an offer filter).
+    const bool prices = command == "plan" || command == "offers.list" ||
+                        (command == "compare" &&
+                         (request.contains("model") || request.contains("spot") || request.contains("provider") ||
+                          request.contains("region") || request.contains("max_age")));
+    if (offers && prices && !request.contains("offers")) {
       Json with = request;
       with["offers"] = *offers;
       return run_command(ctx, command, with);

@@ -369,6 +369,13 @@ TEST_F(Loopback, ServerOffersFileIsTheDefault) {
   res = router.handle(req);
   ASSERT_EQ(res.status, 200) << res.body;
   EXPECT_EQ(Json::parse(res.body)["offers"].size(), 2U);
+  // compare prices with the file when asked for value metrics.
+  req.path = "/api/v1/compare";
+  req.body = Json{{"gpu", {"a40"}}, {"spot", false}, {"now", "2026-11-30"}}.dump();
+  res = router.handle(req);
+  ASSERT_EQ(res.status, 200) << res.body;
+  const Json cmp = Json::parse(res.body);
+  if (cmp["targets"][0].contains("value")) EXPECT_EQ(cmp["targets"][0]["value"]["offer"], "testcloud/lab-1/box-a40");
 }
 
 TEST_F(Loopback, TheSecurityHeadersAndNoCors) {
