@@ -305,7 +305,12 @@ void run_busy(benchmark::State& state, bool keep) {
     disturbed = r->disturbed;
   }
   report(state, o, lb);
+  int busy = 0;
+  for (const auto& g : busy_fleet().gpus) {
+    for (const auto& i : g.instances) busy += i.busy ? 1 : 0;
+  }
   state.counters["disturbed"] = disturbed;
+  state.counters["busy"] = busy;
 }
 
 void BM_MigPack_GpuplanWithBusyInstances(benchmark::State& state) { run_busy(state, false); }

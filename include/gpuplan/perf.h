@@ -154,6 +154,7 @@ struct PerfWorkload {
   PerfRecompute checkpointing = PerfRecompute::kNone;
   bool flash_attention = true;
   bool cuda_graphs = true;
+  double trainable_parameters = 0;  // LoRA/QLoRA: adapter parameters (0 = a rough 1% of the weights)
 };
 
 // Inference of one static batch: prefill of `batch` prompts, then output_tokens decode steps.

@@ -88,6 +88,17 @@ Result<Json> perf_command(const Context& ctx, const Json& body) {
       row["samples_per_second"] = sig(static_cast<double>(w.batch) / inf.total_seconds);
       band_time(low, high, "step_seconds", inf.total_seconds, b);
       band_rate(low, high, "samples_per_second", static_cast<double>(w.batch) / inf.total_seconds, b);
+    } else if (infer && a.encoder) {
+      // An encoder (BERT) runs one forward pass over the batch: no decode.
+      const InferencePerf inf = predict_inference(a, device, w, setup->efficiency);
+      const PerfBand b = perf_band(PerfMetricKind::kPrefill);
+      row["bound"] = perf_bound_name(inf.prefill_bound);
+      row["step_seconds"] = sig(inf.ttft_seconds);
+      row["prefill_tokens_per_second"] = sig(inf.prefill_tokens_per_second);
+      row["samples_per_second"] = sig(static_cast<double>(w.batch) / inf.ttft_seconds);
+      band_time(low, high, "step_seconds", inf.ttft_seconds, b);
+      band_rate(low, high, "prefill_tokens_per_second", inf.prefill_tokens_per_second, b);
+      band_rate(low, high, "samples_per_second", static_cast<double>(w.batch) / inf.ttft_seconds, b);
     } else if (infer) {
       const InferencePerf inf = predict_inference(a, device, w, setup->efficiency);
       row["bound"] = perf_bound_name(inf.bound);

@@ -30,6 +30,7 @@ std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
   const Json& w = r["workload"];
   const std::string task = w["task"].get<std::string>();
   const bool infer = task == "infer";
+  // CNN and encoder inference: one forward pass of the batch (step time and samples/s).
   const bool cnn = r["targets"].empty() ? false : r["targets"][0].contains("samples_per_second") && infer;
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
@@ -102,7 +103,9 @@ std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
                          {false, false, true, true, true, true, true, true});
     }
   }
-  os << "\nFigures in parentheses: the band the model's measured error gives (gpuplan validate --kind perf).\n";
+  os << "\nIn parentheses: where measurements fell relative to the model's predictions (10th-90th percentile over the\n"
+        "published rows of that kind, gpuplan validate --kind perf); a band that excludes the figure is a known "
+        "bias.\n";
   return os.str();
 }
 

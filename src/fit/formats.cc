@@ -138,7 +138,9 @@ Result<WeightFormat> parse_weight_format(std::string_view name) {
     std::string_view alias;
     WeightFormat f;
   };
-  static constexpr std::array<Alias, 17> kAliases = {{{"float32", WeightFormat::kFp32},
+  // tf32 is fp32 storage computed on TF32 tensor cores: fp32 for memory.
+  static constexpr std::array<Alias, 18> kAliases = {{{"float32", WeightFormat::kFp32},
+                                                      {"tf32", WeightFormat::kFp32},
                                                       {"bfloat16", WeightFormat::kBf16},
                                                       {"float16", WeightFormat::kFp16},
                                                       {"half", WeightFormat::kFp16},

@@ -253,7 +253,10 @@ Result<Workload> parse_workload(const Json& r) {
   }
 
   constexpr int64_t kMaxTokens = int64_t{1} << 24;
-  auto batch = get_int(r, "batch", 1, 1, 1 << 20);
+  // Training rows of the performance data say micro_batch and seq_len; they mean batch and context.
+  auto micro = get_int(r, "micro_batch", 1, 1, 1 << 20);
+  if (!micro) return micro.error();
+  auto batch = get_int(r, "batch", *micro, 1, 1 << 20);
   auto input = get_int(r, "input_tokens", 0, 0, kMaxTokens);
   auto output = get_int(r, "output_tokens", 0, 0, kMaxTokens);
   if (!batch) return batch.error();
@@ -267,7 +270,9 @@ Result<Workload> parse_workload(const Json& r) {
   if (*input + *output == 0 && w.model->max_positions > 0)
     default_context = std::min(default_context, w.model->max_positions);
   if (w.model->kind == ModelKind::kCnn) default_context = 1;
-  auto context = get_int(r, "context", default_context, 1, kMaxTokens);
+  auto seq_len = get_int(r, "seq_len", default_context, 1, kMaxTokens);
+  if (!seq_len) return seq_len.error();
+  auto context = get_int(r, "context", *seq_len, 1, kMaxTokens);
   if (!context) return context.error();
   w.context = *context;
 

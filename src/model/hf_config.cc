@@ -341,6 +341,46 @@ Result<Model> opt(const Json& j, Model m, const std::string& type) {
   return m;
 }
 
+// MPT (MosaicML): fused Wqkv, optional GQA via attn_config.kv_n_heads, ALiBi (no position table),
+// LayerNorms without bias when no_bias, 4x (expansion_ratio) plain MLP, tied head.
+Result<Model> mpt(const Json& j, Model m, const std::string& type) {
+  Keys k(j);
+  m.hidden = k.need({"d_model"});
+  m.layers = k.need({"n_layers"});
+  m.heads = k.need({"n_heads"});
+  m.vocab = k.need({"vocab_size"});
+  if (auto s = k.check(m.id, type); !s) return s.error();
+  m.head_dim = m.hidden / m.heads;
+  m.kv_heads = m.heads;
+  if (j.contains("attn_config") && j["attn_config"].is_object()) {
+    const Json& a = j["attn_config"];
+    if (a.contains("kv_n_heads") && a["kv_n_heads"].is_number())
+      m.kv_heads = a["kv_n_heads"].get<int64_t>();
+    else if (a.value("attn_type", "") == "multiquery_attention")
+      m.kv_heads = 1;
+  }
+  const double ratio =
+      j.contains("expansion_ratio") && j["expansion_ratio"].is_number() ? j["expansion_ratio"].get<double>() : 4.0;
+  m.intermediate = static_cast<int64_t>(ratio * static_cast<double>(m.hidden));
+  m.max_positions = k.get({"max_seq_len"}, 2048);
+  m.tied_embeddings = true;
+  m.fused_qkv = true;
+  const bool bias = !k.flag("no_bias", true);
+  Builder b{m};
+  b.embeddings("transformer.wte");
+  b.norm("blocks.*.norm_1", m.hidden, bias);
+  b.linear("blocks.*.attn.Wqkv.q", TensorRole::kAttnQ, m.hidden, m.hidden, bias);
+  b.linear("blocks.*.attn.Wqkv.k", TensorRole::kAttnK, m.kv_heads * m.head_dim, m.hidden, bias);
+  b.linear("blocks.*.attn.Wqkv.v", TensorRole::kAttnV, m.kv_heads * m.head_dim, m.hidden, bias);
+  b.linear("blocks.*.attn.out_proj", TensorRole::kAttnOut, m.hidden, m.hidden, bias);
+  b.norm("blocks.*.norm_2", m.hidden, bias);
+  b.linear("blocks.*.ffn.up_proj", TensorRole::kMlpUp, m.intermediate, m.hidden, bias);
+  b.linear("blocks.*.ffn.down_proj", TensorRole::kMlpDown, m.hidden, m.intermediate, bias);
+  b.norm("transformer.norm_f", m.hidden, bias, false);
+  b.uniform_attention(0);
+  return m;
+}
+
 Result<Model> bert(const Json& j, Model m, const std::string& type, const std::string& arch_class) {
   Keys k(j);
   m.hidden = k.need({"hidden_size"});
@@ -426,13 +466,16 @@ Result<Model> parse_any(const J& config, std::string id) {
     r = gpt_family(j, std::move(m), type);
   } else if (type == "opt") {
     r = opt(j, std::move(m), type);
+  } else if (type == "mpt") {
+    r = mpt(j, std::move(m), type);
   } else if (type == "bert") {
     r = bert(j, std::move(m), type, arch_class);
   } else {
-    return invalid_data_error("config.json of '" + m.id + "' has model_type '" + type +
-                                  "', an architecture gpuplan does not know; known: llama, mistral, mixtral, qwen2, "
-                                  "qwen2_moe, gemma, gemma2, phi3, falcon, gptj, gpt2, bloom, gpt_bigcode, opt, bert",
-                              "model_type");
+    return invalid_data_error(
+        "config.json of '" + m.id + "' has model_type '" + type +
+            "', an architecture gpuplan does not know; known: llama, mistral, mixtral, qwen2, "
+            "qwen2_moe, gemma, gemma2, phi3, falcon, gptj, gpt2, bloom, gpt_bigcode, opt, mpt, bert",
+        "model_type");
   }
   if (!r) return r;
   Model out = std::move(r).value();

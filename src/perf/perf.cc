@@ -744,7 +744,7 @@ TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const PerfWor
   // Data-parallel gradient traffic: all-reduce of bf16 gradients (DDP, ZeRO-1/2: reduce-scatter +
   // all-gather, same bytes), or FSDP/ZeRO-3: all-gather weights forward and backward + reduce-scatter.
   double trainable = params_local;
-  if (frozen) trainable = 0.01 * params_local;  // adapters: ~1% of the weights at rank 16 (order of magnitude)
+  if (frozen) trainable = w.trainable_parameters > 0 ? w.trainable_parameters / (tp * pp) : 0.01 * params_local;
   const double grad_bytes = trainable * (a.cnn ? 4.0 : 2.0);
   const bool sharded_weights = w.zero >= 3 || w.fsdp;
   const double ranks_in_node = std::max(1.0, d.devices_per_node / (tp * pp));
@@ -775,9 +775,15 @@ TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const PerfWor
   t.tokens_per_second = t.samples_per_second * seq;
   t.tokens_per_second_per_gpu = t.tokens_per_second / (dp * tp * pp);
   const double peak = compute_peak(d, w.weights.compute);
-  t.mfu = peak > 0 ? training_flops_per_token(a, w.seq_len) * (a.cnn ? t.samples_per_second : t.tokens_per_second) /
-                         (dp * tp * pp * peak)
-                   : 0;
+  // A frozen base does no weight gradients: 4N instead of 6N matmul FLOPs per token.
+  const double model_flops =
+      training_flops_per_token(a, w.seq_len) -
+      (frozen && !a.cnn ? 2.0 *
+                              (training_flops_per_token(a, w.seq_len) -
+                               12.0 * dbl(a.layers) * dbl(a.heads) * dbl(a.head_dim) * dbl(w.seq_len)) /
+                              6.0
+                        : 0.0);
+  t.mfu = peak > 0 ? model_flops * (a.cnn ? t.samples_per_second : t.tokens_per_second) / (dp * tp * pp * peak) : 0;
   Cost total = micro;
   total.add(micro, micro_steps - 1);
   total.comm += t.communication_seconds;

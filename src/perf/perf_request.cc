@@ -75,6 +75,43 @@ PerfEngine perf_engine(Engine e) {
   return PerfEngine::kTransformers;
 }
 
+// LoRA adapter parameters: rank x (inputs + outputs) of every targeted per-layer matrix (PEFT LoraLayer).
+double lora_parameters(const Model& m, uint32_t targets, int64_t rank) {
+  double n = 0;
+  for (const auto& t : m.tensors) {
+    if (!t.per_layer || t.expert) continue;
+    uint32_t bit = 0;
+    switch (t.role) {
+      case TensorRole::kAttnQ:
+        bit = kLoraQ;
+        break;
+      case TensorRole::kAttnK:
+        bit = kLoraK;
+        break;
+      case TensorRole::kAttnV:
+        bit = kLoraV;
+        break;
+      case TensorRole::kAttnOut:
+        bit = kLoraO;
+        break;
+      case TensorRole::kMlpGate:
+        bit = kLoraGate;
+        break;
+      case TensorRole::kMlpUp:
+        bit = kLoraUp;
+        break;
+      case TensorRole::kMlpDown:
+        bit = kLoraDown;
+        break;
+      default:
+        break;
+    }
+    if (bit & targets)
+      n += static_cast<double>(t.count) * static_cast<double>(rank) * static_cast<double>(t.rows + t.cols);
+  }
+  return n;
+}
+
 }  // namespace
 
 Result<PerfSetup> parse_perf_setup(const Json& request) {
@@ -129,6 +166,9 @@ Result<PerfSetup> parse_perf_setup(const Json& request) {
   p.zero = w.zero;
   p.checkpointing = perf_recompute(w.checkpointing);
   p.flash_attention = w.flash_attention;
+  if (w.task == Task::kLora || w.task == Task::kQlora) {
+    p.trainable_parameters = lora_parameters(*w.model, w.lora_targets, w.lora_rank);
+  }
   GP_TRY(dp, req.integer("dp", 0, 0, 1 << 20));
   p.dp = static_cast<int>(dp);  // 0: count / (tp x pp), set per target
   GP_TRY(fsdp, req.flag("fsdp", false));
@@ -165,6 +205,12 @@ PerfWorkload workload_for(const PerfSetup& s, const PerfDevice& device, int coun
   return w;
 }
 
+// Sequences a serving engine schedules at once, whatever memory allows: vLLM's max_num_seqs defaults to
+// 256 (vllm/engine/arg_utils.py, EngineArgs.max_num_seqs); TGI's router batches up to its token budget
+// (max_batch_total_tokens, sized from memory) and TensorRT-LLM's trtllm-bench sizes max_batch_size from
+// memory (up to 8192 with CUDA graphs), so neither is capped here.
+constexpr int64_t kVllmMaxNumSeqs = 256;
+
 Result<MemoryVerdict> MemoryCache::verdict(const Target& t) {
   const int count = std::max(t.count, s_.workload.tp * s_.workload.pp);
   auto prepared = [&](std::map<int, PreparedWorkload>& cache, bool serving) -> Result<const PreparedWorkload*> {
@@ -198,6 +244,9 @@ Result<MemoryVerdict> MemoryCache::verdict(const Target& t) {
     v.serving_max_batch = sf.kv_pool_tokens > 0
                               ? static_cast<int64_t>(std::floor(static_cast<double>(sf.kv_pool_tokens) / mean_tokens))
                               : sf.max_batch;
+    if (s_.perf.engine == PerfEngine::kVllm || s_.perf.engine == PerfEngine::kAuto) {
+      v.serving_max_batch = std::min(v.serving_max_batch, kVllmMaxNumSeqs);
+    }
   }
   return v;
 }

@@ -52,3 +52,26 @@ TEST(ModelParams, EveryZooEntryMatchesItsPublishedCount) {
 
 }  // namespace
 }  // namespace gpuplan
+
+namespace gpuplan {
+namespace {
+
+// MPT-7B (mosaicml/mpt-7b config.json): 6,649,286,656 parameters (safetensors metadata 6.65B).
+TEST(ModelParams, MptFromItsConfig) {
+  const nlohmann::json config = {{"model_type", "mpt"},
+                                 {"d_model", 4096},
+                                 {"n_heads", 32},
+                                 {"n_layers", 32},
+                                 {"expansion_ratio", 4},
+                                 {"max_seq_len", 2048},
+                                 {"vocab_size", 50432},
+                                 {"no_bias", true},
+                                 {"attn_config", {{"alibi", true}, {"attn_type", "multihead_attention"}}}};
+  auto m = parse_hf_config(config, "mpt-7b");
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->parameters, 6649286656);
+  EXPECT_EQ(m->kv_heads, 32);
+}
+
+}  // namespace
+}  // namespace gpuplan
