@@ -129,6 +129,8 @@ class Catalog {
 
 // "NVIDIA A100-SXM4-40GB" -> "a100sxm440gb": lowercase, alphanumerics only, vendor words dropped.
 std::string normalize_name(std::string_view name);
+// The lowercase alphanumeric runs of a name: "NVIDIA A100-SXM4-40GB" -> {"nvidia", "a100", "sxm4", "40gb"}.
+std::vector<std::string> name_words(std::string_view name);
 // Edit distance, for "did you mean" suggestions.
 size_t edit_distance(std::string_view a, std::string_view b);
 

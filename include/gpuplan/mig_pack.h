@@ -90,9 +90,11 @@ struct PackResult {
   std::vector<std::string> notes;  // how requests were mapped (e.g. memory_gb -> profile per GPU type)
 };
 
-// The smallest profile of `table` that a `gpuplan fit` workload fits in. The fit model (issue 3) is
-// not wired in yet: this returns nullopt with the reason in *why. One function, to be wired later.
-std::optional<int> smallest_profile_for_workload(const Catalog& catalog, const MigTable& table,
+// The smallest profile of `gpu`'s MIG table (fewest memory slices, then compute slices;
+// media-extension profiles last) that a `gpuplan fit` workload fits in, by the memory model of
+// `gpuplan fit` (capacity of the MIG instance less the driver's reserve). nullopt when none does or the
+// workload is invalid, with the reason in *why; on success *why says what it needs and gets.
+std::optional<int> smallest_profile_for_workload(const Gpu& gpu, const MigTable& table,
                                                  const nlohmann::ordered_json& workload, std::string* why);
 
 // The smallest profile (fewest memory slices, then compute slices) with at least `memory_gb` and

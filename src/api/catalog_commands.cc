@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "api/catalog_json.h"
 #include "api/commands.h"
 #include "api/compare_value.h"
 #include "api/request.h"
@@ -10,15 +11,6 @@
 namespace gpuplan::api {
 
 namespace {
-
-Json source_json(const Catalog& catalog, const std::string& id) {
-  const Source* s = catalog.find_source(id);
-  if (!s) return Json{{"id", id}};
-  Json j{{"id", s->id}, {"title", s->title}, {"url", s->url}};
-  if (!s->revision.empty()) j["revision"] = s->revision;
-  j["kind"] = s->kind;
-  return j;
-}
 
 Json value_json(const Figure& f) {
   if (f.number) {
@@ -35,36 +27,6 @@ double round_sig(double v, int digits = 4) {
   if (v == 0 || !std::isfinite(v)) return v;
   const double scale = std::pow(10.0, digits - 1 - static_cast<int>(std::floor(std::log10(std::fabs(v)))));
   return std::round(v * scale) / scale;
-}
-
-Json mig_json(const Catalog& catalog, const MigTable& t) {
-  Json profiles = Json::array();
-  for (const auto& p : t.profiles) {
-    Json pj{{"name", p.name},
-            {"profile_id", p.profile_id},
-            {"memory_slices", p.memory_slices},
-            {"compute_slices", p.compute_slices},
-            {"memory_mib", p.memory_mib},
-            {"sm_count", p.sm_count},
-            {"copy_engines", p.copy_engines},
-            {"decoders", p.decoders},
-            {"jpeg", p.jpeg},
-            {"ofa", p.ofa},
-            {"max_count", p.max_count},
-            {"placements", Json::array()},
-            {"media_extensions", p.media_extensions},
-            {"source", source_json(catalog, p.source_id)}};
-    for (int s : p.placement_starts) pj["placements"].push_back(Json{{"start", s}, {"size", p.memory_slices}});
-    if (!p.note.empty()) pj["note"] = p.note;
-    profiles.push_back(std::move(pj));
-  }
-  return Json{{"table", t.id},
-              {"max_instances", t.max_instances},
-              {"memory_slices", t.memory_slices},
-              {"compute_slices", t.compute_slices},
-              {"min_driver", t.min_driver},
-              {"source", source_json(catalog, t.source_id)},
-              {"profiles", std::move(profiles)}};
 }
 
 Result<Json> catalog_list(const Context& ctx, const Json& body) {
@@ -139,12 +101,12 @@ Result<Json> catalog_show(const Context& ctx, const Json& body) {
            {"specs", std::move(specs)}};
   if (ref->profile) {
     out["mig"] = nullptr;
-    Json p = mig_json(*ctx.catalog, *ref->mig_table)["profiles"];
+    Json p = mig_table_json(*ctx.catalog, *ref->mig_table)["profiles"];
     for (const auto& pj : p) {
       if (pj["name"] == ref->profile->name) out["mig_profile"] = pj;
     }
   } else {
-    out["mig"] = ref->mig_table ? mig_json(*ctx.catalog, *ref->mig_table) : Json(nullptr);
+    out["mig"] = ref->mig_table ? mig_table_json(*ctx.catalog, *ref->mig_table) : Json(nullptr);
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 
+#include "api/catalog_json.h"
 #include "api/commands.h"
 #include "api/request.h"
 #include "gpuplan/mig.h"
@@ -34,35 +35,9 @@ Result<Json> mig_profiles(const Context& ctx, const Json& body) {
   if (auto s = req.check_keys({"gpu"}); !s) return s.error();
   auto ref = mig_target(ctx, req);
   if (!ref) return ref.error();
-  const MigTable& t = *ref->mig_table;
-  Json profiles = Json::array();
-  for (const auto& p : t.profiles) {
-    Json starts = Json::array();
-    for (int s : p.placement_starts) starts.push_back(Json{{"start", s}, {"size", p.memory_slices}});
-    profiles.push_back(Json{{"name", p.name},
-                            {"profile_id", p.profile_id},
-                            {"memory_slices", p.memory_slices},
-                            {"compute_slices", p.compute_slices},
-                            {"memory_mib", p.memory_mib},
-                            {"sm_count", p.sm_count},
-                            {"copy_engines", p.copy_engines},
-                            {"decoders", p.decoders},
-                            {"jpeg", p.jpeg},
-                            {"ofa", p.ofa},
-                            {"max_count", p.max_count},
-                            {"placements", std::move(starts)},
-                            {"media_extensions", p.media_extensions},
-                            {"kubernetes_resource", mig::kubernetes_resource(p.name)},
-                            {"source", p.source_id.empty() ? t.source_id : p.source_id}});
-  }
-  return Json{{"target", ref->gpu->id},
-              {"table", t.id},
-              {"memory_slices", t.memory_slices},
-              {"compute_slices", t.compute_slices},
-              {"max_instances", t.max_instances},
-              {"min_driver", t.min_driver},
-              {"source", t.source_id},
-              {"profiles", std::move(profiles)}};
+  Json out{{"target", ref->gpu->id}};
+  out.update(mig_table_json(*ctx.catalog, *ref->mig_table));
+  return out;
 }
 
 Result<Json> mig_check(const Context& ctx, const Json& body) {

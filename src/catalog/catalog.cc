@@ -466,17 +466,7 @@ Status Catalog::finalize() {
       }
       exact_index_[key] = i;
       // Tokens: alphanumeric runs, lowercase; also adjacent pairs joined ("rtx" + "4090").
-      std::vector<std::string> words;
-      std::string cur;
-      for (char c : n) {
-        if (std::isalnum(static_cast<unsigned char>(c))) {
-          cur += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        } else if (!cur.empty()) {
-          words.push_back(cur);
-          cur.clear();
-        }
-      }
-      if (!cur.empty()) words.push_back(cur);
+      const std::vector<std::string> words = name_words(n);
       for (size_t w = 0; w < words.size(); ++w) {
         tokens.insert(words[w]);
         if (w + 1 < words.size()) tokens.insert(words[w] + words[w + 1]);

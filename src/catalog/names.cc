@@ -12,7 +12,9 @@ namespace {
 // Words that vendors and tools prepend but that never tell two GPUs apart.
 bool is_noise_word(std::string_view w) { return w == "nvidia" || w == "tesla" || w == "geforce"; }
 
-std::vector<std::string> words_of(std::string_view name) {
+}  // namespace
+
+std::vector<std::string> name_words(std::string_view name) {
   std::vector<std::string> words;
   std::string cur;
   for (char c : name) {
@@ -27,6 +29,8 @@ std::vector<std::string> words_of(std::string_view name) {
   return words;
 }
 
+namespace {
+
 std::string trim(std::string_view s) {
   size_t b = 0, e = s.size();
   while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
@@ -38,7 +42,7 @@ std::string trim(std::string_view s) {
 
 std::string normalize_name(std::string_view name) {
   std::string out;
-  for (const auto& w : words_of(name)) {
+  for (const auto& w : name_words(name)) {
     if (!is_noise_word(w)) out += w;
   }
   return out;
@@ -70,7 +74,7 @@ Result<TargetRef> Catalog::resolve(std::string_view raw_name) const {
     gpu = &gpus_[it->second];
   } else {
     std::vector<std::string> query;
-    for (auto& w : words_of(gpu_part)) {
+    for (auto& w : name_words(gpu_part)) {
       if (!is_noise_word(w)) query.push_back(w);
     }
     std::vector<const Gpu*> candidates;

@@ -9,6 +9,9 @@
 #include <set>
 
 #include "gpuplan/mig_pack.h"
+
+#include "gpuplan/memory.h"
+#include "gpuplan/workload.h"
 #include "gpuplan/target.h"
 #include "mig/pack_model.h"
 
@@ -80,7 +83,7 @@ std::string target_list(const Fleet& fleet, const std::vector<int>& target_of_gp
 }
 
 // Per target: the profile a request uses there, or -1 with the reason.
-int profile_on(const Catalog& catalog, const PackRequest& rq, const FleetGpu& g, std::string* why) {
+int profile_on(const PackRequest& rq, const FleetGpu& g, std::string* why) {
   if (!rq.target.empty() && rq.target != g.gpu->id) {
     *why = "asks for target " + rq.target;
     return -1;
@@ -103,14 +106,14 @@ int profile_on(const Catalog& catalog, const PackRequest& rq, const FleetGpu& g,
       return *p;
     }
     case PackRequest::Kind::kWorkload: {
-      auto p = smallest_profile_for_workload(catalog, *g.table, rq.workload, why);
+      auto p = smallest_profile_for_workload(*g.gpu, *g.table, rq.workload, why);
       return p ? *p : -1;
     }
   }
   return -1;
 }
 
-Built build(const Catalog& catalog, const Fleet& fleet, const std::vector<PackRequest>& requests, bool keep) {
+Built build(const Fleet& fleet, const std::vector<PackRequest>& requests, bool keep) {
   Built b;
   PackModel& m = b.model;
   std::map<std::string, int> target_index;
@@ -188,7 +191,7 @@ Built build(const Catalog& catalog, const Fleet& fleet, const std::vector<PackRe
       if (t < 0 || seen[t]) continue;
       seen[t] = true;
       std::string w;
-      const int p = profile_on(catalog, rq, fleet.gpus[i], &w);
+      const int p = profile_on(rq, fleet.gpus[i], &w);
       if (p >= 0)
         opts.push_back({t, p});
       else if (why.empty())
@@ -349,12 +352,44 @@ std::optional<int> smallest_profile_for(const MigTable& table, double memory_gb,
   return best;
 }
 
-std::optional<int> smallest_profile_for_workload(const Catalog&, const MigTable&, const nlohmann::ordered_json&,
-                                                 std::string* why) {
-  // The fit model (issue 3) decides whether a workload fits a MIG target; until it is wired in,
-  // workload requests are left unplaced with this reason.
-  if (why)
-    *why = "workload requests need the fit model (issue 3), which mig pack does not use yet; give profile or memory_gb";
+std::optional<int> smallest_profile_for_workload(const Gpu& gpu, const MigTable& table,
+                                                 const nlohmann::ordered_json& workload, std::string* why) {
+  auto w = parse_workload(workload);
+  if (!w) {
+    if (why) *why = "workload: " + w.error().message;
+    return std::nullopt;
+  }
+  auto prepared = prepare(*w);
+  if (!prepared) {
+    if (why) *why = "workload: " + prepared.error().message;
+    return std::nullopt;
+  }
+  std::vector<int> order(table.profiles.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    const MigProfile& x = table.profiles[a];
+    const MigProfile& y = table.profiles[b];
+    return std::tie(x.media_extensions, x.memory_slices, x.compute_slices) <
+           std::tie(y.media_extensions, y.memory_slices, y.compute_slices);
+  });
+  double needed = 0, largest = 0;
+  for (int i : order) {
+    const Target t{TargetRef{&gpu, &table, &table.profiles[i]}, 1, Link::kPcie};
+    const TargetFit f = fit_target(*prepared, t);
+    needed = f.total_bytes;
+    largest = std::max(largest, f.limit_bytes);
+    if (f.fits) {
+      if (why) {
+        *why = table.profiles[i].name + " on " + gpu.id + " (needs " + format_gib(f.total_bytes) + " of " +
+               format_gib(f.limit_bytes) + ")";
+      }
+      return i;
+    }
+  }
+  if (why) {
+    *why = "the workload needs " + format_gib(needed) + " per GPU; the largest MIG instance of " + gpu.id +
+           " offers " + format_gib(largest);
+  }
   return std::nullopt;
 }
 
@@ -362,7 +397,7 @@ namespace {
 
 Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const std::vector<PackRequest>& requests,
                              const PackOptions& options) {
-  Built built = build(catalog, fleet, requests, options.keep_existing);
+  Built built = build(fleet, requests, options.keep_existing);
   const PackModel& M = built.model;
   SolveOutcome sol = solve_packing(M, options.exact_state_limit);
   PackResult out;
@@ -375,7 +410,7 @@ Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const s
   for (size_t k = 0; k < M.demands.size(); ++k) cursors[k].lines = M.demands[k].lines;
 
   out.gpus.resize(fleet.gpus.size());
-  std::vector<std::vector<std::pair<size_t, int>>> pending_busy;  // (gpu plan, layout entry) needing a source
+  std::vector<std::pair<size_t, int>> pending_busy;  // (gpu plan, layout entry) of busy units that moved here
   for (size_t gi = 0; gi < fleet.gpus.size(); ++gi) {
     GpuPlan& plan = out.gpus[gi];
     plan.gpu = gi;
@@ -453,7 +488,7 @@ Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const s
           inst_used[own->second] = true;
           left.erase(own);
         } else {
-          pending_busy.push_back({{gi, static_cast<int>(plan.layout.size())}});
+          pending_busy.push_back({gi, static_cast<int>(plan.layout.size())});
         }
         plan.layout.push_back(unit);
         continue;
@@ -470,8 +505,7 @@ Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const s
     }
   }
   // Moved busy instances: bind each remaining busy unit to a busy instance of its class.
-  for (const auto& pend : pending_busy) {
-    const auto [gi, idx] = pend.front();
+  for (const auto& [gi, idx] : pending_busy) {
     PlacedUnit& unit = out.gpus[gi].layout[idx];
     for (size_t k = 0; k < M.demands.size(); ++k) {
       if (!M.demands[k].busy || busy_left[k].empty()) continue;
@@ -547,14 +581,27 @@ Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const s
     if (M.demands[k].busy || M.demands[k].options.size() < 1) continue;
     for (const auto& [r, n] : M.demands[k].lines) {
       const PackRequest& rq = requests[r];
+      if (rq.kind == PackRequest::Kind::kWorkload) {
+        // Why each GPU type got the profile it did: the fit model's numbers.
+        std::string map;
+        for (const auto& o : M.demands[k].options) {
+          std::string w;
+          smallest_profile_for_workload(*catalog.find_gpu(M.targets[o.target].id), *M.targets[o.target].table,
+                                        rq.workload, &w);
+          map += (map.empty() ? "" : ", ") + w;
+        }
+        out.notes.push_back(rq.name + ": smallest profile the workload fits (fit model): " + map);
+        continue;
+      }
       if (rq.kind != PackRequest::Kind::kResources) continue;
       std::string map;
       for (const auto& o : M.demands[k].options) {
         map += (map.empty() ? "" : ", ") + M.targets[o.target].table->profiles[o.profile].name + " on " +
                M.targets[o.target].id;
       }
-      out.notes.push_back(rq.name + ": smallest profile with >= " + num(rq.memory_gb) +
-                          " GB and >= " + std::to_string(rq.compute_slices) + " compute slices: " + map);
+      std::string need = ">= " + num(rq.memory_gb) + " GB";
+      if (rq.compute_slices > 0) need += " and >= " + std::to_string(rq.compute_slices) + " compute slices";
+      out.notes.push_back(rq.name + ": smallest profile with " + need + ": " + map);
       (void)n;
     }
   }

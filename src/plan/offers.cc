@@ -144,6 +144,19 @@ Result<Offer> make_offer(const Catalog& catalog, const std::map<std::string, std
   return o;
 }
 
+// Adds the offer read from `fields` to `set`, or its line to the skipped ones with the reason.
+void add_offer(const Catalog& catalog, const std::map<std::string, std::string>& fields, const std::string& file,
+               int line, OfferSet& set) {
+  auto o = make_offer(catalog, fields);
+  if (!o) {
+    set.skipped.push_back({file, line, o.error().message});
+    return;
+  }
+  o->file = file;
+  o->line = line;
+  set.offers.push_back(std::move(*o));
+}
+
 }  // namespace
 
 std::optional<double> Offer::price_per_gpu_hour(bool spot) const {
@@ -180,14 +193,7 @@ Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_na
         set.skipped.push_back({file_name, line, "unknown key '" + unknown + "'"});
         continue;
       }
-      auto o = make_offer(catalog, fields);
-      if (!o) {
-        set.skipped.push_back({file_name, line, o.error().message});
-        continue;
-      }
-      o->file = file_name;
-      o->line = line;
-      set.offers.push_back(std::move(*o));
+      add_offer(catalog, fields, file_name, line, set);
     }
     return set;
   }
@@ -213,14 +219,7 @@ Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_na
     }
     std::map<std::string, std::string> fields;
     for (size_t i = 0; i < cols.size(); ++i) fields[cols[i]] = rec[i];
-    auto o = make_offer(catalog, fields);
-    if (!o) {
-      set.skipped.push_back({file_name, line, o.error().message});
-      continue;
-    }
-    o->file = file_name;
-    o->line = line;
-    set.offers.push_back(std::move(*o));
+    add_offer(catalog, fields, file_name, line, set);
   }
   return set;
 }
