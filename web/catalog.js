@@ -126,8 +126,9 @@ function figuresTable(specs) {
 
 function profileFacts(p) {
   const keys = [['profile_id', 'Profile id'], ['memory_slices', 'Memory slices'], ['compute_slices', 'Compute slices'], ['memory_mib', 'Memory (MiB)'],
-    ['sm_count', 'SMs'], ['copy_engines', 'Copy engines'], ['decoders', 'Decoders'], ['jpeg', 'JPEG'], ['ofa', 'OFA'], ['max_count', 'At most per GPU']];
-  return el('dl', { class: 'facts' }, keys.map(([k, n]) => [el('dt', { text: n }), el('dd', { text: fmt(p[k]) })]),
+    ['sm_count', 'SMs'], ['copy_engines', 'Copy engines'], ['decoders', 'Decoders'], ['jpeg', 'JPEG'], ['ofa', 'OFA'], ['max_count', 'At most per GPU'],
+    ['kubernetes_resource', 'Kubernetes resource']];
+  return el('dl', { class: 'facts' }, keys.filter(([k]) => p[k] !== undefined).map(([k, n]) => [el('dt', { text: n }), el('dd', { text: fmt(p[k]) })]),
     el('dt', { text: 'Start slots' }), el('dd', { text: (p.placements || []).map((x) => x.start).join(', ') }),
     p.source ? [el('dt', { text: 'Source' }), el('dd', {}, safeUrl(p.source.url) ? el('a', { href: safeUrl(p.source.url), rel: 'noopener noreferrer', target: '_blank', text: p.source.title || p.source.id }) : p.source.id)] : null,
     p.note ? [el('dt', { text: 'Note' }), el('dd', { text: p.note })] : null);
@@ -137,7 +138,8 @@ function migTable(g) {
   const m = g.mig;
   return [
     el('h3', { text: 'MIG profiles' }),
-    el('p', { text: `Up to ${m.max_instances} instances on ${m.memory_slices} memory slices and ${m.compute_slices} compute slices; driver ${m.min_driver} or later.` }),
+    el('p', {}, `Up to ${m.max_instances} instances on ${m.memory_slices} memory slices and ${m.compute_slices} compute slices; driver ${m.min_driver} or later.`,
+      m.source && safeUrl(m.source.url) ? [' Source: ', el('a', { href: safeUrl(m.source.url), rel: 'noopener noreferrer', target: '_blank', text: m.source.title || m.source.id }), '.'] : ''),
     el('div', { class: 'table-wrap' }, el('table', { class: 'data' },
       el('caption', { text: `MIG profiles of ${g.name}` }),
       el('thead', {}, el('tr', {}, ['Profile', 'Memory (MiB)', 'Memory slices', 'Compute slices', 'SMs', 'At most', 'Start slots'].map((h) => el('th', { scope: 'col', text: h })))),
