@@ -70,6 +70,10 @@ struct WeightBytes {
   // Bytes one token reads: all of total_bytes except the MoE experts it is not routed to
   // (experts_per_token of experts). The performance model's decode step reads this per token.
   double active_bytes = 0;
+  // Tensors outside the repeated layers (embeddings, head, final norm), and the larger of the
+  // embedding and the head: what a pipeline stage holds besides its layers.
+  double non_layer_bytes = 0;
+  double largest_edge_bytes = 0;
 };
 WeightBytes model_weight_bytes(const Model& model, WeightFormat f, int group_size = 0);
 

@@ -97,8 +97,11 @@ Prediction predict_memory_row(const Context& ctx, const Json& row) {
     p.value = m.weights_bytes;
     return p;
   }
-  const bool needs_target = metric == "fits" || metric == "max_context" || metric == "max_batch" ||
-                            metric == "kv_cache_tokens" || (metric == "kv_cache_bytes" && w->engine == Engine::kVllm);
+  // vLLM fills its share of the GPU with the KV pool, so what it holds depends on the GPU.
+  const bool vllm_holds = w->engine == Engine::kVllm &&
+                          (metric == "kv_cache_bytes" || metric == "total_bytes" || metric == "reserved_bytes");
+  const bool needs_target =
+      metric == "fits" || metric == "max_context" || metric == "max_batch" || metric == "kv_cache_tokens" || vllm_holds;
   TargetFit f;
   if (needs_target) {
     if (gpu.empty()) {
@@ -114,12 +117,20 @@ Prediction predict_memory_row(const Context& ctx, const Json& row) {
     f = fit_target(*prepared, t);
   }
   p.ok = true;
-  if (metric == "total_bytes") {
+  const std::string means = row.value("means", "");
+  const bool nvidia_smi = means.find("nvidia-smi") != std::string::npos;
+  if (vllm_holds && metric != "kv_cache_bytes") {
+    // The pool takes what the budget leaves: PyTorch holds weights + pool + the profile's cached
+    // activations; nvidia-smi adds the CUDA context and communication buffers.
+    const double outside_torch = m.cuda_context_bytes + m.communication_bytes;
+    const double torch_held = f.kv_pool_bytes + (m.total_bytes - m.kv_cache_bytes) - outside_torch;
+    p.value = metric == "total_bytes" ? torch_held - m.allocator_slack_bytes
+                                      : (nvidia_smi ? torch_held + outside_torch : torch_held);
+  } else if (metric == "total_bytes") {
     p.value = m.allocated_bytes();
   } else if (metric == "reserved_bytes") {
     // nvidia-smi's "used" also holds the CUDA context and communication buffers.
-    const std::string means = row.value("means", "");
-    p.value = means.find("nvidia-smi") != std::string::npos ? m.total_bytes : m.reserved_bytes();
+    p.value = nvidia_smi ? m.total_bytes : m.reserved_bytes();
   } else if (metric == "kv_cache_bytes") {
     p.value = w->engine == Engine::kVllm ? f.kv_pool_bytes : m.kv_cache_bytes;
   } else if (metric == "kv_cache_tokens") {

@@ -116,34 +116,7 @@ void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& c
   fit->command = "fit";
   fit->app =
       app.add_subcommand("fit", "Will a workload fit? Memory per GPU, verdict, headroom, largest batch and context");
-  fit->value("model", "Zoo id (gpuplan fit --model llama-2-7b) or path of a Hugging Face config.json")
-      .option->required();
-  fit->value("task", "infer | train | lora | qlora (default infer)");
-  fit->value("weights",
-             "Weight format: fp32 bf16 fp16 fp8 int8 llm-int8 int4-gptq int4-awq nf4 nf4-dq fp4 fp4-dq q8_0 q6_k "
-             "q5_k_m q4_k_m q4_0");
-  fit->value("kv-cache", "KV-cache format: fp32 bf16 fp16 fp8 int8 (default: the compute dtype)");
-  fit->value("batch", "Sequences (inference) or micro-batch per GPU (training); default 1");
-  fit->value("context", "Tokens per sequence, prompt + generated (default 4096, or input + output tokens)");
-  fit->value("input-tokens", "Prompt tokens (the prefill step)");
-  fit->value("output-tokens", "Generated tokens");
-  fit->list("gpu",
-            "Target: GPU id, alias or GPU/MIG profile, with xN for N devices (a100-80gb-sxm4x4); repeatable. Default: "
-            "every catalog target");
-  fit->value("count", "Devices per target when --gpu has no xN (default tp x pp)");
-  fit->value("tp", "Tensor-parallel degree");
-  fit->value("pp", "Pipeline-parallel degree");
-  fit->value("optimizer", "adamw | adamw-8bit | sgd (training)");
-  fit->value("zero", "ZeRO stage / FSDP: 0 none, 1 optimizer, 2 + gradients, 3 + weights");
-  fit->value("checkpointing", "none | selective | full activation checkpointing");
-  fit->value("lora-rank", "LoRA rank (default 16)");
-  fit->value("lora-targets", "LoRA target modules: q,k,v,o,gate,up,down or all (default q,v)");
-  fit->value("engine", "transformers | pytorch | vllm | tgi | deepspeed | llama.cpp | megatron | tensorrt-llm");
-  fit->value("flash-attention", "true | false: SDPA/flash kernels (default true)");
-  fit->value("gpu-memory-utilization", "vLLM's share of the GPU (default 0.9)");
-  fit->value("max-num-batched-tokens", "vLLM prefill chunk in tokens (default 8192)");
-  fit->value("group-size", "GPTQ/AWQ group size (default 128)");
-  fit->value("master-weights", "true | false: fp32 master weights under 16-bit training (default true)");
+  add_workload_options(*fit, WorkloadOptions{false, true, true});
   fit->render = render_fit;
   fit->prepare = read_model_file;
   commands.push_back(std::move(fit));

@@ -116,42 +116,7 @@ void add_perf_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& 
   c->command = "perf";
   c->app = app.add_subcommand(
       "perf", "How fast? Time to first token, per output token, throughput, serving, training step and MFU");
-  c->value("model", "Zoo id (gpuplan perf --model llama-2-7b) or path of a Hugging Face config.json")
-      .option->required();
-  c->value("task", "infer | train | lora | qlora (default infer)");
-  c->value("weights",
-           "Weight format: fp32 bf16 fp16 fp8 int8 llm-int8 int4-gptq int4-awq nf4 nf4-dq fp4 fp4-dq q8_0 q6_k q5_k_m "
-           "q4_k_m q4_0");
-  c->value("kv-cache", "KV-cache format: fp32 bf16 fp16 fp8 int8 (default: the compute dtype)");
-  c->value("batch", "Sequences decoded together (inference) or micro-batch per GPU (training); default 1");
-  c->value("context", "Tokens per sequence: prompt + generated (inference), sequence length (training)");
-  c->value("input-tokens", "Prompt tokens (default 512, or context - output)");
-  c->value("output-tokens", "Generated tokens (default 128)");
-  c->value("rate", "Requests per second to serve: the batch and latency that rate costs");
-  c->value("train-tokens", "Tokens (samples for CNNs) to train on: the time it takes");
-  c->list("gpu",
-          "Target: GPU id, alias or GPU/MIG profile, with xN for N devices (h100-80gb-sxm5x8); repeatable. Default: "
-          "every catalog target");
-  c->value("count", "Devices per target when --gpu has no xN (default tp x pp)");
-  c->value("tp", "Tensor-parallel degree");
-  c->value("pp", "Pipeline-parallel degree");
-  c->value("dp", "Data-parallel degree (default count / (tp x pp))");
-  c->value("global-batch", "Sequences per optimizer step over all data-parallel ranks (default micro-batch x dp)");
-  c->value("optimizer", "adamw | adamw-8bit | sgd (training)");
-  c->value("zero", "ZeRO stage / FSDP: 0 none, 1 optimizer, 2 + gradients, 3 + weights");
-  c->value("checkpointing", "none | selective | full activation checkpointing (recomputation)");
-  c->value("lora-rank", "LoRA rank (default 16)");
-  c->value("lora-targets", "LoRA target modules: q,k,v,o,gate,up,down or all (default q,v)");
-  c->value("engine", "transformers | pytorch | vllm | tgi | deepspeed | llama.cpp | megatron | tensorrt-llm | exllama");
-  c->value("flash-attention", "true | false: SDPA/flash kernels (default true)");
-  c->value("cuda-graphs", "true | false: decode steps replayed as CUDA graphs (default: all engines but transformers)");
-  c->value("gpu-memory-utilization", "vLLM's share of the GPU (default 0.9)");
-  c->value("max-num-batched-tokens", "vLLM prefill chunk in tokens (default 8192)");
-  c->value("group-size", "GPTQ/AWQ group size (default 128)");
-  c->value("master-weights", "true | false: fp32 master weights under 16-bit training (default true)");
-  c->value("efficiency",
-           "Override efficiency assumptions, key=value,...: gemm, gemm_fp8, gemm_half_intensity, dequant, "
-           "attention, bandwidth, link, kernel_us, step_ms, overlap (see docs/model.md)");
+  add_workload_options(*c, WorkloadOptions{true, true, true});
   c->render = render_perf;
   c->prepare = read_model_file;
   commands.push_back(std::move(c));

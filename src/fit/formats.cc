@@ -268,6 +268,15 @@ GgufType gguf_base(WeightFormat f) {
   }
 }
 
+// Records a tensor's bytes in the non-layer totals a pipeline split needs.
+void note_edges(WeightBytes& w, const TensorGroup& t, double bytes) {
+  if (t.per_layer) return;
+  w.non_layer_bytes += bytes;
+  if (t.role == TensorRole::kEmbedding || t.role == TensorRole::kHead) {
+    w.largest_edge_bytes = std::max(w.largest_edge_bytes, bytes);
+  }
+}
+
 WeightBytes gguf_bytes(const Model& m, WeightFormat f) {
   WeightBytes w;
   const GgufType base = gguf_base(f);
@@ -300,6 +309,7 @@ WeightBytes gguf_bytes(const Model& m, WeightFormat f) {
       bits = gguf_bits(base, t.cols);
     }
     const double bytes = n * bits / 8;
+    note_edges(w, t, bytes);
     w.total_bytes += bytes;
     if (quantized) {
       w.quantized_bytes += bytes;
@@ -354,21 +364,17 @@ WeightBytes weight_bytes_all(const Model& m, WeightFormat f, int group_size) {
   }
   for (const auto& t : m.tensors) {
     const double n = static_cast<double>(t.elements());
-    if (!is_quantized(f)) {
-      w.total_bytes += n * info.unquantized_bytes;
-      w.other_bytes += n * info.unquantized_bytes;
-      w.other_parameters += n;
-      continue;
-    }
     // Quantized formats convert linear layers (and conv kernels) only; the rest stays 16-bit.
-    if (is_linear_role(t.role) || t.role == TensorRole::kConv) {
-      const double bytes = n * matrix_bits_per_weight(f, t.rows, t.cols, group_size) / 8;
-      w.total_bytes += bytes;
+    const bool quantized = is_quantized(f) && (is_linear_role(t.role) || t.role == TensorRole::kConv);
+    const double bytes =
+        quantized ? n * matrix_bits_per_weight(f, t.rows, t.cols, group_size) / 8 : n * info.unquantized_bytes;
+    note_edges(w, t, bytes);
+    w.total_bytes += bytes;
+    if (quantized) {
       w.quantized_bytes += bytes;
       w.quantized_parameters += n;
     } else {
-      w.total_bytes += n * info.unquantized_bytes;
-      w.other_bytes += n * info.unquantized_bytes;
+      w.other_bytes += bytes;
       w.other_parameters += n;
     }
   }

@@ -281,18 +281,11 @@ Result<PreparedWorkload> prepare(const Workload& w) {
   p.weights = model_weight_bytes(m, w.weights, w.group_size);
   const double tp = w.tp, pp = w.pp;
   // Pipeline stages hold ceil(L/pp) layers; the stage with the embedding (or head) holds it too.
-  double layer_bytes = p.weights.total_bytes, edge_bytes = 0;
-  double unq = weight_format_info(w.weights).unquantized_bytes;
-  for (const auto& t : m.tensors) {
-    if (!t.per_layer) {
-      const double b = static_cast<double>(t.elements()) * unq;
-      layer_bytes -= b;
-      if (t.role == TensorRole::kEmbedding || t.role == TensorRole::kHead) edge_bytes = std::max(edge_bytes, b);
-    }
-  }
+  const double layer_bytes = std::max(0.0, p.weights.total_bytes - p.weights.non_layer_bytes);
+  const double edge_bytes = p.weights.largest_edge_bytes;
   if (m.layers > 0 && w.pp > 1) {
     p.layer_fraction = ceil_div(static_cast<double>(m.layers), pp) / static_cast<double>(m.layers);
-    p.weights_per_gpu_bytes = (std::max(0.0, layer_bytes) * p.layer_fraction + edge_bytes) / tp;
+    p.weights_per_gpu_bytes = (layer_bytes * p.layer_fraction + edge_bytes) / tp;
   } else {
     p.weights_per_gpu_bytes = p.weights.total_bytes / tp;
   }
@@ -320,15 +313,13 @@ Result<PreparedWorkload> prepare(const Workload& w) {
     }
     p.windows[i].bytes_per_token += per_token;
   }
-  const double dp = w.data_parallel();
   if (w.task == Task::kTrain) {
-    p.trainable_parameters_per_gpu = static_cast<double>(m.parameters) / tp * p.layer_fraction;
-    if (w.pp <= 1) p.trainable_parameters_per_gpu = static_cast<double>(m.parameters) / tp;
+    // A pipeline stage trains its own layers (the embedding/head share is folded into layer_fraction).
+    p.trainable_parameters_per_gpu = static_cast<double>(m.parameters) / tp * (w.pp > 1 ? p.layer_fraction : 1.0);
   }
   if (w.task == Task::kLora || w.task == Task::kQlora) {
     p.adapter_parameters = lora_parameters(m, w.lora_targets, w.lora_rank) / tp * (w.pp > 1 ? p.layer_fraction : 1.0);
   }
-  (void)dp;
   return p;
 }
 
@@ -505,9 +496,12 @@ std::string format_gib(double bytes) {
   auto rounded = [](double v, double scale) { return std::round(v * scale) / scale; };
   char buf[48];
   const double g = gib(bytes);
-  if (std::fabs(g) >= 100) std::snprintf(buf, sizeof buf, "%.1f GiB", rounded(g, 10));
-  else if (std::fabs(g) >= 0.1 || g == 0) std::snprintf(buf, sizeof buf, "%.2f GiB", rounded(g, 100));
-  else std::snprintf(buf, sizeof buf, "%.1f MiB", rounded(bytes / kBytesPerMib, 10));
+  if (std::fabs(g) >= 100)
+    std::snprintf(buf, sizeof buf, "%.1f GiB", rounded(g, 10));
+  else if (std::fabs(g) >= 0.1 || g == 0)
+    std::snprintf(buf, sizeof buf, "%.2f GiB", rounded(g, 100));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", rounded(bytes / kBytesPerMib, 10));
   return buf;
 }
 

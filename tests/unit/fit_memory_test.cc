@@ -127,7 +127,18 @@ TEST(FitParallel, PipelineStagesHoldTheirLayersAndOneEdge) {
   EXPECT_NEAR(p.weights_per_gpu_bytes, layers * 8 / 32 + edge, 1);
   EXPECT_DOUBLE_EQ(kv_bytes_per_sequence(p, 1), 2.0 * 8 * 32 * 128 * 2);
   // Tensor parallel splits weights evenly.
-  EXPECT_DOUBLE_EQ(prepared("llama-2-7b", {{"tp", 4}}).weights_per_gpu_bytes, static_cast<double>(m.parameters) * 2 / 4);
+  EXPECT_DOUBLE_EQ(prepared("llama-2-7b", {{"tp", 4}}).weights_per_gpu_bytes,
+                   static_cast<double>(m.parameters) * 2 / 4);
+}
+
+TEST(FitParallel, GgufPipelineStageCountsItsOwnTypes) {
+  // Llama-3.1-8B Q4_K_M over pp 2: 16 layers per stage plus the Q6_K output head (the larger edge).
+  const PreparedWorkload p = prepared("llama-3.1-8b", {{"weights", "q4_k_m"}, {"pp", 2}});
+  const double head = 128256.0 * 4096 * 6.5625 / 8;
+  const double embed = 128256.0 * 4096 * 4.5 / 8;
+  EXPECT_DOUBLE_EQ(p.weights.largest_edge_bytes, head);
+  EXPECT_DOUBLE_EQ(p.weights.non_layer_bytes, head + embed + 4096.0 * 4);
+  EXPECT_NEAR(p.weights_per_gpu_bytes, (p.weights.total_bytes - p.weights.non_layer_bytes) / 2 + head, 1);
 }
 
 TEST(FitModel, UnknownArchitectureNamesIt) {
@@ -266,7 +277,8 @@ TEST(FitSweep, EveryZooModelFormatAndTask) {
   for (const auto& e : zoo_entries()) {
     for (const auto& f : weight_formats()) {
       for (const char* task : {"infer", "train", "lora", "qlora"}) {
-        nlohmann::ordered_json req = {{"model", e.id}, {"weights", std::string(f.name)}, {"task", task}, {"context", 1024}};
+        nlohmann::ordered_json req = {
+            {"model", e.id}, {"weights", std::string(f.name)}, {"task", task}, {"context", 1024}};
         auto w = parse_workload(req);
         if (!w.ok()) {
           EXPECT_EQ(w.error().code, ErrorCode::kUsage) << e.id << " " << f.name << " " << task;
@@ -280,7 +292,8 @@ TEST(FitSweep, EveryZooModelFormatAndTask) {
         const Target t{targets[static_cast<size_t>(e.id.size()) % targets.size()], 1, Link::kPcie};
         const TargetFit fit = fit_target(*p, t);
         if (fit.max_batch > 0) {
-          EXPECT_LE(estimate_memory(*p, fit.max_batch, w->context).total_bytes, fit.limit_bytes) << e.id << " " << f.name;
+          EXPECT_LE(estimate_memory(*p, fit.max_batch, w->context).total_bytes, fit.limit_bytes)
+              << e.id << " " << f.name;
         }
       }
     }
