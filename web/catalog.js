@@ -1,6 +1,6 @@
 // Catalog: a filterable, sortable table of GPUs and MIG slices, and a page per GPU or slice with
 // every figure, what it means, its source and date, how it was derived and the conflicting claims.
-import { add, api, clear, el, errorBox, fmt, label, liveStatus, sortableTable } from './ui.js';
+import { add, api, clear, el, errorBox, fmt, label, liveStatus, safeUrl, sortableTable } from './ui.js';
 
 let rows = [];
 let listView, detailView, tableBox, status;
@@ -114,22 +114,23 @@ function figuresTable(specs) {
       el('th', { scope: 'row', text: label(key) }),
       el('td', { class: 'num value', text: `${fmt(f.value)}${f.unit ? ` ${f.unit}` : ''}` }),
       el('td', { class: 'explain', text: f.explain || '' }),
-      el('td', {}, f.source && f.source.url ? el('a', { href: f.source.url, rel: 'noopener noreferrer', target: '_blank', text: f.source.title || f.source.id }) : (f.source && f.source.id) || ''),
+      el('td', {}, f.source && safeUrl(f.source.url) ? el('a', { href: safeUrl(f.source.url), rel: 'noopener noreferrer', target: '_blank', text: f.source.title || f.source.id }) : (f.source && f.source.id) || ''),
       el('td', { text: f.checked || '' }),
       el('td', {}, how(f)),
       el('td', { class: 'conflicts' }, (f.conflicts || []).length === 0 ? el('span', { class: 'muted', text: 'none' })
         : el('ul', {}, f.conflicts.map((c) => el('li', {},
           el('strong', { text: `${c.value}` }), ' in ',
-          c.source && c.source.url ? el('a', { href: c.source.url, rel: 'noopener noreferrer', target: '_blank', text: c.source.title || c.source.id }) : (c.source && c.source.id) || '?',
+          c.source && safeUrl(c.source.url) ? el('a', { href: safeUrl(c.source.url), rel: 'noopener noreferrer', target: '_blank', text: c.source.title || c.source.id }) : (c.source && c.source.id) || '?',
           c.note ? ` (${c.note})` : ''))))))));
 }
 
 function profileFacts(p) {
   const keys = [['profile_id', 'Profile id'], ['memory_slices', 'Memory slices'], ['compute_slices', 'Compute slices'], ['memory_mib', 'Memory (MiB)'],
-    ['sm_count', 'SMs'], ['copy_engines', 'Copy engines'], ['decoders', 'Decoders'], ['jpeg', 'JPEG'], ['ofa', 'OFA'], ['max_count', 'At most per GPU']];
-  return el('dl', { class: 'facts' }, keys.map(([k, n]) => [el('dt', { text: n }), el('dd', { text: fmt(p[k]) })]),
+    ['sm_count', 'SMs'], ['copy_engines', 'Copy engines'], ['decoders', 'Decoders'], ['jpeg', 'JPEG'], ['ofa', 'OFA'], ['max_count', 'At most per GPU'],
+    ['kubernetes_resource', 'Kubernetes resource']];
+  return el('dl', { class: 'facts' }, keys.filter(([k]) => p[k] !== undefined).map(([k, n]) => [el('dt', { text: n }), el('dd', { text: fmt(p[k]) })]),
     el('dt', { text: 'Start slots' }), el('dd', { text: (p.placements || []).map((x) => x.start).join(', ') }),
-    p.source ? [el('dt', { text: 'Source' }), el('dd', {}, p.source.url ? el('a', { href: p.source.url, rel: 'noopener noreferrer', target: '_blank', text: p.source.title || p.source.id }) : p.source.id)] : null,
+    p.source ? [el('dt', { text: 'Source' }), el('dd', {}, safeUrl(p.source.url) ? el('a', { href: safeUrl(p.source.url), rel: 'noopener noreferrer', target: '_blank', text: p.source.title || p.source.id }) : p.source.id)] : null,
     p.note ? [el('dt', { text: 'Note' }), el('dd', { text: p.note })] : null);
 }
 
@@ -137,7 +138,8 @@ function migTable(g) {
   const m = g.mig;
   return [
     el('h3', { text: 'MIG profiles' }),
-    el('p', { text: `Up to ${m.max_instances} instances on ${m.memory_slices} memory slices and ${m.compute_slices} compute slices; driver ${m.min_driver} or later.` }),
+    el('p', {}, `Up to ${m.max_instances} instances on ${m.memory_slices} memory slices and ${m.compute_slices} compute slices; driver ${m.min_driver} or later.`,
+      m.source && safeUrl(m.source.url) ? [' Source: ', el('a', { href: safeUrl(m.source.url), rel: 'noopener noreferrer', target: '_blank', text: m.source.title || m.source.id }), '.'] : ''),
     el('div', { class: 'table-wrap' }, el('table', { class: 'data' },
       el('caption', { text: `MIG profiles of ${g.name}` }),
       el('thead', {}, el('tr', {}, ['Profile', 'Memory (MiB)', 'Memory slices', 'Compute slices', 'SMs', 'At most', 'Start slots'].map((h) => el('th', { scope: 'col', text: h })))),
@@ -158,6 +160,6 @@ function sourcesList(specs) {
     el('h3', { text: 'Sources' }),
     el('ul', {}, [...seen.values()].map((s) => el('li', {},
       el('code', { text: s.id }), ' ',
-      s.url ? el('a', { href: s.url, rel: 'noopener noreferrer', target: '_blank', text: s.title || s.url }) : s.title || '',
+      safeUrl(s.url) ? el('a', { href: safeUrl(s.url), rel: 'noopener noreferrer', target: '_blank', text: s.title || s.url }) : s.title || '',
       s.revision ? ` (revision ${s.revision})` : '', s.kind ? el('span', { class: 'muted', text: ` · ${s.kind}` }) : null))));
 }

@@ -1,5 +1,5 @@
 // Compare: GPUs and MIG slices side by side, with bar charts drawn here (SVG, patterns and labels).
-import { add, api, barChart, clear, commands, el, errorBox, fmt, gpuList, gpuPicker, isUnavailable, label, liveStatus, unavailable, unitOf } from './ui.js';
+import { add, api, barChart, clear, el, errorBox, fmt, gpuList, gpuPicker, isUnavailable, label, liveStatus, unavailable, unitOf } from './ui.js';
 
 let picker, results, status;
 let lastKey = '';
@@ -39,38 +39,25 @@ async function run(ids) {
   const key = ids.join(',');
   lastKey = key;
   status.textContent = 'Comparing…';
-  const r = await api('/compare', { gpu: ids });
+  // `spot: false` asks the library for value metrics: the cheapest on-demand offer of each target and
+  // the figures per dollar-hour. A build whose compare has no offers answers without them.
+  let r = await api('/compare', { gpu: ids, spot: false });
+  if (!r.ok && r.status === 400 && r.error && r.error.field === 'spot') r = await api('/compare', { gpu: ids });
   if (key !== lastKey) return;
   if (isUnavailable(r)) { clear(results, unavailable('Compare', r.error)); status.textContent = ''; return; }
   if (!r.ok) { clear(results, errorBox(r.error)); status.textContent = 'The comparison failed.'; return; }
   status.textContent = `Compared ${r.data.targets.length}.`;
-  const prices = await cheapest(r.data.targets.map((t) => t.id));
-  if (key !== lastKey) return;
-  clear(results, ...render(r.data, prices));
+  clear(results, ...render(r.data));
 }
 
 const THROUGHPUT = ['fp64_tflops', 'fp32_tflops', 'tf32_tensor_tflops', 'bf16_tensor_tflops', 'fp16_tensor_tflops', 'fp8_tensor_tflops', 'int8_tensor_tops', 'int4_tensor_tops'];
 
-// The cheapest listed price per GPU-hour of each target, from the offers (when this build has them).
-async function cheapest(ids) {
-  const prices = new Map();
-  if (!(await commands()).includes('offers.list')) return prices;
-  const whole = ids.filter((id) => !id.includes('/'));
-  if (whole.length === 0) return prices;
-  const r = await api(`/offers?${whole.map((id) => `gpu=${encodeURIComponent(id)}`).join('&')}`);
-  if (!r.ok) return prices;
-  for (const o of r.data.offers || []) {
-    const p = o.price_per_gpu_hour;
-    if (typeof p === 'number' && p > 0 && (!prices.has(o.target) || p < prices.get(o.target).price)) prices.set(o.target, { price: p, offer: o.offer });
-  }
-  return prices;
-}
-
-function render(d, prices = new Map()) {
+function render(d) {
   const t = d.targets;
   const names = t.map((x) => x.id);
   const spec = (k) => t.map((x) => (typeof x.specs[k] === 'number' ? x.specs[k] : null));
   const derived = (k) => t.map((x) => (x.derived && typeof x.derived[k] === 'number' ? x.derived[k] : null));
+  const value = (k) => t.map((x) => (x.value && typeof x.value[k] === 'number' ? x.value[k] : null));
   const present = (vals) => vals.some((v) => v !== null);
   const metrics = (keys, get) => keys.map((k) => ({ name: label(k), unit: unitOf(k), values: get(k) })).filter((m) => present(m.values));
   const out = [];
@@ -78,14 +65,9 @@ function render(d, prices = new Map()) {
     ['Throughput per precision (dense)', metrics(THROUGHPUT, spec)],
     ['Memory and bandwidth', metrics(['memory_gb', 'memory_bandwidth_gbps'], spec)],
     ['Per watt', metrics(Object.keys(t[0].derived || {}).filter((k) => k.endsWith('_per_w')), derived)],
-    ['Per dollar', metrics([...new Set(t.flatMap((x) => Object.keys(x.derived || {})))].filter((k) => k.includes('per_dollar')), derived)],
+    ['Per dollar', metrics(['bf16_tflops_per_dollar_hour', 'memory_gb_per_dollar_hour', 'units_per_dollar'], value),
+      t.some((x) => x.value && x.value.offer) ? el('p', { class: 'muted', text: `Prices: ${(d.value_basis && d.value_basis.prices) || 'cheapest offer'}: ${t.filter((x) => x.value && x.value.offer).map((x) => `${x.id} $${fmt(x.value.price_per_gpu_hour)} (${x.value.offer}, ${x.value.captured_at})`).join('; ')}.` }) : null],
   ];
-  if (charts[3][1].length === 0 && prices.size > 0) {
-    const per = (k) => t.map((x) => (typeof x.specs[k] === 'number' && prices.has(x.id) ? x.specs[k] / prices.get(x.id).price : null));
-    charts[3][1] = [['bf16_tensor_tflops', 'BF16 TFLOPS'], ['memory_bandwidth_gbps', 'GB/s'], ['memory_gb', 'GB']]
-      .map(([k, u]) => ({ name: `${label(k)} per dollar-hour`, unit: `${u} per $/GPU-hour`, values: per(k) })).filter((m) => present(m.values));
-    charts[3].push(el('p', { class: 'muted', text: `Prices: the cheapest listed offer per GPU-hour: ${[...prices].map(([id, p]) => `${id} $${fmt(p.price)} (${p.offer})`).join('; ')}.` }));
-  }
   out.push(el('div', { class: 'legend-row', 'aria-hidden': 'true' }, names.map((n, i) => el('span', { class: 'legend-item' },
     el('span', { class: `swatch series-${i % 8}` }), n))));
   for (const [title, m, note] of charts) {
@@ -97,18 +79,19 @@ function render(d, prices = new Map()) {
   }
   out.push(el('h3', { text: 'Side by side' }));
   const rows = [...d.keys.map((k) => ({ k, kind: 'spec' })),
-    ...[...new Set(t.flatMap((x) => Object.keys(x.derived || {})))].map((k) => ({ k, kind: 'derived' }))];
+    ...[...new Set(t.flatMap((x) => Object.keys(x.derived || {})))].map((k) => ({ k, kind: 'derived' })),
+    ...[...new Set(t.flatMap((x) => Object.keys(x.value || {})))].map((k) => ({ k, kind: 'value' }))];
   out.push(el('div', { class: 'table-wrap' }, el('table', { class: 'data compare-table' },
     el('caption', { text: `Figures side by side; percentages are against ${d.baseline}` }),
     el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'Figure' }), t.map((x, i) => el('th', { scope: 'col' },
       el('a', { href: `#/gpu/${x.id}`, text: x.name }), i === 0 ? el('span', { class: 'muted', text: ' (baseline)' }) : null)))),
     el('tbody', {}, rows.map(({ k, kind }) => el('tr', {},
-      el('th', { scope: 'row', text: `${label(k)}${unitOf(k) ? ` (${unitOf(k)})` : ''}${kind === 'derived' ? ' · derived' : ''}` }),
+      el('th', { scope: 'row', text: `${label(k)}${unitOf(k) ? ` (${unitOf(k)})` : ''}${kind === 'spec' ? '' : ` · ${kind === 'value' ? 'per dollar' : kind}`}` }),
       t.map((x, i) => {
-        const v = kind === 'spec' ? x.specs[k] : (x.derived || {})[k];
-        const diffKey = kind === 'spec' ? k : `derived.${k}`;
+        const v = kind === 'spec' ? x.specs[k] : ((kind === 'value' ? x.value : x.derived) || {})[k];
+        const diffKey = kind === 'spec' ? k : `${kind}.${k}`;
         const diff = i > 0 && x.diff_percent_vs_first ? x.diff_percent_vs_first[diffKey] : undefined;
-        return el('td', { class: typeof v === 'number' ? 'num' : '' }, v === undefined ? el('span', { class: 'muted', text: 'not listed' }) : fmt(v),
+        return el('td', { class: typeof v === 'number' ? 'num' : '' }, v === undefined || v === null ? el('span', { class: 'muted', text: 'not listed' }) : fmt(v),
           typeof diff === 'number' ? el('span', { class: 'diff', text: ` (${diff > 0 ? '+' : ''}${fmt(diff, 3)}%)` }) : null);
       })))))));
   return out;

@@ -103,7 +103,8 @@ function draw() {
     b.style.gridColumn = inst.start === null ? `1 / span ${Math.min(size, n)}` : `${inst.start + 1} / span ${Math.min(size, n - inst.start)}`;
     grid.append(b);
   });
-  // Row 3: the start slots.
+  // Last row: the start slots (below a row of unplaced instances, when there are any).
+  const slotRow = instances.some((i) => i.start === null) ? '3' : '2';
   for (let s = 0; s < n; ++s) {
     const allowed = p && starts.has(s);
     const b = el('button', { type: 'button', class: `slot${allowed ? ' allowed' : ''}${occupied.has(s) ? ' used' : ''}`,
@@ -111,7 +112,7 @@ function draw() {
       'data-slot': s, disabled: !p ? true : undefined,
       onclick: () => { instances.push({ profile: p.name, start: s }); draw(); check(); } },
     el('span', { text: `slice ${s}` }), allowed ? el('span', { class: 'slot-mark', 'aria-hidden': 'true', text: ' ◆' }) : null);
-    b.style.gridRow = '3';
+    b.style.gridRow = slotRow;
     b.style.gridColumn = `${s + 1}`;
     grid.append(b);
   }

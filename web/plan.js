@@ -13,6 +13,7 @@ export async function init(panel) {
   }
   const models = await api('/models');
   status = liveStatus();
+  status.id = 'plan-status';
   out = el('div', { class: 'plan-results' });
   const num = (id, name, value, extra = {}) => el('input', { type: 'number', id, name, value, min: 0, step: 'any', ...extra });
   const offers = el('input', { type: 'file', id: 'plan-offers', accept: '.csv,.json,.yaml,.yml' });

@@ -46,6 +46,11 @@ export function clear(node, ...children) {
   return node;
 }
 
+// Links to sources: only http(s), whatever a user's --catalog file says (no javascript: or data: links).
+export function safeUrl(u) {
+  return typeof u === 'string' && /^https?:\/\//i.test(u) ? u : null;
+}
+
 // The API. Resolves to {ok, status, data, error}; never throws.
 export async function api(path, body, opts = {}) {
   const init = { headers: { Accept: 'application/json' }, signal: opts.signal };
@@ -132,7 +137,8 @@ export function seconds(v) {
 
 // The unit of a spec key from its name (the catalog's naming contract: units are in key names).
 export function unitOf(key) {
-  const units = [['_gbps_per_w', 'GB/s per W'], ['_tflops_per_w', 'TFLOPS per W'], ['_gb_per_w', 'GB per W'], ['_per_w', 'per W'],
+  const units = [['_tflops_per_dollar_hour', 'TFLOPS per $/h'], ['_gb_per_dollar_hour', 'GB per $/h'],
+    ['price_per_gpu_hour', '$ per GPU-hour'], ['_gbps_per_w', 'GB/s per W'], ['_tflops_per_w', 'TFLOPS per W'], ['_gb_per_w', 'GB per W'], ['_per_w', 'per W'],
     ['_flop_per_byte', 'FLOP/B'], ['_gbps', 'GB/s'], ['_tflops', 'TFLOPS'], ['_tops', 'TOPS'], ['_gb', 'GB'], ['_mib', 'MiB'],
     ['_w', 'W'], ['_mhz', 'MHz'], ['_mb', 'MB'], ['_bits', 'bit']];
   for (const [suffix, unit] of units) if (key.endsWith(suffix)) return unit;

@@ -66,6 +66,12 @@ int run_serve(const Context& ctx) {
     const std::string name = std::filesystem::path(c.offers_file).filename().string();
     options.default_offers = Json::array({Json{{"name", name}, {"text", text.str()}}});
   }
+  const std::string& h = options.host;
+  if (h != "127.0.0.1" && h != "localhost" && h != "::1") {
+    std::cerr << "gpuplan: warning: serving on " << h
+              << ", beyond this machine; the API has no authentication (put a proxy with TLS and access control in "
+                 "front of it)\n";
+  }
   return server::serve(ctx, options);
 }
 

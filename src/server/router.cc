@@ -194,6 +194,42 @@ HttpResponse json_response(int status, const Json& body) {
   return res;
 }
 
+// The JSON object in a POST body, or the response that refuses it (size, media type, nesting,
+// syntax, not an object). An empty body is an empty request.
+std::optional<HttpResponse> read_body(const HttpRequest& req, size_t max_bytes, Json& out) {
+  if (req.body.size() > max_bytes) {
+    return error_response(413, "payload_too_large",
+                          "the request body is larger than " + std::to_string(max_bytes) + " bytes", "body");
+  }
+  if (trim(req.body).empty()) return std::nullopt;
+  const std::string media = lower(trim(std::string_view(req.content_type).substr(0, req.content_type.find(';'))));
+  if (media != "application/json" && !(media.size() > 5 && media.ends_with("+json"))) {
+    return error_response(415, "unsupported_media_type",
+                          "send the request as JSON with Content-Type: application/json" +
+                              (media.empty() ? std::string() : " (got " + media + ")"),
+                          "Content-Type");
+  }
+  if (too_deep(req.body)) {
+    return json_response(
+        400, error_json(usage_error("malformed JSON: nested deeper than " + std::to_string(kMaxJsonDepth) + " levels",
+                                    "body")));
+  }
+  try {
+    out = Json::parse(req.body);
+  } catch (const Json::parse_error& e) {
+    std::string what = e.what();
+    if (const size_t pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
+    return json_response(400, error_json(usage_error("malformed JSON: " + what, "body")));
+  }
+  if (!out.is_object()) {
+    return json_response(400, error_json(usage_error("the request body must be a JSON object of options, e.g. "
+                                                     "{\"gpu\": [\"a100-40gb-sxm4\"]}; got " +
+                                                         std::string(out.type_name()),
+                                                     "body")));
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 const std::vector<std::pair<std::string, std::string>>& security_headers() {
@@ -334,8 +370,7 @@ HttpResponse Router::api(const HttpRequest& req, std::string_view path) const {
   }
 
   // The zoo's model ids, for the page's model picker, unless the library has a command for it.
-  if (segs.size() == 1 && segs[0] == "models" && get &&
-      std::find(commands_.begin(), commands_.end(), "models") == commands_.end()) {
+  if (segs.size() == 1 && segs[0] == "models" && get && !has_command("models")) {
     return json_response(200, Json{{"models", zoo_models()}});
   }
 
@@ -343,60 +378,11 @@ HttpResponse Router::api(const HttpRequest& req, std::string_view path) const {
   Json request = Json::object();
   if (get) {
     request = query_json(req.query);
-  } else {
-    if (req.body.size() > options_.max_body_bytes) {
-      return error_response(413, "payload_too_large",
-                            "the request body is larger than " + std::to_string(options_.max_body_bytes) + " bytes",
-                            "body");
-    }
-    if (!trim(req.body).empty()) {
-      const std::string media = lower(trim(std::string_view(req.content_type).substr(0, req.content_type.find(';'))));
-      if (media != "application/json" && !(media.size() > 5 && media.ends_with("+json"))) {
-        return error_response(415, "unsupported_media_type",
-                              "send the request as JSON with Content-Type: application/json" +
-                                  (media.empty() ? std::string() : " (got " + media + ")"),
-                              "Content-Type");
-      }
-      if (too_deep(req.body)) {
-        return json_response(
-            400, error_json(usage_error(
-                     "malformed JSON: nested deeper than " + std::to_string(kMaxJsonDepth) + " levels", "body")));
-      }
-      try {
-        request = Json::parse(req.body);
-      } catch (const Json::parse_error& e) {
-        std::string what = e.what();
-        if (const size_t pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
-        return json_response(400, error_json(usage_error("malformed JSON: " + what, "body")));
-      }
-      if (!request.is_object()) {
-        return json_response(400, error_json(usage_error("the request body must be a JSON object of options, e.g. "
-                                                         "{\"gpu\": [\"a100-40gb-sxm4\"]}; got " +
-                                                             std::string(request.type_name()),
-                                                         "body")));
-      }
-    }
+  } else if (auto refused = read_body(req, options_.max_body_bytes, request)) {
+    return *refused;
   }
-  std::string command;
-  if (segs[0] == "gpus") {
-    if (segs.size() == 1) {
-      command = "catalog.list";
-    } else {
-      command = "catalog.show";
-      request["gpu"] = join(segs, 1, '/');  // MIG profiles: /gpus/a100-40gb-sxm4/3g.20gb
-    }
-  } else if (segs[0] == "mig" && segs.size() == 3 && (segs[2] == "profiles" || segs[2] == "layouts")) {
-    command = "mig." + segs[2];
-    request["gpu"] = segs[1];
-  } else {
-    command = join(segs, 0, '.');  // /fit -> fit, /mig/check -> mig.check
-    // A family's list command answers for the family: /offers -> offers.list.
-    if (std::find(commands_.begin(), commands_.end(), command) == commands_.end() &&
-        std::find(commands_.begin(), commands_.end(), command + ".list") != commands_.end()) {
-      command += ".list";
-    }
-  }
-  if (std::find(commands_.begin(), commands_.end(), command) == commands_.end()) {
+  const std::string command = command_for(segs, request);
+  if (!has_command(command)) {
     const bool known = std::find(kKnownCommands.begin(), kKnownCommands.end(), command) != kKnownCommands.end();
     if (known) {
       return error_response(
@@ -408,6 +394,26 @@ HttpResponse Router::api(const HttpRequest& req, std::string_view path) const {
                           "path");
   }
   return run(command, request);
+}
+
+bool Router::has_command(std::string_view name) const {
+  return std::find(commands_.begin(), commands_.end(), name) != commands_.end();
+}
+
+std::string Router::command_for(const std::vector<std::string>& segs, Json& request) const {
+  if (segs[0] == "gpus") {
+    if (segs.size() == 1) return "catalog.list";
+    request["gpu"] = join(segs, 1, '/');  // MIG profiles: /gpus/a100-40gb-sxm4/3g.20gb
+    return "catalog.show";
+  }
+  if (segs[0] == "mig" && segs.size() == 3 && (segs[2] == "profiles" || segs[2] == "layouts")) {
+    request["gpu"] = segs[1];
+    return "mig." + segs[2];
+  }
+  std::string command = join(segs, 0, '.');  // /fit -> fit, /mig/check -> mig.check
+  // A family's list command answers for the family: /offers -> offers.list.
+  if (!has_command(command) && has_command(command + ".list")) command += ".list";
+  return command;
 }
 
 HttpResponse Router::run(std::string_view command, const Json& request) const {
@@ -458,8 +464,13 @@ HttpResponse Router::asset(const HttpRequest& req) const {
 
 Router make_router(const Context& ctx, const Options& options) {
   Runner runner = [ctx, offers = options.default_offers](std::string_view command, const Json& request) {
-    // --offers FILE: the offers of the commands that take them, when a request brings none.
-    if (offers && (command == "plan" || command == "offers.list") && !request.contains("offers")) {
+    // --offers FILE: the offers of the commands that price things, when a request brings none
+    // (compare prices only when asked: a workload or an offer filter).
+    const bool prices = command == "plan" || command == "offers.list" ||
+                        (command == "compare" &&
+                         (request.contains("model") || request.contains("spot") || request.contains("provider") ||
+                          request.contains("region") || request.contains("max_age")));
+    if (offers && prices && !request.contains("offers")) {
       Json with = request;
       with["offers"] = *offers;
       return run_command(ctx, command, with);

@@ -70,6 +70,9 @@ class Router {
 
  private:
   HttpResponse api(const HttpRequest& request, std::string_view route) const;
+  // The command a route names; path parameters go into `request`.
+  std::string command_for(const std::vector<std::string>& segs, Json& request) const;
+  bool has_command(std::string_view name) const;
   HttpResponse run(std::string_view command, const Json& request) const;
   HttpResponse asset(const HttpRequest& request) const;
 

@@ -337,6 +337,47 @@ TEST_F(Loopback, MigEndpointsWhenPresent) {
   EXPECT_LT(broken->status, 500) << broken->body;
 }
 
+// `gpuplan serve --offers FILE`: the file's offers stand in for the shipped snapshot, unless a
+// request brings its own.
+TEST_F(Loopback, ServerOffersFileIsTheDefault) {
+  if (!has("offers.list")) GTEST_SKIP() << "offers are not in this build";
+  const std::string csv =
+      "provider,region,offer,gpu,gpus,interconnect,vcpus,ram_gb,price_hour,spot_price_hour,currency,available,"
+      "captured_at,source\n"
+      "testcloud,lab-1,box-a40,a40,1,pcie,8,64,0.5,,USD,yes,2026-11-01,https://example.com/prices\n";
+  Options o;
+  o.threads = 2;
+  o.default_offers = Json::array({Json{{"name", "mine.csv"}, {"text", csv}}});
+  Router router = make_router(*ctx_, o);
+  HttpRequest req;
+  req.method = "GET";
+  req.path = "/api/v1/offers";
+  req.query = {{"now", "2026-11-30"}};
+  auto res = router.handle(req);
+  ASSERT_EQ(res.status, 200) << res.body;
+  const Json list = Json::parse(res.body);
+  ASSERT_EQ(list["offers"].size(), 1U) << res.body;
+  EXPECT_EQ(list["offers"][0]["provider"], "testcloud");
+  // A request's own offers win.
+  req.method = "POST";
+  req.content_type = "application/json";
+  req.body =
+      Json{{"offers", csv + "testcloud,lab-2,box-l4,l4,1,pcie,8,64,0.3,,USD,yes,2026-11-01,https://example.com/p\n"},
+           {"now", "2026-11-30"}}
+          .dump();
+  req.path = "/api/v1/offers/list";
+  res = router.handle(req);
+  ASSERT_EQ(res.status, 200) << res.body;
+  EXPECT_EQ(Json::parse(res.body)["offers"].size(), 2U);
+  // compare prices with the file when asked for value metrics.
+  req.path = "/api/v1/compare";
+  req.body = Json{{"gpu", {"a40"}}, {"spot", false}, {"now", "2026-11-30"}}.dump();
+  res = router.handle(req);
+  ASSERT_EQ(res.status, 200) << res.body;
+  const Json cmp = Json::parse(res.body);
+  if (cmp["targets"][0].contains("value")) EXPECT_EQ(cmp["targets"][0]["value"]["offer"], "testcloud/lab-1/box-a40");
+}
+
 TEST_F(Loopback, TheSecurityHeadersAndNoCors) {
   httplib::Headers h = {{"Origin", "http://evil.example"}};
   auto r = client().Get("/api/v1/gpus", h);

@@ -133,6 +133,12 @@ test('compare: side by side with charts, add and remove', async (page) => {
     if (priced) expect((await page.locator('#panel-compare figcaption').allTextContents()).includes('Per dollar'), 'per-dollar chart from offers');
   }
   await shot(page, 'compare');
+  // A MIG slice is a target like any other.
+  await page.fill('#cmp-gpu', 'a100-40gb-sxm4/3g.20gb');
+  await page.press('#cmp-gpu', 'Enter');
+  await page.waitForFunction(() => document.querySelectorAll('#panel-compare table.compare-table thead th').length === 5);
+  await page.click('button[aria-label="Remove a100-40gb-sxm4/3g.20gb"]');
+  await page.waitForFunction(() => document.querySelectorAll('#panel-compare table.compare-table thead th').length === 4);
   await page.click('button[aria-label="Remove a40"]');
   await page.waitForFunction(() => document.querySelectorAll('#panel-compare table.compare-table thead th').length === 3);
   await page.fill('#cmp-gpu', 'no-such-gpu-xyz');
@@ -237,6 +243,14 @@ test('plan: offers and the recommended plan', async (page) => {
   await page.click('#panel-plan form.workload button[type="submit"]');
   await page.waitForFunction(() => document.querySelector('#panel-plan figcaption')?.textContent.includes('time to finish'), null, { timeout: 30000 });
   await shot(page, 'plan-train');
+  // An uploaded offers file replaces the shipped snapshot.
+  await page.selectOption('#plan-goal', 'serve');
+  const csv = 'provider,region,offer,gpu,gpus,interconnect,vcpus,ram_gb,price_hour,spot_price_hour,currency,available,captured_at,source\n' +
+    `testcloud,lab-1,box-h100,h100-80gb-sxm5,1,pcie,8,64,2.5,,USD,yes,${new Date().toISOString().slice(0, 10)},https://example.com/prices\n`;
+  await page.setInputFiles('#plan-offers', { name: 'mine.csv', mimeType: 'text/csv', buffer: Buffer.from(csv) });
+  await page.waitForFunction(() => document.querySelector('#plan-status')?.textContent.includes('mine.csv'));
+  await page.click('#panel-plan form.workload button[type="submit"]');
+  await page.waitForFunction(() => document.querySelector('#panel-plan .plan-results')?.textContent.includes('testcloud'), null, { timeout: 20000 });
 });
 
 test('every section says so when its command is missing', async (page) => {
