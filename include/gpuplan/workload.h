@@ -78,6 +78,10 @@ const std::vector<std::string_view>& workload_keys();
 // workload_keys() are ignored here: the command checks its own key list.
 Result<Workload> parse_workload(const nlohmann::ordered_json& request);
 
+// LoRA adapter parameters: rank x (inputs + outputs) of every targeted matrix outside MoE experts
+// (PEFT LoraLayer); 0 for CNNs. Used by the memory model and the performance model alike.
+double lora_parameters(const Model& model, uint32_t targets, int64_t rank);
+
 // The workload as a request object (the inverse of parse_workload, for results and validation).
 nlohmann::ordered_json workload_json(const Workload& w);
 

@@ -391,4 +391,40 @@ Json workload_json(const Workload& w) {
   return j;
 }
 
+double lora_parameters(const Model& m, uint32_t targets, int64_t rank) {
+  if (m.kind == ModelKind::kCnn) return 0;
+  double n = 0;
+  for (const auto& t : m.tensors) {
+    uint32_t bit = 0;
+    switch (t.role) {
+      case TensorRole::kAttnQ:
+        bit = kLoraQ;
+        break;
+      case TensorRole::kAttnK:
+        bit = kLoraK;
+        break;
+      case TensorRole::kAttnV:
+        bit = kLoraV;
+        break;
+      case TensorRole::kAttnOut:
+        bit = kLoraO;
+        break;
+      case TensorRole::kMlpGate:
+        bit = kLoraGate;
+        break;
+      case TensorRole::kMlpUp:
+        bit = kLoraUp;
+        break;
+      case TensorRole::kMlpDown:
+        bit = kLoraDown;
+        break;
+      default:
+        break;
+    }
+    if (!(targets & bit) || t.expert) continue;
+    n += static_cast<double>(rank) * static_cast<double>(t.rows + t.cols) * static_cast<double>(t.count);
+  }
+  return n;
+}
+
 }  // namespace gpuplan

@@ -75,43 +75,6 @@ PerfEngine perf_engine(Engine e) {
   return PerfEngine::kTransformers;
 }
 
-// LoRA adapter parameters: rank x (inputs + outputs) of every targeted per-layer matrix (PEFT LoraLayer).
-double lora_parameters(const Model& m, uint32_t targets, int64_t rank) {
-  double n = 0;
-  for (const auto& t : m.tensors) {
-    if (!t.per_layer || t.expert) continue;
-    uint32_t bit = 0;
-    switch (t.role) {
-      case TensorRole::kAttnQ:
-        bit = kLoraQ;
-        break;
-      case TensorRole::kAttnK:
-        bit = kLoraK;
-        break;
-      case TensorRole::kAttnV:
-        bit = kLoraV;
-        break;
-      case TensorRole::kAttnOut:
-        bit = kLoraO;
-        break;
-      case TensorRole::kMlpGate:
-        bit = kLoraGate;
-        break;
-      case TensorRole::kMlpUp:
-        bit = kLoraUp;
-        break;
-      case TensorRole::kMlpDown:
-        bit = kLoraDown;
-        break;
-      default:
-        break;
-    }
-    if (bit & targets)
-      n += static_cast<double>(t.count) * static_cast<double>(rank) * static_cast<double>(t.rows + t.cols);
-  }
-  return n;
-}
-
 }  // namespace
 
 Result<PerfSetup> parse_perf_setup(const Json& request) {
