@@ -9,6 +9,7 @@
 #include "api/commands.h"
 #include "api/fit_common.h"
 #include "api/request.h"
+#include "catalog/yaml_util.h"
 #include "gpuplan/embedded.h"
 #include "gpuplan/memory.h"
 #include "validate/perf_rows.h"
@@ -23,37 +24,6 @@ struct Prediction {
   double value = 0;
   std::string note;  // why not predicted, or what was compared
 };
-
-Json yaml_to_json(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Map: {
-      Json j = Json::object();
-      for (const auto& kv : n) j[kv.first.as<std::string>()] = yaml_to_json(kv.second);
-      return j;
-    }
-    case YAML::NodeType::Sequence: {
-      Json j = Json::array();
-      for (const auto& v : n) j.push_back(yaml_to_json(v));
-      return j;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string s = n.Scalar();
-      if (n.Tag() == "!") return s;  // quoted
-      if (s == "true") return true;
-      if (s == "false") return false;
-      char* end = nullptr;
-      const double d = std::strtod(s.c_str(), &end);
-      if (!s.empty() && end == s.c_str() + s.size()) {
-        if (d == std::floor(d) && std::fabs(d) < 1e15 && s.find('.') == std::string::npos)
-          return static_cast<long long>(d);
-        return d;
-      }
-      return s;
-    }
-    default:
-      return nullptr;
-  }
-}
 
 // Converts a published number to bytes or tokens.
 Result<double> to_base_unit(double v, const std::string& unit) {
@@ -258,7 +228,7 @@ Result<Json> validate(const Context& ctx, const Json& body) {
       return invalid_data_error(std::string(k.file) + ": " + e.what(), k.file);
     }
     for (const auto& rn : root["rows"]) {
-      const Json row = yaml_to_json(rn);
+      const Json row = yaml::to_json(rn);
       Json out{{"id", row.value("id", "")},
                {"kind", k.name},
                {"metric", row.value("metric", "")},

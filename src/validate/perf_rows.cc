@@ -5,43 +5,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "catalog/yaml_util.h"
 #include "gpuplan/embedded.h"
 #include "perf/perf_request.h"
 
 namespace gpuplan::validate {
 
 namespace {
-
-Json yaml_json(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Map: {
-      Json j = Json::object();
-      for (const auto& kv : n) j[kv.first.as<std::string>()] = yaml_json(kv.second);
-      return j;
-    }
-    case YAML::NodeType::Sequence: {
-      Json j = Json::array();
-      for (const auto& v : n) j.push_back(yaml_json(v));
-      return j;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string s = n.Scalar();
-      if (n.Tag() == "!") return s;
-      if (s == "true") return true;
-      if (s == "false") return false;
-      char* end = nullptr;
-      const double d = std::strtod(s.c_str(), &end);
-      if (!s.empty() && end == s.c_str() + s.size()) {
-        if (d == std::floor(d) && std::fabs(d) < 1e15 && s.find('.') == std::string::npos)
-          return static_cast<long long>(d);
-        return d;
-      }
-      return s;
-    }
-    default:
-      return nullptr;
-  }
-}
 
 // Seconds-based prediction -> the row's unit.
 Result<double> from_base(double v, const std::string& unit) {
@@ -153,7 +123,7 @@ Result<std::vector<Json>> perf_rows() {
   std::vector<Json> rows;
   try {
     const YAML::Node root = YAML::Load(std::string(text));
-    for (const auto& r : root["rows"]) rows.push_back(yaml_json(r));
+    for (const auto& r : root["rows"]) rows.push_back(yaml::to_json(r));
   } catch (const YAML::Exception& e) {
     return invalid_data_error(std::string("validation/perf.yaml: ") + e.what(), "validation/perf.yaml");
   }
