@@ -277,6 +277,19 @@ void note_edges(WeightBytes& w, const TensorGroup& t, double bytes) {
   }
 }
 
+// Adds one tensor group's bytes to the totals, as quantized or as kept in its original precision.
+void add_tensor_bytes(WeightBytes& w, const TensorGroup& t, double n, double bytes, bool quantized) {
+  note_edges(w, t, bytes);
+  w.total_bytes += bytes;
+  if (quantized) {
+    w.quantized_bytes += bytes;
+    w.quantized_parameters += n;
+  } else {
+    w.other_bytes += bytes;
+    w.other_parameters += n;
+  }
+}
+
 WeightBytes gguf_bytes(const Model& m, WeightFormat f) {
   WeightBytes w;
   const GgufType base = gguf_base(f);
@@ -309,15 +322,7 @@ WeightBytes gguf_bytes(const Model& m, WeightFormat f) {
       bits = gguf_bits(base, t.cols);
     }
     const double bytes = n * bits / 8;
-    note_edges(w, t, bytes);
-    w.total_bytes += bytes;
-    if (quantized) {
-      w.quantized_bytes += bytes;
-      w.quantized_parameters += n;
-    } else {
-      w.other_bytes += bytes;
-      w.other_parameters += n;
-    }
+    add_tensor_bytes(w, t, n, bytes, quantized);
   }
   return w;
 }
@@ -368,15 +373,7 @@ WeightBytes weight_bytes_all(const Model& m, WeightFormat f, int group_size) {
     const bool quantized = is_quantized(f) && (is_linear_role(t.role) || t.role == TensorRole::kConv);
     const double bytes =
         quantized ? n * matrix_bits_per_weight(f, t.rows, t.cols, group_size) / 8 : n * info.unquantized_bytes;
-    note_edges(w, t, bytes);
-    w.total_bytes += bytes;
-    if (quantized) {
-      w.quantized_bytes += bytes;
-      w.quantized_parameters += n;
-    } else {
-      w.other_bytes += bytes;
-      w.other_parameters += n;
-    }
+    add_tensor_bytes(w, t, n, bytes, quantized);
   }
   return w;
 }
