@@ -112,7 +112,7 @@ function figuresTable(specs) {
     el('thead', {}, el('tr', {}, ['Figure', 'Value', 'What it means', 'Source', 'Checked', 'How', 'Conflicting claims'].map((h) => el('th', { scope: 'col', text: h })))),
     el('tbody', {}, Object.entries(specs).map(([key, f]) => el('tr', { 'data-key': key },
       el('th', { scope: 'row', text: label(key) }),
-      el('td', { class: 'num value', text: `${fmt(f.value)}${f.unit ? ` ${f.unit}` : ''}` }),
+      el('td', { class: 'num value', text: f.unit === 'year' ? String(f.value) : `${fmt(f.value)}${f.unit ? ` ${f.unit}` : ''}` }),
       el('td', { class: 'explain', text: f.explain || '' }),
       el('td', {}, f.source && safeUrl(f.source.url) ? el('a', { href: safeUrl(f.source.url), rel: 'noopener noreferrer', target: '_blank', text: f.source.title || f.source.id }) : (f.source && f.source.id) || ''),
       el('td', { text: f.checked || '' }),
