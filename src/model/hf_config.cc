@@ -71,6 +71,21 @@ struct Builder {
     add(name, TensorRole::kHead, m.vocab, m.hidden, false);
     if (bias) add(name + ".bias", TensorRole::kBias, m.vocab, 1, false);
   }
+  // Q, K and V projections (heads and kv_heads head vectors) and the output projection of every layer.
+  void attention(const std::string& q, const std::string& k, const std::string& v, const std::string& out,
+                 bool qkv_bias, bool out_bias) {
+    const int64_t q_rows = m.heads * m.head_dim, kv_rows = m.kv_heads * m.head_dim;
+    linear(q, TensorRole::kAttnQ, q_rows, m.hidden, qkv_bias);
+    linear(k, TensorRole::kAttnK, kv_rows, m.hidden, qkv_bias);
+    linear(v, TensorRole::kAttnV, kv_rows, m.hidden, qkv_bias);
+    linear(out, TensorRole::kAttnOut, m.hidden, q_rows, out_bias);
+  }
+  // The up and down projections of an MLP (`copies` per layer, e.g. MoE experts): up to
+  // m.intermediate, down to m.hidden. A gated MLP adds its gate with linear().
+  void mlp(const std::string& up, const std::string& down, bool bias, int64_t copies = 1, bool expert = false) {
+    linear(up, TensorRole::kMlpUp, m.intermediate, m.hidden, bias, copies, expert);
+    linear(down, TensorRole::kMlpDown, m.hidden, m.intermediate, bias, copies, expert);
+  }
   void uniform_attention(int64_t window) {
     m.attention.assign(static_cast<size_t>(m.layers), AttentionLayer{m.kv_heads, m.head_dim, window});
   }
@@ -112,12 +127,9 @@ Result<Model> llama_like(const Json& j, Model m, const std::string& type) {
   const bool mlp_bias = k.flag("mlp_bias", false);
   Builder b{m};
   b.embeddings("model.embed_tokens");
-  const int64_t q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
   b.norm("layers.*.input_layernorm", m.hidden, false);
-  b.linear("layers.*.self_attn.q_proj", TensorRole::kAttnQ, q, m.hidden, qkv_bias);
-  b.linear("layers.*.self_attn.k_proj", TensorRole::kAttnK, kv, m.hidden, qkv_bias);
-  b.linear("layers.*.self_attn.v_proj", TensorRole::kAttnV, kv, m.hidden, qkv_bias);
-  b.linear("layers.*.self_attn.o_proj", TensorRole::kAttnOut, m.hidden, q, o_bias);
+  b.attention("layers.*.self_attn.q_proj", "layers.*.self_attn.k_proj", "layers.*.self_attn.v_proj",
+              "layers.*.self_attn.o_proj", qkv_bias, o_bias);
   b.norm("layers.*.post_attention_layernorm", m.hidden, false);
   if (type == "gemma2") {
     b.norm("layers.*.pre_feedforward_layernorm", m.hidden, false);
@@ -133,10 +145,7 @@ Result<Model> llama_like(const Json& j, Model m, const std::string& type) {
     b.add("layers.*.block_sparse_moe.gate", TensorRole::kRouter, m.experts, m.hidden);
     b.linear("layers.*.block_sparse_moe.experts.*.w1", TensorRole::kMlpGate, m.intermediate, m.hidden, false, m.experts,
              true);
-    b.linear("layers.*.block_sparse_moe.experts.*.w3", TensorRole::kMlpUp, m.intermediate, m.hidden, false, m.experts,
-             true);
-    b.linear("layers.*.block_sparse_moe.experts.*.w2", TensorRole::kMlpDown, m.hidden, m.intermediate, false, m.experts,
-             true);
+    b.mlp("layers.*.block_sparse_moe.experts.*.w3", "layers.*.block_sparse_moe.experts.*.w2", false, m.experts, true);
   } else if (qwen_moe) {
     m.experts = k.get({"num_experts"}, 0);
     m.experts_per_token = k.get({"num_experts_per_tok"}, 0);
@@ -154,8 +163,7 @@ Result<Model> llama_like(const Json& j, Model m, const std::string& type) {
     b.add("layers.*.mlp.shared_expert_gate", TensorRole::kRouter, 1, m.hidden);
   } else {
     b.linear("layers.*.mlp.gate_proj", TensorRole::kMlpGate, m.intermediate, m.hidden, mlp_bias);
-    b.linear("layers.*.mlp.up_proj", TensorRole::kMlpUp, m.intermediate, m.hidden, mlp_bias);
-    b.linear("layers.*.mlp.down_proj", TensorRole::kMlpDown, m.hidden, m.intermediate, mlp_bias);
+    b.mlp("layers.*.mlp.up_proj", "layers.*.mlp.down_proj", mlp_bias);
   }
   b.norm("model.norm", m.hidden, false, false);
   b.head("lm_head");
@@ -213,12 +221,9 @@ Result<Model> falcon(const Json& j, Model m, const std::string& type) {
     if (!m.parallel_attn) b.norm("h.*.post_attention_layernorm", m.hidden, true);
   }
   // The fused query_key_value holds heads + 2 x kv_heads head vectors.
-  b.linear("h.*.self_attention.query_key_value.q", TensorRole::kAttnQ, m.heads * m.head_dim, m.hidden, bias);
-  b.linear("h.*.self_attention.query_key_value.k", TensorRole::kAttnK, m.kv_heads * m.head_dim, m.hidden, bias);
-  b.linear("h.*.self_attention.query_key_value.v", TensorRole::kAttnV, m.kv_heads * m.head_dim, m.hidden, bias);
-  b.linear("h.*.self_attention.dense", TensorRole::kAttnOut, m.hidden, m.hidden, bias);
-  b.linear("h.*.mlp.dense_h_to_4h", TensorRole::kMlpUp, m.intermediate, m.hidden, bias);
-  b.linear("h.*.mlp.dense_4h_to_h", TensorRole::kMlpDown, m.hidden, m.intermediate, bias);
+  b.attention("h.*.self_attention.query_key_value.q", "h.*.self_attention.query_key_value.k",
+              "h.*.self_attention.query_key_value.v", "h.*.self_attention.dense", bias, bias);
+  b.mlp("h.*.mlp.dense_h_to_4h", "h.*.mlp.dense_4h_to_h", bias);
   b.norm("transformer.ln_f", m.hidden, true, false);
   b.head("lm_head");
   b.uniform_attention(0);
@@ -242,13 +247,10 @@ Result<Model> bloom(const Json& j, Model m, const std::string& type) {
   b.embeddings("transformer.word_embeddings");
   b.norm("transformer.word_embeddings_layernorm", m.hidden, true, false);
   b.norm("h.*.input_layernorm", m.hidden, true);
-  b.linear("h.*.self_attention.query_key_value.q", TensorRole::kAttnQ, m.hidden, m.hidden, true);
-  b.linear("h.*.self_attention.query_key_value.k", TensorRole::kAttnK, m.hidden, m.hidden, true);
-  b.linear("h.*.self_attention.query_key_value.v", TensorRole::kAttnV, m.hidden, m.hidden, true);
-  b.linear("h.*.self_attention.dense", TensorRole::kAttnOut, m.hidden, m.hidden, true);
+  b.attention("h.*.self_attention.query_key_value.q", "h.*.self_attention.query_key_value.k",
+              "h.*.self_attention.query_key_value.v", "h.*.self_attention.dense", true, true);
   b.norm("h.*.post_attention_layernorm", m.hidden, true);
-  b.linear("h.*.mlp.dense_h_to_4h", TensorRole::kMlpUp, m.intermediate, m.hidden, true);
-  b.linear("h.*.mlp.dense_4h_to_h", TensorRole::kMlpDown, m.hidden, m.intermediate, true);
+  b.mlp("h.*.mlp.dense_h_to_4h", "h.*.mlp.dense_4h_to_h", true);
   b.norm("transformer.ln_f", m.hidden, true, false);
   b.head("lm_head");
   b.uniform_attention(0);
@@ -273,12 +275,8 @@ Result<Model> gpt_family(const Json& j, Model m, const std::string& type) {
     m.parallel_attn = true;
     m.tied_embeddings = k.flag("tie_word_embeddings", false);
     b.norm("h.*.ln_1", m.hidden, true);
-    b.linear("h.*.attn.q_proj", TensorRole::kAttnQ, m.hidden, m.hidden, false);
-    b.linear("h.*.attn.k_proj", TensorRole::kAttnK, m.hidden, m.hidden, false);
-    b.linear("h.*.attn.v_proj", TensorRole::kAttnV, m.hidden, m.hidden, false);
-    b.linear("h.*.attn.out_proj", TensorRole::kAttnOut, m.hidden, m.hidden, false);
-    b.linear("h.*.mlp.fc_in", TensorRole::kMlpUp, m.intermediate, m.hidden, true);
-    b.linear("h.*.mlp.fc_out", TensorRole::kMlpDown, m.hidden, m.intermediate, true);
+    b.attention("h.*.attn.q_proj", "h.*.attn.k_proj", "h.*.attn.v_proj", "h.*.attn.out_proj", false, false);
+    b.mlp("h.*.mlp.fc_in", "h.*.mlp.fc_out", true);
     b.norm("transformer.ln_f", m.hidden, true, false);
     b.head("lm_head", true);
   } else {
@@ -289,13 +287,9 @@ Result<Model> gpt_family(const Json& j, Model m, const std::string& type) {
     m.eager_fp32_softmax = k.flag("attention_softmax_in_fp32", false);
     b.add("transformer.wpe", TensorRole::kPositionEmbedding, m.max_positions, m.hidden, false);
     b.norm("h.*.ln_1", m.hidden, true);
-    b.linear("h.*.attn.c_attn.q", TensorRole::kAttnQ, m.hidden, m.hidden, true);
-    b.linear("h.*.attn.c_attn.k", TensorRole::kAttnK, m.kv_heads * m.head_dim, m.hidden, true);
-    b.linear("h.*.attn.c_attn.v", TensorRole::kAttnV, m.kv_heads * m.head_dim, m.hidden, true);
-    b.linear("h.*.attn.c_proj", TensorRole::kAttnOut, m.hidden, m.hidden, true);
+    b.attention("h.*.attn.c_attn.q", "h.*.attn.c_attn.k", "h.*.attn.c_attn.v", "h.*.attn.c_proj", true, true);
     b.norm("h.*.ln_2", m.hidden, true);
-    b.linear("h.*.mlp.c_fc", TensorRole::kMlpUp, m.intermediate, m.hidden, true);
-    b.linear("h.*.mlp.c_proj", TensorRole::kMlpDown, m.hidden, m.intermediate, true);
+    b.mlp("h.*.mlp.c_fc", "h.*.mlp.c_proj", true);
     b.norm("transformer.ln_f", m.hidden, true, false);
     b.head("lm_head");
   }
@@ -325,13 +319,10 @@ Result<Model> opt(const Json& j, Model m, const std::string& type) {
     b.add("model.decoder.project_in", TensorRole::kLinear, m.hidden, proj, false);
     b.add("model.decoder.project_out", TensorRole::kLinear, proj, m.hidden, false);
   }
-  b.linear("layers.*.self_attn.q_proj", TensorRole::kAttnQ, m.hidden, m.hidden, bias);
-  b.linear("layers.*.self_attn.k_proj", TensorRole::kAttnK, m.hidden, m.hidden, bias);
-  b.linear("layers.*.self_attn.v_proj", TensorRole::kAttnV, m.hidden, m.hidden, bias);
-  b.linear("layers.*.self_attn.out_proj", TensorRole::kAttnOut, m.hidden, m.hidden, bias);
+  b.attention("layers.*.self_attn.q_proj", "layers.*.self_attn.k_proj", "layers.*.self_attn.v_proj",
+              "layers.*.self_attn.out_proj", bias, bias);
   b.norm("layers.*.self_attn_layer_norm", m.hidden, true);
-  b.linear("layers.*.fc1", TensorRole::kMlpUp, m.intermediate, m.hidden, bias);
-  b.linear("layers.*.fc2", TensorRole::kMlpDown, m.hidden, m.intermediate, bias);
+  b.mlp("layers.*.fc1", "layers.*.fc2", bias);
   b.norm("layers.*.final_layer_norm", m.hidden, true);
   if (k.flag("do_layer_norm_before", true) && !k.flag("_remove_final_layer_norm", false)) {
     b.norm("model.decoder.final_layer_norm", m.hidden, true, false);
@@ -369,13 +360,10 @@ Result<Model> mpt(const Json& j, Model m, const std::string& type) {
   Builder b{m};
   b.embeddings("transformer.wte");
   b.norm("blocks.*.norm_1", m.hidden, bias);
-  b.linear("blocks.*.attn.Wqkv.q", TensorRole::kAttnQ, m.hidden, m.hidden, bias);
-  b.linear("blocks.*.attn.Wqkv.k", TensorRole::kAttnK, m.kv_heads * m.head_dim, m.hidden, bias);
-  b.linear("blocks.*.attn.Wqkv.v", TensorRole::kAttnV, m.kv_heads * m.head_dim, m.hidden, bias);
-  b.linear("blocks.*.attn.out_proj", TensorRole::kAttnOut, m.hidden, m.hidden, bias);
+  b.attention("blocks.*.attn.Wqkv.q", "blocks.*.attn.Wqkv.k", "blocks.*.attn.Wqkv.v", "blocks.*.attn.out_proj", bias,
+              bias);
   b.norm("blocks.*.norm_2", m.hidden, bias);
-  b.linear("blocks.*.ffn.up_proj", TensorRole::kMlpUp, m.intermediate, m.hidden, bias);
-  b.linear("blocks.*.ffn.down_proj", TensorRole::kMlpDown, m.hidden, m.intermediate, bias);
+  b.mlp("blocks.*.ffn.up_proj", "blocks.*.ffn.down_proj", bias);
   b.norm("transformer.norm_f", m.hidden, bias, false);
   b.uniform_attention(0);
   return m;
@@ -400,13 +388,10 @@ Result<Model> bert(const Json& j, Model m, const std::string& type, const std::s
   b.add("bert.embeddings.token_type_embeddings", TensorRole::kPositionEmbedding, k.get({"type_vocab_size"}, 2),
         m.hidden, false);
   b.norm("bert.embeddings.LayerNorm", m.hidden, true, false);
-  b.linear("layer.*.attention.self.query", TensorRole::kAttnQ, m.hidden, m.hidden, true);
-  b.linear("layer.*.attention.self.key", TensorRole::kAttnK, m.hidden, m.hidden, true);
-  b.linear("layer.*.attention.self.value", TensorRole::kAttnV, m.hidden, m.hidden, true);
-  b.linear("layer.*.attention.output.dense", TensorRole::kAttnOut, m.hidden, m.hidden, true);
+  b.attention("layer.*.attention.self.query", "layer.*.attention.self.key", "layer.*.attention.self.value",
+              "layer.*.attention.output.dense", true, true);
   b.norm("layer.*.attention.output.LayerNorm", m.hidden, true);
-  b.linear("layer.*.intermediate.dense", TensorRole::kMlpUp, m.intermediate, m.hidden, true);
-  b.linear("layer.*.output.dense", TensorRole::kMlpDown, m.hidden, m.intermediate, true);
+  b.mlp("layer.*.intermediate.dense", "layer.*.output.dense", true);
   b.norm("layer.*.output.LayerNorm", m.hidden, true);
   // Heads per transformers class: BertModel has the pooler; the MLM head (transform + tied decoder +
   // bias) belongs to *ForMaskedLM and *ForPreTraining; NSP to *ForPreTraining.
