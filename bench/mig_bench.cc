@@ -11,6 +11,8 @@
 // to move busy instances, once with --keep-existing.
 #include <benchmark/benchmark.h>
 
+#include <optional>
+
 #include <algorithm>
 #include <map>
 #include <random>
@@ -250,23 +252,34 @@ int gpuplan_lower_bound() {
   return lb;
 }
 
-void BM_MigPack_Gpuplan(benchmark::State& state) {
-  const Scenario& s = scenario();
+// Packs `fleet` once per iteration; the last result, or nullopt after reporting the error.
+std::optional<PackResult> run_pack(benchmark::State& state, const Fleet& fleet,
+                                   const std::vector<PackRequest>& requests, const PackOptions& options) {
   auto catalog = Catalog::embedded();
-  Outcome o;
-  int lb = 0;
+  std::optional<PackResult> last;
   for (auto _ : state) {
-    auto r = pack(*catalog, s.fleet, s.requests, PackOptions{});
+    auto r = pack(*catalog, fleet, requests, options);
     if (!r) {
       state.SkipWithError(r.error().message.c_str());
-      return;
+      return std::nullopt;
     }
-    o.gpus = r->gpus_used;
-    o.unplaced = 0;
-    for (const auto& u : r->unplaced) o.unplaced += u.count;
-    lb = r->lower_bound;
+    last = std::move(r).value();
   }
-  report(state, o, lb);
+  return last;
+}
+
+Outcome outcome_of(const PackResult& r) {
+  Outcome o;
+  o.gpus = r.gpus_used;
+  o.unplaced = 0;
+  for (const auto& u : r.unplaced) o.unplaced += u.count;
+  return o;
+}
+
+void BM_MigPack_Gpuplan(benchmark::State& state) {
+  const Scenario& s = scenario();
+  auto r = run_pack(state, s.fleet, s.requests, PackOptions{});
+  if (r) report(state, outcome_of(*r), r->lower_bound);
 }
 
 // The first request lines up to this many units: with existing instances the full demand would not fit.
@@ -287,24 +300,12 @@ const std::vector<PackRequest>& busy_requests() {
 }
 
 void run_busy(benchmark::State& state, bool keep) {
-  auto catalog = Catalog::embedded();
   PackOptions options;
   options.keep_existing = keep;
-  Outcome o;
-  int lb = 0, disturbed = 0;
-  for (auto _ : state) {
-    auto r = pack(*catalog, busy_fleet(), busy_requests(), options);
-    if (!r) {
-      state.SkipWithError(r.error().message.c_str());
-      return;
-    }
-    o.gpus = r->gpus_used;
-    o.unplaced = 0;
-    for (const auto& u : r->unplaced) o.unplaced += u.count;
-    lb = r->lower_bound;
-    disturbed = r->disturbed;
-  }
-  report(state, o, lb);
+  auto r = run_pack(state, busy_fleet(), busy_requests(), options);
+  if (!r) return;
+  const int disturbed = r->disturbed;
+  report(state, outcome_of(*r), r->lower_bound);
   int busy = 0;
   for (const auto& g : busy_fleet().gpus) {
     for (const auto& i : g.instances) busy += i.busy ? 1 : 0;
