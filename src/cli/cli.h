@@ -67,6 +67,8 @@ struct WorkloadOptions {
   bool gpu = true;             // compare has its own positional gpu list
 };
 void add_workload_options(CliCommand& c, WorkloadOptions which);
+// The offers options of every command that prices offers: files, provider, region, spot, max-age, now.
+void add_offer_options(CliCommand& c);
 
 // --model takes a zoo id or the path of a config.json: the CLI reads the file and sends it inline.
 Result<Json> read_model_file(Json request);

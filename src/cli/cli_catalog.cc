@@ -212,12 +212,7 @@ void add_catalog_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>
   cmp->app = app.add_subcommand("compare", "Compare GPUs and MIG profiles side by side");
   cmp->list("gpu", "GPUs or MIG profiles to compare", true).option->required();
   // Value metrics: prices from offers, and with --model a workload's speed per dollar and per watt.
-  cmp->files("offers", "Offers files (CSV or YAML) for prices; default: the shipped snapshot");
-  cmp->flag("spot", "Spot prices instead of on-demand");
-  cmp->list("provider", "Only these providers' offers");
-  cmp->list("region", "Only these regions' offers");
-  cmp->value("max-age", "Offers captured more than this many days ago are stale (default 180)");
-  cmp->value("now", "Date that staleness is measured at (default: today)");
+  add_offer_options(*cmp);
   add_workload_options(*cmp, WorkloadOptions{true, false, false});
   cmp->prepare = read_model_file;
   cmp->render = render_compare;

@@ -104,17 +104,12 @@ void add_plan_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& 
   c->command = "plan";
   c->app = app.add_subcommand("plan", "Where to rent it: the cheapest offer, count and layout that meets the goal");
   add_workload_options(*c, WorkloadOptions{true, true, true});
-  c->files("offers", "Offers files (CSV or YAML); default: the shipped snapshot");
+  add_offer_options(*c);
   c->value("ttft-slo", "Serving: time-to-first-token target, seconds");
   c->value("tpot-slo", "Serving: time-per-output-token target, seconds");
   c->value("deadline", "Training: finish within this time (36h, 2d, 90m, or hours)");
   c->value("budget", "Training: spend at most this much (the offers' currency)");
   c->value("objective", "cost | time (default cost)");
-  c->flag("spot", "Spot prices instead of on-demand");
-  c->list("provider", "Only these providers");
-  c->list("region", "Only these regions");
-  c->value("max-age", "Offers captured more than this many days ago are stale (default 180)");
-  c->value("now", "Date that staleness is measured at (default: today)");
   c->value("top", "Plans to list (default 10)");
   c->value("max-instances", "Instances per offer at most (default 16)");
   c->render = render_plan;
