@@ -10,7 +10,6 @@ namespace gpuplan::api {
 
 namespace {
 
-constexpr const char* kOfferKeys[] = {"offers", "spot", "max_age", "now", "provider", "region"};
 constexpr double kSecondsPerHour = 3600.0;
 
 Json sig(double v) {
@@ -23,7 +22,7 @@ Json sig(double v) {
 }  // namespace
 
 bool is_value_key(const std::string& key) {
-  if (std::find(std::begin(kOfferKeys), std::end(kOfferKeys), key) != std::end(kOfferKeys)) return true;
+  if (is_offer_key(key)) return true;
   const auto& k = perf::perf_request_keys();
   return key != "gpu" && std::find(k.begin(), k.end(), key) != k.end();
 }
@@ -64,8 +63,7 @@ Status add_value_metrics(const Context& ctx, const Json& body, const std::vector
   if (with_workload) {
     Json perf_req = Json::object();
     for (auto it = body.begin(); it != body.end(); ++it) {
-      if (it.key() != "gpu" &&
-          std::find(std::begin(kOfferKeys), std::end(kOfferKeys), it.key()) == std::end(kOfferKeys)) {
+      if (it.key() != "gpu" && !is_offer_key(it.key())) {
         perf_req[it.key()] = it.value();
       }
     }

@@ -15,6 +15,11 @@ Json price_json(const std::optional<double>& v) {
 }
 }  // namespace
 
+bool is_offer_key(std::string_view key) {
+  static constexpr std::string_view kOfferKeys[] = {"offers", "provider", "region", "spot", "max_age", "now"};
+  return std::find(std::begin(kOfferKeys), std::end(kOfferKeys), key) != std::end(kOfferKeys);
+}
+
 Result<OfferSet> offers_from_request(const Context& ctx, const Request& req) {
   OfferSet all;
   if (!req.has("offers")) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "api/request.h"
@@ -21,6 +22,9 @@ struct OfferFilter {
   double max_age_days = kDefaultMaxOfferAgeDays;
   std::string now;  // ISO date staleness is measured at
 };
+
+// The request keys that choose and filter offers: offers, provider, region, spot, max_age, now.
+bool is_offer_key(std::string_view key);
 
 Result<OfferSet> offers_from_request(const Context& ctx, const Request& req);
 Result<OfferFilter> offer_filter_from_request(const Request& req);

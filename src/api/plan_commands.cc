@@ -88,17 +88,18 @@ Json plan_json(const Plan& p, bool spot) {
 
 Result<Json> plan_command(const Context& ctx, const Json& body) {
   if (!body.is_object()) return usage_error("the request must be a JSON object");
-  static const std::vector<std::string_view> kPlanKeys = {
-      "offers", "provider", "region",   "spot",     "max_age", "now",          "objective",
-      "top",    "ttft_slo", "tpot_slo", "deadline", "budget",  "max_instances"};
+  // The plan's own keys; offers keys (is_offer_key) and the workload keys of perf come on top.
+  static const std::vector<std::string_view> kPlanKeys = {"objective", "top",    "ttft_slo",     "tpot_slo",
+                                                          "deadline",  "budget", "max_instances"};
   const auto& perf_keys = perf::perf_request_keys();
   Json perf_req = Json::object();
   for (auto it = body.begin(); it != body.end(); ++it) {
-    const bool is_plan = std::find(kPlanKeys.begin(), kPlanKeys.end(), it.key()) != kPlanKeys.end();
+    const bool is_plan =
+        is_offer_key(it.key()) || std::find(kPlanKeys.begin(), kPlanKeys.end(), it.key()) != kPlanKeys.end();
     const bool is_perf = std::find(perf_keys.begin(), perf_keys.end(), it.key()) != perf_keys.end();
     if (!is_plan && !is_perf) {
-      std::string list;
-      for (auto k : kPlanKeys) list += (list.empty() ? "" : ", ") + std::string(k);
+      std::string list = "offers, provider, region, spot, max_age, now";
+      for (auto k : kPlanKeys) list += ", " + std::string(k);
       return usage_error(
           "unknown option '" + it.key() + "'; plan takes the workload options of fit and perf and: " + list, it.key());
     }
