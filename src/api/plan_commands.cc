@@ -121,13 +121,14 @@ Result<Json> plan_command(const Context& ctx, const Json& body) {
   auto deadline = duration_seconds(req, "deadline");
   auto budget = req.number("budget");
   auto gpus = req.strings("gpu");
-  for (const Status& s :
-       {objective_text ? Status() : Status(objective_text.error()), top ? Status() : Status(top.error()),
-        max_instances ? Status() : Status(max_instances.error()), ttft ? Status() : Status(ttft.error()),
-        tpot ? Status() : Status(tpot.error()), deadline ? Status() : Status(deadline.error()),
-        budget ? Status() : Status(budget.error()), gpus ? Status() : Status(gpus.error())}) {
-    if (!s) return s.error();
-  }
+  if (!objective_text) return objective_text.error();
+  if (!top) return top.error();
+  if (!max_instances) return max_instances.error();
+  if (!ttft) return ttft.error();
+  if (!tpot) return tpot.error();
+  if (!deadline) return deadline.error();
+  if (!budget) return budget.error();
+  if (!gpus) return gpus.error();
   PlanOptions options;
   options.spot = filter->spot;
   options.max_instances = static_cast<int>(*max_instances);
