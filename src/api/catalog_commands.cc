@@ -159,9 +159,7 @@ Result<Json> compare(const Context& ctx, const Json& body) {
     const double bw = t.memory_bandwidth_gbps();
     const double watts = t.tdp_w();
     for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kBf16, Precision::kFp8, Precision::kInt8}) {
-      auto rate = p == Precision::kFp32
-                      ? std::optional<double>(t.ref.gpu->number("fp32_tflops", 0) * t.compute_fraction())
-                      : t.peak_tflops(p);
+      const auto rate = t.peak_tflops(p);
       if (!rate || *rate <= 0) continue;
       const std::string name(precision_name(p));
       if (bw > 0) derived["ridge_" + name + "_flop_per_byte"] = round_sig(*rate * 1e12 / (bw * 1e9));
