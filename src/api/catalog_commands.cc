@@ -12,16 +12,6 @@ namespace gpuplan::api {
 
 namespace {
 
-Json value_json(const Figure& f) {
-  if (f.number) {
-    const double v = *f.number;
-    if (v == std::floor(v) && std::fabs(v) < 1e15) return static_cast<long long>(v);
-    return v;
-  }
-  if (f.flag) return *f.flag;
-  return f.text;
-}
-
 // Rounds for display in derived metrics (4 significant digits are plenty for ratios).
 double round_sig(double v, int digits = 4) {
   if (v == 0 || !std::isfinite(v)) return v;

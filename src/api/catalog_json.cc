@@ -1,5 +1,7 @@
 #include "api/catalog_json.h"
 
+#include <cmath>
+
 #include "gpuplan/mig_pack.h"
 
 namespace gpuplan::api {
@@ -11,6 +13,16 @@ Json source_json(const Catalog& catalog, const std::string& id) {
   if (!s->revision.empty()) j["revision"] = s->revision;
   j["kind"] = s->kind;
   return j;
+}
+
+Json value_json(const Figure& f) {
+  if (f.number) {
+    const double v = *f.number;
+    if (v == std::floor(v) && std::fabs(v) < 1e15) return static_cast<long long>(v);
+    return v;
+  }
+  if (f.flag) return *f.flag;
+  return f.text;
 }
 
 Json mig_table_json(const Catalog& catalog, const MigTable& t) {

@@ -1,4 +1,5 @@
 #include "api/commands.h"
+#include "api/catalog_json.h"
 
 #include "gpuplan/catalog.h"
 
@@ -52,25 +53,10 @@ Json error_json(const Error& error) {
 
 Json figure_json(const Catalog& catalog, const Figure& f, bool explain) {
   Json j;
-  if (f.number) {
-    const double v = *f.number;
-    j["value"] =
-        (v == static_cast<double>(static_cast<long long>(v)) && v < 1e15) ? Json(static_cast<long long>(v)) : Json(v);
-  } else if (f.flag) {
-    j["value"] = *f.flag;
-  } else {
-    j["value"] = f.text;
-  }
+  j["value"] = api::value_json(f);
   j["unit"] = f.unit;
   const Source* s = catalog.find_source(f.source_id);
-  Json src{{"id", f.source_id}};
-  if (s) {
-    src["title"] = s->title;
-    src["url"] = s->url;
-    if (!s->revision.empty()) src["revision"] = s->revision;
-    src["kind"] = s->kind;
-  }
-  j["source"] = std::move(src);
+  j["source"] = api::source_json(catalog, f.source_id);
   j["checked"] = f.checked;
   j["verified"] = s && s->authoritative();
   j["derived"] = f.is_derived();
