@@ -246,9 +246,6 @@ TEST(FitValidation, MemoryBoundHolds) {
       "hf-blog-bloom-accelerate-int8-8xa100-bs64",
       "hf-blog-bloom-accelerate-int8-4xa100-bs32",
       "hf-blog-bloom-ds-inference-int8-4xa100-bs128",
-      // TGI 0.9 (2023) loading Llama-2-70B fp16 on 2 x A100-80GB: weights leave ~14 GiB per GPU; TGI's
-      // warm-up still ran out of memory ("very barely", maintainer).
-      "tgi-issue734-llama-2-70b-fp16-2xa100-80gb",
   };
   int wrong_unlisted = 0;
   for (const auto& row : (*r)["rows"]) {
