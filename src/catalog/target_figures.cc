@@ -55,9 +55,7 @@ std::vector<Figure> target_figures(const Catalog& catalog, const TargetRef& ref)
     } else if (f.key == "tdp_w" && f.number) {
       add(f.key, *f.number * sm_share, f.source_id,
           "board power charged by SM share (" + share_text + "); a MIG instance has no power figure of its own");
-    } else if (f.key == "cuda_cores" && f.number && full_sms > 0) {
-      add(f.key, *f.number * sm_share, f.source_id, fmt_number(*f.number) + " x " + share_text);
-    } else if (f.key == "tensor_cores" && f.number && full_sms > 0) {
+    } else if ((f.key == "cuda_cores" || f.key == "tensor_cores") && f.number && full_sms > 0) {
       add(f.key, *f.number * sm_share, f.source_id, fmt_number(*f.number) + " x " + share_text);
     } else if (f.key == "release_year" || f.key == "memory_type" || f.key == "ecc" || f.key == "boost_clock_mhz" ||
                f.key == "pcie_gen") {

@@ -6,7 +6,9 @@
 #include "cli/cli.h"
 #include "gpuplan/api.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   using namespace gpuplan;
   CLI::App app{"gpuplan: choose, size, share and rent GPUs for AI work, with every figure sourced"};
   app.require_subcommand(1);
@@ -81,4 +83,19 @@ int main(int argc, char** argv) {
   }
   std::cerr << app.help();
   return exit_code(ErrorCode::kUsage);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A bug that throws (std::bad_alloc, a library invariant) ends with a one-line message and the
+  // internal-error exit code, never with std::terminate's abort.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "gpuplan: internal error: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "gpuplan: internal error\n";
+  }
+  return gpuplan::exit_code(gpuplan::ErrorCode::kInternal);
 }
