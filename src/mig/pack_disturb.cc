@@ -189,7 +189,7 @@ class ClassRepack {
   }
 
   // Every maximal layout that keeps some of `gi`'s busy instances, with what it would take.
-  std::vector<Candidate> candidates(size_t gi, const std::vector<int>& r, const std::vector<int>& pending,
+  std::vector<Candidate> candidates(size_t gi, const std::vector<int>& r, const std::vector<int>& reserved,
                                     const std::vector<double>& price) const {
     const std::vector<int> plain = per_profile(r, false, true), busy = per_profile(r, true, false);
     const std::vector<Placed>& own = M_.busy_on_gpu[gi];
@@ -206,8 +206,8 @@ class ClassRepack {
       }
       if (c.kept == 0) continue;
       for (size_t p = 0; p < plain.size(); ++p) {
-        // Other busy units fill slots only when no busy GPU still waiting may keep them.
-        const int spare_busy = std::max(0, busy[p] - pending[p]);
+        // Other busy units fill slots only beyond the reserved ones (busy GPUs still waiting may keep them).
+        const int spare_busy = std::max(0, busy[p] - reserved[p]);
         c.take[p] += std::min(tm_.counts[li][p] - c.take[p], plain[p] + spare_busy);
         c.value += price[p] * c.take[p];
       }
@@ -249,6 +249,32 @@ class ClassRepack {
     return b;
   }
 
+  // Commits the best keep bin for `gi` that the class LP accepts: free ones only when `free_only`.
+  bool try_keep(size_t gi, bool free_only, const std::vector<int>& reserved, std::vector<int>& r, ClassLp& now) {
+    std::vector<Candidate> cands = candidates(gi, r, reserved, now.price);
+    std::stable_sort(cands.begin(), cands.end(), [&](const Candidate& a, const Candidate& b) {
+      if (a.kept != b.kept) return a.kept > b.kept;
+      if (a.value != b.value) return a.value > b.value;
+      return tm_.stranded_total(a.layout) < tm_.stranded_total(b.layout);
+    });
+    int tries = 0;
+    int last_kept = -1;
+    for (const Candidate& c : cands) {
+      if (free_only && c.value < 1.0 - kValueTolerance) continue;
+      if (c.kept == last_kept) continue;  // the best of each kept count only
+      last_kept = c.kept;
+      if (tries++ >= (free_only ? 1 : kKeepTries)) break;
+      std::vector<int> d = per_profile(r, false, false);
+      for (size_t p = 0; p < d.size(); ++p) d[p] -= c.take[p];
+      const ClassLp next = class_lp(gc_, d);
+      if (!next.feasible || static_cast<double>(keeps_.size()) + 1.0 + next.gpus > budget_ + kFitSlack) continue;
+      keeps_.push_back(keep_bin(gi, c, r));
+      now = next;
+      return true;
+    }
+    return false;
+  }
+
   void greedy() {
     maximal_ = maximal_layouts(tm_);
     std::vector<int> r = units_;
@@ -264,28 +290,11 @@ class ClassRepack {
       for (size_t gi : busy_gpus_) {
         if (done[gi]) continue;
         if (static_cast<int>(keeps_.size()) >= budget_) return;
-        std::vector<Candidate> cands = candidates(gi, r, pending, now.price);
-        std::stable_sort(cands.begin(), cands.end(), [&](const Candidate& a, const Candidate& b) {
-          if (a.kept != b.kept) return a.kept > b.kept;
-          if (a.value != b.value) return a.value > b.value;
-          return tm_.stranded_total(a.layout) < tm_.stranded_total(b.layout);
-        });
-        int tries = 0;
-        int last_kept = -1;
-        for (const Candidate& c : cands) {
-          if (pass == 0 && c.value < 1.0 - kValueTolerance) continue;
-          if (c.kept == last_kept) continue;  // the best of each kept count only
-          last_kept = c.kept;
-          if (tries++ >= (pass == 0 ? 1 : kKeepTries)) break;
-          std::vector<int> d = per_profile(r, false, false);
-          for (size_t p = 0; p < d.size(); ++p) d[p] -= c.take[p];
-          const ClassLp next = class_lp(gc_, d);
-          if (!next.feasible || static_cast<double>(keeps_.size()) + 1.0 + next.gpus > budget_ + kFitSlack) continue;
-          keeps_.push_back(keep_bin(gi, c, r));
-          now = next;
-          done[gi] = true;
-          break;
-        }
+        // In the second pass a GPU may also take busy units that GPUs still waiting would keep (they
+        // had their turn in the first pass), when respecting them keeps nothing.
+        std::vector<int> own(pending.size(), 0);
+        for (const auto& b : M_.busy_on_gpu[gi]) ++own[b.profile];
+        done[gi] = try_keep(gi, pass == 0, pending, r, now) || (pass == 1 && try_keep(gi, false, own, r, now));
         if (done[gi] || pass == 1) {
           done[gi] = true;
           for (const auto& b : M_.busy_on_gpu[gi]) --pending[b.profile];
