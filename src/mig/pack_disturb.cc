@@ -5,6 +5,7 @@
 // get worse: when the rest does not fit, fewer keep bins are tried, and at worst the class keeps the
 // solver's bins.
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <unordered_set>
 
@@ -90,11 +91,20 @@ std::vector<int> maximal_layouts(const TableModel& tm) {
   return out;
 }
 
-// The re-packing of one class.
+// The re-packing of the GPU classes of one target without fixed instances (they have the same
+// configurations; today there is one such class per target).
 class ClassRepack {
  public:
-  ClassRepack(const PackModel& M, int g, const std::vector<Bin>& bins, int exact_state_limit)
-      : M_(M), g_(g), gc_(M.classes[g]), tm_(*M.targets[gc_.target].model), limit_(exact_state_limit) {
+  ClassRepack(const PackModel& M, const std::vector<int>& group, const std::vector<Bin>& bins, int exact_state_limit)
+      : M_(M),
+        group_(group),
+        gc_(M.classes[group.front()]),
+        tm_(*M.targets[gc_.target].model),
+        limit_(exact_state_limit) {
+    class_of_gpu_.assign(M.busy_on_gpu.size(), -1);
+    for (int g : group) {
+      for (size_t gi : M.classes[g].members) class_of_gpu_[gi] = g;
+    }
     const size_t profiles = tm_.table->profiles.size();
     profile_of_.assign(M.demands.size(), -1);
     busy_class_.assign(profiles, -1);
@@ -104,14 +114,16 @@ class ClassRepack {
     }
     units_.assign(M.demands.size(), 0);
     for (const auto& b : bins) {
-      if (b.gpu_class != g) continue;
+      if (std::find(group.begin(), group.end(), b.gpu_class) == group.end()) continue;
       ++budget_;
       for (const auto& per : b.units) {
         for (const auto& [k, a] : per) units_[k] += a;
       }
     }
-    for (size_t gi : gc_.members) {
-      if (!M.busy_on_gpu[gi].empty()) busy_gpus_.push_back(gi);
+    for (int g : group) {
+      for (size_t gi : M.classes[g].members) {
+        if (!M.busy_on_gpu[gi].empty()) busy_gpus_.push_back(gi);
+      }
     }
     // GPUs with the most busy instances first: they have the most to keep.
     std::stable_sort(busy_gpus_.begin(), busy_gpus_.end(),
@@ -171,10 +183,12 @@ class ClassRepack {
   bool residual(size_t keeps, std::vector<Bin>* rest) {
     const std::vector<int> r = left_after(keeps);
     std::vector<int> n(M_.classes.size(), 0);
-    n[g_] = budget_ - static_cast<int>(keeps);
+    for (int g : group_) n[g] = static_cast<int>(M_.classes[g].members.size());
+    for (size_t i = 0; i < keeps; ++i) --n[keeps_[i].gpu_class];
     if (std::accumulate(r.begin(), r.end(), 0) == 0) return true;
     SolveOutcome s = solve_packing_for(M_, r, n, limit_);
     if (std::any_of(s.unplaced.begin(), s.unplaced.end(), [](int u) { return u > 0; })) return false;
+    if (s.bins.size() + keeps > static_cast<size_t>(budget_)) return false;
     *rest = std::move(s.bins);
     return true;
   }
@@ -220,7 +234,7 @@ class ClassRepack {
   // busy ones. Updates `r`.
   Bin keep_bin(size_t gi, const Candidate& c, std::vector<int>& r) const {
     Bin b;
-    b.gpu_class = g_;
+    b.gpu_class = class_of_gpu_[gi];
     b.gpu = static_cast<int>(gi);
     b.capacity = tm_.counts[c.layout];
     b.units.assign(b.capacity.size(), {});
@@ -304,11 +318,12 @@ class ClassRepack {
   }
 
   const PackModel& M_;
-  int g_;
+  std::vector<int> group_;
   const GpuClass& gc_;
+  std::vector<int> class_of_gpu_;  // per fleet GPU: its class when in the group, else -1
   const TableModel& tm_;
   int limit_;
-  int budget_ = 0;                 // GPUs of the class the solver used
+  int budget_ = 0;                 // GPUs of the group the solver used
   std::vector<int> units_;         // per demand class: units the solver put on the class
   std::vector<int> profile_of_;    // per demand class: its profile on the class's target, or -1
   std::vector<int> busy_class_;    // per profile: the busy demand class of the target, or -1
@@ -320,14 +335,18 @@ class ClassRepack {
 }  // namespace
 
 void reduce_disturbance(const PackModel& M, std::vector<Bin>& bins, int exact_state_limit) {
+  std::map<int, std::vector<int>> by_target;
   for (size_t g = 0; g < M.classes.size(); ++g) {
-    if (M.classes[g].pinned) continue;
-    ClassRepack repack(M, static_cast<int>(g), bins, exact_state_limit);
+    if (!M.classes[g].pinned && M.classes[g].fixed.empty())
+      by_target[M.classes[g].target].push_back(static_cast<int>(g));
+  }
+  for (const auto& [target, group] : by_target) {
+    ClassRepack repack(M, group, bins, exact_state_limit);
     std::vector<Bin> mine;
     if (!repack.run(&mine)) continue;
     std::vector<Bin> next;
     for (auto& b : bins) {
-      if (b.gpu_class != static_cast<int>(g)) next.push_back(std::move(b));
+      if (std::find(group.begin(), group.end(), b.gpu_class) == group.end()) next.push_back(std::move(b));
     }
     for (auto& b : mine) next.push_back(std::move(b));
     bins = std::move(next);
