@@ -385,6 +385,7 @@ TEST(MigPack, ExactWithBusyInstancesAgainstExhaustiveLexicographicReference) {
     EXPECT_EQ(total - unplaced, ref.placed) << "trial " << trial;
     EXPECT_EQ(r->gpus_used, ref.gpus) << "trial " << trial;
     EXPECT_EQ(r->disturbed, ref.disturbed) << "trial " << trial;
+    EXPECT_TRUE(r->exact) << "trial " << trial;
     ++cases;
     with_moves += ref.disturbed > 0 ? 1 : 0;
     with_keeps += busy > ref.disturbed ? 1 : 0;
