@@ -102,15 +102,18 @@ Solution solve(const Problem& p) {
   const int n = p.columns, first_art = n + slacks, total = n + slacks + artificials;
   Tableau t(m, total);
   int s = n, a = first_art;
+  std::vector<int> unit_col(m, -1);  // per row: the column that starts as its unit vector (slack or artificial)
   for (int r = 0; r < m; ++r) {
     for (const auto& [c, v] : p.rows[r].terms) t.at(r, c) += sign[r] * v;
     t.rhs(r) = sign[r] * p.rows[r].rhs;
     if (sense[r] == Sense::kLe) {
       t.at(r, s) = 1.0;
+      unit_col[r] = s;
       t.basis()[r] = s++;
     } else {
       if (sense[r] == Sense::kGe) t.at(r, s++) = -1.0;
       t.at(r, a) = 1.0;
+      unit_col[r] = a;
       t.basis()[r] = a++;
     }
   }
@@ -152,6 +155,9 @@ Solution solve(const Problem& p) {
     if (t.basis()[r] < n) out.x[t.basis()[r]] = std::max(0.0, t.rhs(r));
   }
   for (int c = 0; c < n; ++c) out.objective += p.cost[c] * out.x[c];
+  // The reduced cost of a unit column (cost 0) is minus the row's dual; undo the sign flip of the row.
+  out.duals.assign(m, 0.0);
+  for (int r = 0; r < m; ++r) out.duals[r] = -sign[r] * t.at(m, unit_col[r]);
   return out;
 }
 

@@ -28,6 +28,8 @@ struct Solution {
   bool optimal = false;  // false when the iteration limit was hit (the x is still feasible)
   double objective = 0;
   std::vector<double> x;
+  // Per row: the dual price (d objective / d rhs) at the optimum; >= 0 on a kGe row of a minimization.
+  std::vector<double> duals;
 };
 
 Solution solve(const Problem& problem);

@@ -159,6 +159,7 @@ Built build(const Fleet& fleet, const std::vector<PackRequest>& requests, bool k
   for (int p : priorities) tier_of[p] = busy_tiers + static_cast<int>(tier_of.size());
   m.tiers = std::max(1, busy_tiers + static_cast<int>(priorities.size()));
   std::map<std::pair<int, std::vector<std::pair<int, int>>>, int> demand_index;
+  m.busy_on_gpu.assign(fleet.gpus.size(), {});
   if (!keep) {
     for (size_t i = 0; i < fleet.gpus.size(); ++i) {
       if (b.target_of_gpu[i] < 0) continue;
@@ -177,7 +178,10 @@ Built build(const Fleet& fleet, const std::vector<PackRequest>& requests, bool k
         }
         m.demands[it->second].count++;
         b.busy_of_class[it->second].push_back({i, static_cast<int>(j)});
+        m.busy_on_gpu[i].push_back(inst.placed);
       }
+      std::sort(m.busy_on_gpu[i].begin(), m.busy_on_gpu[i].end(),
+                [](const Placed& x, const Placed& y) { return x.start < y.start; });
     }
   }
   b.reasons.assign(requests.size(), "");
@@ -279,12 +283,18 @@ std::vector<int> filled_counts(const Bin& bin) {
   return c;
 }
 
-// Matches the bins of each GPU class to its member GPUs (GPUs with instances first, each taking
-// the bin that keeps the most of them), and returns per fleet GPU the bin index or -1.
+// Matches the bins of each GPU class to its member GPUs (bins that name their GPU go there; then
+// GPUs with instances first, each taking the bin that keeps the most of them), and returns per fleet
+// GPU the bin index or -1.
 std::vector<int> match_bins(const PackModel& M, const Fleet& fleet, const std::vector<Bin>& bins) {
   std::vector<int> bin_of(fleet.gpus.size(), -1);
   std::vector<std::vector<int>> by_class(M.classes.size());
-  for (size_t b = 0; b < bins.size(); ++b) by_class[bins[b].gpu_class].push_back(static_cast<int>(b));
+  for (size_t b = 0; b < bins.size(); ++b) {
+    if (bins[b].gpu >= 0)
+      bin_of[bins[b].gpu] = static_cast<int>(b);
+    else
+      by_class[bins[b].gpu_class].push_back(static_cast<int>(b));
+  }
   for (size_t g = 0; g < M.classes.size(); ++g) {
     const GpuClass& gc = M.classes[g];
     const TableModel& tm = *M.targets[gc.target].model;
@@ -295,6 +305,7 @@ std::vector<int> match_bins(const PackModel& M, const Fleet& fleet, const std::v
     std::vector<int>& free = by_class[g];
     for (size_t gi : members) {
       if (free.empty()) break;
+      if (bin_of[gi] >= 0) continue;
       size_t pick = 0;
       if (!fleet.gpus[gi].instances.empty()) {
         int best = std::numeric_limits<int>::min();

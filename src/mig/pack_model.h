@@ -37,6 +37,7 @@ struct GpuClass {
   bool pinned = false;                     // holds busy instances that stay (--keep-existing): always used
   std::vector<Placed> fixed;               // those instances
   std::vector<size_t> members;             // fleet GPU indices
+  std::vector<Placed> busy;                // exact search only: busy instances (that may move) on every member
   std::vector<Config> configs;             // maximal configurations (the LP and exact search use these)
   std::map<std::vector<int>, Config> all;  // every configuration by counts (for the filled layouts)
 };
@@ -52,11 +53,15 @@ struct PackModel {
   std::vector<GpuClass> classes;
   std::vector<DemandClass> demands;
   int tiers = 1;
+  // Per fleet GPU: its busy instances that may move (empty with --keep-existing), sorted by start.
+  // A plan that does not keep one in place disturbs it.
+  std::vector<std::vector<Placed>> busy_on_gpu;
 };
 
 // One GPU's configuration with the units it holds: units[p] = (demand class, amount) for profile p.
 struct Bin {
   int gpu_class = 0;
+  int gpu = -1;  // the fleet GPU this bin must go to (it keeps that GPU's busy instances), or -1: any member
   std::vector<int> capacity;
   std::vector<std::vector<std::pair<int, int>>> units;
   int filled(int profile) const {
@@ -77,8 +82,28 @@ struct SolveOutcome {
   bool exact = false;
 };
 
-// Places the demand on the classes: exact search when small, else LP-guided construction.
+// The layout with exactly `counts` instances that keeps the most of `busy` in place, given
+// `busy_units[p]` busy units of profile p to put there, then strands the least.
+struct KeepEval {
+  int layout = -1;
+  int kept = 0;
+  int stranded = 0;
+};
+KeepEval best_keeping_layout(const TableModel& tm, const std::vector<Placed>& busy, const std::vector<int>& counts,
+                             const std::vector<int>& busy_units);
+
+// Places the demand on the classes: exact search when small, else LP-guided construction followed by
+// reduce_disturbance().
 SolveOutcome solve_packing(const PackModel& model, int exact_state_limit);
+// The same for `demand` units per demand class on at most `gpus` GPUs per class, without the
+// disturbance step (bins carry no fleet GPU).
+SolveOutcome solve_packing_for(const PackModel& model, const std::vector<int>& demand, const std::vector<int>& gpus,
+                               int exact_state_limit);
+// Rearranges the bins of each GPU class with busy members so that more busy instances stay where they
+// are, without using more GPUs of the class or placing fewer units: keep bins are priced with the
+// duals of the class's configuration LP, committed while that LP says the rest still fits, and the
+// rest is re-solved (pack_disturb.cc). Bins that keep instances carry their fleet GPU.
+void reduce_disturbance(const PackModel& model, std::vector<Bin>& bins, int exact_state_limit);
 // The LP relaxation's optimum GPU count for placing `placed` units per demand class (pinned GPUs
 // excluded: they are always used).
 double lp_lower_bound(const PackModel& model, const std::vector<int>& placed);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -37,7 +38,8 @@ constexpr int kMaxLpPinnedClasses = 32;
 // of the demand LP-feasible; the residuals where dives run are small, so a handful suffices.
 constexpr size_t kDiveCandidates = 8;
 
-using Value = std::vector<long long>;  // placed per tier (most important first), -GPUs, -stranded
+// Placed per tier (most important first), -GPUs, busy instances kept in place, -stranded.
+using Value = std::vector<long long>;
 
 int total(const std::vector<int>& v) { return std::accumulate(v.begin(), v.end(), 0); }
 
@@ -53,7 +55,20 @@ int option_for(const DemandClass& d, int target) {
 
 class Exact {
  public:
-  Exact(const PackModel& m, int limit) : m_(m), limit_(limit) {}
+  // Classes with busy instances try every configuration (taking fewer units can keep more of them);
+  // the others only the maximal ones.
+  Exact(const PackModel& m, int limit) : m_(m), limit_(limit), options_(m.classes.size()) {
+    for (size_t g = 0; g < m.classes.size(); ++g) {
+      const GpuClass& gc = m.classes[g];
+      if (gc.busy.empty()) {
+        for (const auto& c : gc.configs) options_[g].push_back(&c);
+        continue;
+      }
+      for (const auto& [counts, c] : gc.all) {
+        if (std::any_of(counts.begin(), counts.end(), [](int v) { return v > 0; })) options_[g].push_back(&c);
+      }
+    }
+  }
 
   // False when the state limit was hit.
   bool run(const std::vector<int>& r, const std::vector<int>& n, std::vector<Bin>* bins) {
@@ -84,7 +99,7 @@ class Exact {
     return k;
   }
 
-  Value zero() const { return Value(static_cast<size_t>(m_.tiers) + 2, 0); }
+  Value zero() const { return Value(static_cast<size_t>(m_.tiers) + 3, 0); }
 
   static void add(Value& a, const Value& b) {
     for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
@@ -148,6 +163,27 @@ class Exact {
     return it == m_.classes[g].all.end() ? 0 : it->second.stranded;
   }
 
+  // Busy instances a fill keeps in place (with the class's busy set) and the stranded slices of its layout.
+  std::pair<int, int> kept_and_stranded(int g, const Fill& f) const {
+    const GpuClass& gc = m_.classes[g];
+    if (gc.busy.empty()) return {0, stranded_of(g, f.counts)};
+    std::vector<int> busy_units(f.counts.size(), 0);
+    for (size_t i = 0; i < f.units.size(); ++i) {
+      if (m_.demands[f.units[i].first].busy) busy_units[f.profile_of[i]] += f.units[i].second;
+    }
+    const KeepEval e = best_keeping_layout(*m_.targets[gc.target].model, gc.busy, f.counts, busy_units);
+    return {e.kept, e.stranded};
+  }
+
+  static std::string fill_key(const Fill& f) {
+    std::string k;
+    for (size_t i = 0; i < f.units.size(); ++i) {
+      const int v[3] = {f.profile_of[i], f.units[i].first, f.units[i].second};
+      k.append(reinterpret_cast<const char*>(v), sizeof v);
+    }
+    return k;
+  }
+
   const Value& solve(const std::vector<int>& r, const std::vector<int>& n) {
     const std::string k = key(r, n);
     if (auto it = memo_.find(k); it != memo_.end()) return it->second.value;
@@ -172,12 +208,14 @@ class Exact {
       best.gpu_class = g;
       best.config = -1;
       n2[g] = n[g] - 1;
-      for (size_t c = 0; c < gc.configs.size(); ++c) {
+      std::set<std::string> seen;  // fills of different configurations can coincide
+      for (size_t c = 0; c < options_[g].size(); ++c) {
         std::vector<Fill> fs;
-        fills(g, gc.configs[c], r, &fs);
+        fills(g, *options_[g][c], r, &fs);
         work_ += static_cast<long long>(fs.size()) + 1;
         for (auto& f : fs) {
           if (f.units.empty() && !gc.pinned) continue;
+          if (!gc.busy.empty() && !seen.insert(fill_key(f)).second) continue;
           std::vector<int> r2 = r;
           Value v = zero();
           for (const auto& [cls, amount] : f.units) {
@@ -185,7 +223,9 @@ class Exact {
             v[m_.demands[cls].tier] += amount;
           }
           v[m_.tiers] -= gc.pinned ? 0 : 1;
-          v[m_.tiers + 1] -= stranded_of(g, f.counts);
+          const auto [kept, stranded] = kept_and_stranded(g, f);
+          v[m_.tiers + 1] += kept;
+          v[m_.tiers + 2] -= stranded;
           add(v, solve(r2, n2));
           if (v > best.value) {
             best.value = v;
@@ -223,6 +263,7 @@ class Exact {
 
   const PackModel& m_;
   int limit_;
+  std::vector<std::vector<const Config*>> options_;  // per class: the configurations a GPU may take
   bool aborted_ = false;
   long long work_ = 0;
   std::unordered_map<std::string, Entry> memo_;
@@ -603,12 +644,10 @@ double lp_lower_bound(const PackModel& M, const std::vector<int>& placed) {
   return run.feasible ? run.objective : 0.0;
 }
 
-SolveOutcome solve_packing(const PackModel& M, int exact_state_limit) {
+SolveOutcome solve_packing_for(const PackModel& M, const std::vector<int>& demand, const std::vector<int>& gpus,
+                               int exact_state_limit) {
   SolveOutcome out;
-  std::vector<int> r, n;
-  for (const auto& d : M.demands) r.push_back(d.count);
-  for (const auto& c : M.classes) n.push_back(static_cast<int>(c.members.size()));
-  const std::vector<int> demand = r;
+  std::vector<int> r = demand, n = gpus;
   auto finish = [&](const std::vector<int>& left) {
     out.unplaced = left;
     return out;
@@ -691,6 +730,94 @@ SolveOutcome solve_packing(const PackModel& M, int exact_state_limit) {
     if (!commit_keeping_feasible(M, dive, r, n, out.bins)) break;
   }
   return finish(r);
+}
+
+namespace {
+
+// The exact search with every set of GPUs that hold the same busy instances as its own class (those
+// first: GPUs without busy instances only take what is left, so their fills may stay maximal), so that
+// it also maximizes the busy instances kept in place. False when it is not worth trying or gave up.
+bool solve_exact_keeping(const PackModel& M, int exact_state_limit, SolveOutcome* out) {
+  PackModel split;
+  split.targets = M.targets;
+  split.demands = M.demands;
+  split.tiers = M.tiers;
+  split.busy_on_gpu = M.busy_on_gpu;
+  std::vector<int> parent;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t g = 0; g < M.classes.size(); ++g) {
+      std::map<std::vector<std::pair<int, int>>, std::vector<size_t>> groups;
+      for (size_t gi : M.classes[g].members) {
+        std::vector<std::pair<int, int>> key;
+        for (const auto& b : M.busy_on_gpu[gi]) key.push_back({b.profile, b.start});
+        if (key.empty() == (pass == 0)) continue;
+        groups[key].push_back(gi);
+      }
+      for (auto& [key, members] : groups) {
+        GpuClass c = M.classes[g];
+        c.members = std::move(members);
+        c.busy = M.busy_on_gpu[c.members.front()];
+        split.classes.push_back(std::move(c));
+        parent.push_back(static_cast<int>(g));
+      }
+    }
+  }
+  std::vector<int> r, n;
+  for (const auto& d : split.demands) r.push_back(d.count);
+  for (const auto& c : split.classes) n.push_back(static_cast<int>(c.members.size()));
+  if (!exact_worth_trying(r, n)) return false;
+  Exact exact(split, exact_state_limit);
+  std::vector<Bin> bins;
+  if (!exact.run(r, n, &bins)) return false;
+  std::vector<size_t> next(split.classes.size(), 0);
+  for (auto& b : bins) {
+    const int sub = b.gpu_class;
+    b.gpu = static_cast<int>(split.classes[sub].members[next[sub]++]);
+    b.gpu_class = parent[sub];
+    for (const auto& per : b.units) {
+      for (const auto& [k, a] : per) r[k] -= a;
+    }
+  }
+  out->bins = std::move(bins);
+  out->unplaced = std::move(r);
+  out->exact = true;
+  return true;
+}
+
+}  // namespace
+
+KeepEval best_keeping_layout(const TableModel& tm, const std::vector<Placed>& busy, const std::vector<int>& counts,
+                             const std::vector<int>& busy_units) {
+  KeepEval best;
+  auto it = tm.by_counts.find(counts);
+  if (it == tm.by_counts.end()) return best;
+  for (int li : it->second) {
+    std::vector<int> hits(counts.size(), 0);
+    for (const auto& b : busy) {
+      if (tm.bits[li] & tm.bit(b)) ++hits[b.profile];
+    }
+    int kept = 0;
+    for (size_t p = 0; p < counts.size(); ++p) kept += std::min(hits[p], busy_units[p]);
+    const int stranded = tm.stranded_total(li);
+    if (best.layout < 0 || kept > best.kept || (kept == best.kept && stranded < best.stranded)) {
+      best = KeepEval{li, kept, stranded};
+    }
+  }
+  return best;
+}
+
+SolveOutcome solve_packing(const PackModel& M, int exact_state_limit) {
+  const bool busy = std::any_of(M.busy_on_gpu.begin(), M.busy_on_gpu.end(), [](const auto& b) { return !b.empty(); });
+  if (busy) {
+    SolveOutcome exact;
+    if (solve_exact_keeping(M, exact_state_limit, &exact)) return exact;
+  }
+  std::vector<int> r, n;
+  for (const auto& d : M.demands) r.push_back(d.count);
+  for (const auto& c : M.classes) n.push_back(static_cast<int>(c.members.size()));
+  SolveOutcome out = solve_packing_for(M, r, n, exact_state_limit);
+  if (busy) reduce_disturbance(M, out.bins, exact_state_limit);
+  return out;
 }
 
 }  // namespace gpuplan::mig

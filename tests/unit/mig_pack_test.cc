@@ -4,11 +4,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "gpuplan/mig_pack.h"
 #include "mig/table_model.h"
@@ -270,6 +272,199 @@ TEST(MigPack, BusyInstanceMovesOnlyToSaveAGpu) {
   ASSERT_TRUE(k.ok());
   EXPECT_EQ(k->gpus_used, 2);
   EXPECT_EQ(k->disturbed, 0);
+}
+
+// A random fleet of `gpus` A100-40GB GPUs where about half hold a random valid layout, each instance
+// busy with probability 1/2.
+Fleet fleet_with_instances(std::mt19937& rng, int gpus) {
+  Fleet f = fleet_of("a100-40gb-sxm4", gpus);
+  auto model = table_model(*f.gpus[0].table);
+  for (auto& g : f.gpus) {
+    if (rng() % 2) continue;
+    for (const auto& p : model->layouts[rng() % model->layouts.size()])
+      g.instances.push_back(ExistingInstance{p, rng() % 2 == 0, ""});
+  }
+  return f;
+}
+
+struct Lexicographic {
+  int placed = 0;  // request units (busy instances always fit: their own GPU holds them)
+  int gpus = 0;
+  int disturbed = 0;
+};
+
+// Exhaustive lexicographic reference with busy instances (profile requests of one priority, one GPU
+// type): every choice of a layout (or none) per GPU; best = (most busy units placed, most request
+// units placed, fewest GPUs, most busy instances kept at their GPU and start). A GPU's choices are cut
+// to its Pareto-best (slots capped at the demand, instances kept) before the product is walked.
+Lexicographic reference_with_busy(const Fleet& f, const std::vector<int>& requested) {
+  const MigTable& t = *f.gpus[0].table;
+  auto model = table_model(t);
+  const size_t profiles = t.profiles.size();
+  std::vector<int> busy(profiles, 0);
+  for (const auto& g : f.gpus) {
+    for (const auto& i : g.instances) busy[i.placed.profile] += i.busy ? 1 : 0;
+  }
+  using Choice = std::pair<std::vector<int>, int>;  // capped slots, kept
+  std::vector<std::vector<Choice>> choices(f.gpus.size());
+  for (size_t gi = 0; gi < f.gpus.size(); ++gi) {
+    std::map<std::vector<int>, int> best;
+    for (size_t li = 0; li < model->layouts.size(); ++li) {
+      if (model->layouts[li].empty()) continue;
+      std::vector<int> c = model->counts[li];
+      for (size_t p = 0; p < profiles; ++p) c[p] = std::min(c[p], busy[p] + requested[p]);
+      int kept = 0;
+      for (const auto& i : f.gpus[gi].instances) kept += i.busy && (model->bits[li] & model->bit(i.placed)) ? 1 : 0;
+      auto [it, fresh] = best.try_emplace(c, kept);
+      if (!fresh) it->second = std::max(it->second, kept);
+    }
+    std::vector<Choice> all(best.begin(), best.end());
+    for (const auto& a : all) {
+      bool dominated = false;
+      for (const auto& b : all) {
+        if (a == b) continue;
+        bool le = b.second >= a.second;
+        for (size_t p = 0; p < profiles && le; ++p) le = a.first[p] <= b.first[p];
+        dominated = dominated || le;
+      }
+      if (!dominated) choices[gi].push_back(a);
+    }
+    choices[gi].push_back({std::vector<int>(profiles, 0), -1});  // unused
+  }
+  int total_busy = 0;
+  for (int b : busy) total_busy += b;
+  std::tuple<int, int, int, int> best{-1, 0, 0, 0};  // busy placed, requests placed, -GPUs, kept
+  std::vector<int> slots(profiles, 0);
+  std::function<void(size_t, int, int)> walk = [&](size_t gi, int used, int kept) {
+    if (gi == f.gpus.size()) {
+      int placed_busy = 0, placed = 0;
+      for (size_t p = 0; p < profiles; ++p) {
+        const int b = std::min(busy[p], slots[p]);
+        placed_busy += b;
+        placed += std::min(requested[p], slots[p] - b);
+      }
+      best = std::max(best, std::make_tuple(placed_busy, placed, -used, kept));
+      return;
+    }
+    for (const auto& [c, k] : choices[gi]) {
+      for (size_t p = 0; p < profiles; ++p) slots[p] += c[p];
+      walk(gi + 1, used + (k >= 0 ? 1 : 0), kept + std::max(k, 0));
+      for (size_t p = 0; p < profiles; ++p) slots[p] -= c[p];
+    }
+  };
+  walk(0, 0, 0);
+  EXPECT_EQ(std::get<0>(best), total_busy);
+  return Lexicographic{std::get<1>(best), -std::get<2>(best), total_busy - std::get<3>(best)};
+}
+
+TEST(MigPack, ExactWithBusyInstancesAgainstExhaustiveLexicographicReference) {
+  // Small fleets where busy instances may move: units placed, GPUs and disturbed instances equal the
+  // exhaustive lexicographic optimum.
+  const MigTable& t = *catalog()->resolve("a100-40gb-sxm4")->mig_table;
+  std::mt19937 rng(17);
+  int cases = 0, with_moves = 0, with_keeps = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const int gpus = 1 + static_cast<int>(rng() % 3);
+    Fleet f = fleet_with_instances(rng, gpus);
+    std::vector<int> requested(t.profiles.size(), 0);
+    std::vector<PackRequest> requests;
+    for (size_t p = 0; p < t.profiles.size(); ++p) {
+      if (t.profiles[p].media_extensions || rng() % 3) continue;
+      requested[p] = 1 + static_cast<int>(rng() % 3);
+      requests.push_back(profile_request("r" + std::to_string(p), t.profiles[p].name, requested[p]));
+    }
+    auto r = pack(*catalog(), f, requests, PackOptions{});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    int unplaced = 0, total = 0, busy = 0;
+    for (const auto& u : r->unplaced) unplaced += u.count;
+    for (int d : requested) total += d;
+    for (const auto& g : f.gpus) {
+      for (const auto& i : g.instances) busy += i.busy ? 1 : 0;
+    }
+    const Lexicographic ref = reference_with_busy(f, requested);
+    EXPECT_EQ(total - unplaced, ref.placed) << "trial " << trial;
+    EXPECT_EQ(r->gpus_used, ref.gpus) << "trial " << trial;
+    EXPECT_EQ(r->disturbed, ref.disturbed) << "trial " << trial;
+    EXPECT_TRUE(r->exact) << "trial " << trial;
+    ++cases;
+    with_moves += ref.disturbed > 0 ? 1 : 0;
+    with_keeps += busy > ref.disturbed ? 1 : 0;
+  }
+  // The cases exercise both sides: some plans must move busy instances, some keep them.
+  EXPECT_GE(with_moves, 5) << cases;
+  EXPECT_GE(with_keeps, 10) << cases;
+}
+
+TEST(MigPack, AmongPlansThatSaveAGpuTheFewestDisturbed) {
+  // GPU 0 runs a 3g at 4; GPU 1 runs two 1g.5gb at 0 and 1; two more 1g.5gb are requested. Keeping
+  // everything takes 2 GPUs; one GPU holds it all (3g@4 + 4 x 1g) when something moves: the 3g to
+  // GPU 1 (1 disturbed) or both 1g to GPU 0 (2 disturbed). Exact search and the LP path both move the 3g.
+  auto cat = catalog();
+  Fleet f = fleet_of("a100-40gb-sxm4", 2);
+  ASSERT_EQ(f.gpus[0].table->profiles[4].name, "3g.20gb");
+  ASSERT_EQ(f.gpus[0].table->profiles[0].name, "1g.5gb");
+  f.gpus[0].instances.push_back(ExistingInstance{Placed{4, 4}, true, "big"});
+  f.gpus[1].instances.push_back(ExistingInstance{Placed{0, 0}, true, "a"});
+  f.gpus[1].instances.push_back(ExistingInstance{Placed{0, 1}, true, "b"});
+  const std::vector<PackRequest> requests = {profile_request("more", "1g.5gb", 2)};
+  PackOptions lp_only;
+  lp_only.exact_state_limit = 0;
+  for (const PackOptions& options : {PackOptions{}, lp_only}) {
+    auto r = pack(*cat, f, requests, options);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->gpus_used, 1);
+    EXPECT_EQ(r->disturbed, 1);
+    EXPECT_TRUE(r->unplaced.empty());
+    EXPECT_TRUE(r->gpus[0].layout.empty());
+    int moved = 0, kept = 0;
+    for (const auto& u : r->gpus[1].layout) {
+      moved += u.moved_from_gpu == 0 ? 1 : 0;
+      kept += u.existing >= 0 ? 1 : 0;
+    }
+    EXPECT_EQ(moved, 1);
+    EXPECT_EQ(kept, 2);
+  }
+}
+
+TEST(MigPack, LpPathKeepsBusyInstancesAtTheSameGpuCount) {
+  // A mixed fleet with busy instances (too large for the exact search): everything placed, near the
+  // bound, and most busy instances kept.
+  auto cat = catalog();
+  Fleet f;
+  const std::vector<std::string> targets = {"a100-40gb-sxm4", "a100-80gb-sxm4", "h100-80gb-sxm5"};
+  std::mt19937 rng(5);
+  int busy = 0;
+  for (int i = 0; i < 400; ++i) {
+    auto ref = cat->resolve(targets[rng() % targets.size()]);
+    FleetGpu g{"n" + std::to_string(i / 8), i % 8, ref->gpu, ref->mig_table, {}};
+    if (rng() % 3 == 0) {
+      auto model = table_model(*ref->mig_table);
+      for (const auto& p : model->layouts[rng() % model->layouts.size()]) {
+        g.instances.push_back(ExistingInstance{p, rng() % 2 == 0, ""});
+        busy += g.instances.back().busy ? 1 : 0;
+      }
+    }
+    f.gpus.push_back(g);
+  }
+  std::vector<PackRequest> requests;
+  for (int i = 0; i < 80; ++i) {
+    PackRequest r;
+    r.name = "r" + std::to_string(i);
+    r.count = 1 + static_cast<int>(rng() % 20);
+    r.kind = PackRequest::Kind::kResources;
+    r.memory_gb = std::vector<double>{4, 4, 9, 18}[rng() % 4];
+    r.compute_slices = 1 + static_cast<int>(rng() % 3);
+    requests.push_back(r);
+  }
+  auto r = pack(*cat, f, requests, PackOptions{});
+  ASSERT_TRUE(r.ok());
+  int unplaced = 0;
+  for (const auto& u : r->unplaced) unplaced += u.count;
+  EXPECT_EQ(unplaced, 0);
+  EXPECT_LE(r->gpus_used, r->lower_bound * 1.02 + 1) << r->gpus_used << " vs " << r->lower_bound;
+  EXPECT_GT(busy, 100);
+  // Without the disturbance step this plan disturbed 178 of the 276 busy instances.
+  EXPECT_LE(r->disturbed * 5, busy * 2) << r->disturbed << " of " << busy;
 }
 
 TEST(MigPack, BadFilesNameTheFileEntryAndField) {

@@ -152,6 +152,20 @@ TEST(MigLp, SolvesASmallProblem) {
   const auto s = lp::solve(p);
   ASSERT_TRUE(s.feasible);
   EXPECT_NEAR(s.objective, 2.8, 1e-9);
+  // Duals: y1 + 3 y2 = 1 and 2 y1 + y2 = 1 -> 0.4 and 0.2 (4 * 0.4 + 6 * 0.2 = 2.8).
+  ASSERT_EQ(s.duals.size(), 2u);
+  EXPECT_NEAR(s.duals[0], 0.4, 1e-9);
+  EXPECT_NEAR(s.duals[1], 0.2, 1e-9);
+  // A <= row and an equality: min -x - y s.t. x <= 3, y = 2 -> duals -1 and -1.
+  lp::Problem q;
+  q.columns = 2;
+  q.cost = {-1, -1};
+  q.rows.push_back(lp::Row{{{0, 1}}, lp::Sense::kLe, 3});
+  q.rows.push_back(lp::Row{{{1, 1}}, lp::Sense::kEq, 2});
+  const auto t = lp::solve(q);
+  ASSERT_TRUE(t.feasible);
+  EXPECT_NEAR(t.duals[0], -1, 1e-9);
+  EXPECT_NEAR(t.duals[1], -1, 1e-9);
   p.rows.push_back(lp::Row{{{0, 1}, {1, 1}}, lp::Sense::kLe, 1});
   EXPECT_FALSE(lp::solve(p).feasible);
 }
