@@ -5,6 +5,7 @@
 // get worse: when the rest does not fit, fewer keep bins are tried, and at worst the class keeps the
 // solver's bins.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <unordered_set>
@@ -25,6 +26,11 @@ constexpr double kFitSlack = 1e-6;
 // Keep layouts (one per count of kept instances, most kept first) a busy GPU may try in the second
 // pass, where keeping costs LP slack; each try is one small LP.
 constexpr int kKeepTries = 3;
+// Cross-target moves try the movable units, then half, a quarter, ...: each try re-packs two targets.
+constexpr int kMoveHalvings = 3;
+// Trims of a move whose rounded-up LPs exceed the two targets' GPUs: each removes about the fraction
+// the receiving target rounds up, so one or two usually suffice.
+constexpr int kMoveTrims = 3;
 
 int option_for(const DemandClass& d, int target) {
   for (const auto& o : d.options) {
@@ -95,12 +101,18 @@ std::vector<int> maximal_layouts(const TableModel& tm) {
 // configurations; today there is one such class per target).
 class ClassRepack {
  public:
-  ClassRepack(const PackModel& M, const std::vector<int>& group, const std::vector<Bin>& bins, int exact_state_limit)
+  int kept() const { return kept_; }
+
+  // `units` per demand class on at most `budget` GPUs of the group.
+  ClassRepack(const PackModel& M, const std::vector<int>& group, std::vector<int> units, int budget,
+              int exact_state_limit)
       : M_(M),
         group_(group),
         gc_(M.classes[group.front()]),
         tm_(*M.targets[gc_.target].model),
-        limit_(exact_state_limit) {
+        limit_(exact_state_limit),
+        budget_(budget),
+        units_(std::move(units)) {
     class_of_gpu_.assign(M.busy_on_gpu.size(), -1);
     for (int g : group) {
       for (size_t gi : M.classes[g].members) class_of_gpu_[gi] = g;
@@ -112,14 +124,6 @@ class ClassRepack {
       profile_of_[k] = option_for(M.demands[k], gc_.target);
       if (M.demands[k].busy && profile_of_[k] >= 0) busy_class_[profile_of_[k]] = static_cast<int>(k);
     }
-    units_.assign(M.demands.size(), 0);
-    for (const auto& b : bins) {
-      if (std::find(group.begin(), group.end(), b.gpu_class) == group.end()) continue;
-      ++budget_;
-      for (const auto& per : b.units) {
-        for (const auto& [k, a] : per) units_[k] += a;
-      }
-    }
     for (int g : group) {
       for (size_t gi : M.classes[g].members) {
         if (!M.busy_on_gpu[gi].empty()) busy_gpus_.push_back(gi);
@@ -130,9 +134,14 @@ class ClassRepack {
                      [&](size_t a, size_t b) { return M.busy_on_gpu[a].size() > M.busy_on_gpu[b].size(); });
   }
 
-  // The class's new bins, or false when its old ones stay.
-  bool run(std::vector<Bin>* out) {
-    if (busy_gpus_.empty() || budget_ == 0) return false;
+  // The class's new bins, or false when its old ones stay. With `plain`, a group without busy GPUs
+  // is solved too (its units changed), and false means its units do not fit in the budget.
+  bool run(std::vector<Bin>* out, bool plain = false) {
+    if (busy_gpus_.empty() || budget_ == 0) {
+      if (!plain) return false;
+      std::vector<Bin> rest;
+      return residual(0, &rest) && finish(0, std::move(rest), out);
+    }
     greedy();
     // The rest must fit on the GPUs left; else fewer keep bins (the largest prefix that fits).
     std::vector<Bin> rest;
@@ -165,6 +174,7 @@ class ClassRepack {
 
   bool finish(size_t keeps, std::vector<Bin> rest, std::vector<Bin>* out) {
     out->assign(keeps_.begin(), keeps_.begin() + static_cast<long>(keeps));
+    kept_ = std::accumulate(kept_of_.begin(), kept_of_.begin() + static_cast<long>(keeps), 0);
     for (auto& b : rest) out->push_back(std::move(b));
     return true;
   }
@@ -283,6 +293,7 @@ class ClassRepack {
       const ClassLp next = class_lp(gc_, d);
       if (!next.feasible || static_cast<double>(keeps_.size()) + 1.0 + next.gpus > budget_ + kFitSlack) continue;
       keeps_.push_back(keep_bin(gi, c, r));
+      kept_of_.push_back(c.kept);
       now = next;
       return true;
     }
@@ -329,8 +340,157 @@ class ClassRepack {
   std::vector<int> busy_class_;    // per profile: the busy demand class of the target, or -1
   std::vector<size_t> busy_gpus_;  // members with busy instances, in the order they are tried
   std::vector<int> maximal_;
-  std::vector<Bin> keeps_;  // committed keep bins, in order
+  std::vector<Bin> keeps_;    // committed keep bins, in order
+  std::vector<int> kept_of_;  // busy instances each keeps in place
+  int kept_ = 0;              // busy instances the result's keep bins hold in place
 };
+
+}  // namespace
+
+namespace {
+
+// One target's share of the plan: its unpinned GPU classes, the units on them, its GPUs and bins.
+struct TargetShare {
+  int target = 0;
+  std::vector<int> group;
+  std::vector<int> units;  // per demand class
+  int budget = 0;
+  std::vector<Bin> bins;
+  int kept = 0;          // busy instances its keep bins hold in place
+  bool changed = false;  // its bins are new (else they stay where they were)
+};
+
+// Re-packs the share's units on at most its budget (step 6); false when they do not fit.
+bool repack(const PackModel& M, TargetShare& t, int exact_state_limit, bool plain) {
+  ClassRepack r(M, t.group, t.units, t.budget, exact_state_limit);
+  std::vector<Bin> bins;
+  if (!r.run(&bins, plain)) return false;
+  t.bins = std::move(bins);
+  t.kept = r.kept();
+  t.changed = true;
+  return true;
+}
+
+// Cross-target step: units of classes with options on both targets move from `from` to `to`, in the
+// profiles that the busy GPUs of `to` without a keep bin have room for around their busy instances;
+// `from` gives up the GPUs its LP no longer needs and `to` gets them. Tried only when both per-target
+// LPs, rounded up, fit in the two targets' GPUs; accepted when both re-packs (step 6) place all their
+// units on at most as many GPUs as before and keep more busy instances in place.
+bool try_move(const PackModel& M, TargetShare& to, TargetShare& from, const std::vector<int>& room,
+              int exact_state_limit) {
+  const GpuClass& ca = M.classes[to.group.front()];
+  const GpuClass& cb = M.classes[from.group.front()];
+  size_t members = 0;
+  for (int g : to.group) members += M.classes[g].members.size();
+  const size_t pa_n = M.targets[to.target].table->profiles.size();
+  const size_t pb_n = M.targets[from.target].table->profiles.size();
+  // The units that may move, per demand class.
+  std::vector<int> movable(M.demands.size(), 0);
+  std::vector<int> left = room;
+  for (size_t k = 0; k < M.demands.size(); ++k) {
+    const DemandClass& d = M.demands[k];
+    if (d.busy || from.units[k] == 0) continue;
+    const int pa = option_for(d, to.target), pb = option_for(d, from.target);
+    if (pa < 0 || pb < 0 || left[pa] == 0) continue;
+    movable[k] = std::min(from.units[k], left[pa]);
+    left[pa] -= movable[k];
+  }
+  if (std::accumulate(movable.begin(), movable.end(), 0) == 0) return false;
+  // The largest share of the movable units that pays off, halving on failure.
+  const int total = to.budget + from.budget;
+  for (int step = 0; step < kMoveHalvings; ++step) {
+    std::vector<int> mv(movable.size());
+    for (size_t k = 0; k < mv.size(); ++k) mv[k] = movable[k] >> step;
+    // Both LPs must fit in the two targets' GPUs after rounding up; when they do not, trim the move by
+    // the units (most expensive on `to` first) that make up the fraction `to` rounds up.
+    int need_a = 0, need_b = 0;
+    bool fits = false;
+    for (int trim = 0; trim <= kMoveTrims && !fits; ++trim) {
+      if (std::accumulate(mv.begin(), mv.end(), 0) == 0) return false;
+      std::vector<int> na_d(pa_n, 0), nb_d(pb_n, 0);
+      for (size_t k = 0; k < mv.size(); ++k) {
+        const int pa = option_for(M.demands[k], to.target), pb = option_for(M.demands[k], from.target);
+        if (pa >= 0) na_d[pa] += to.units[k] + mv[k];
+        if (pb >= 0) nb_d[pb] += from.units[k] - mv[k];
+      }
+      const ClassLp na = class_lp(ca, na_d), nb = class_lp(cb, nb_d);
+      if (!na.feasible || !nb.feasible) break;
+      need_a = static_cast<int>(std::ceil(na.gpus - kFitSlack));
+      need_b = static_cast<int>(std::ceil(nb.gpus - kFitSlack));
+      fits = need_a + need_b <= total && need_a <= static_cast<int>(members);
+      if (fits) break;
+      // When `to`'s LP is whole, the excess is real cost, which trimming by its prices cannot remove.
+      double excess = na.gpus - (need_a - 1);
+      if (excess > 1.0 - kFitSlack) break;
+      std::vector<size_t> order(mv.size());
+      std::iota(order.begin(), order.end(), 0);
+      auto price_on_a = [&](size_t k) {
+        const int pa = option_for(M.demands[k], to.target);
+        return pa >= 0 ? na.price[pa] : 0.0;
+      };
+      std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return price_on_a(x) > price_on_a(y); });
+      for (size_t k : order) {
+        const double pr = price_on_a(k);
+        if (mv[k] == 0 || pr <= kValueTolerance || excess <= 0) continue;
+        const int cut = std::min(mv[k], static_cast<int>(std::ceil(excess / pr - kFitSlack)));
+        mv[k] -= cut;
+        excess -= cut * pr;
+      }
+    }
+    if (!fits) continue;
+    TargetShare a = to, b = from;
+    for (size_t k = 0; k < mv.size(); ++k) {
+      a.units[k] += mv[k];
+      b.units[k] -= mv[k];
+    }
+    // Any spare GPU goes to `to`, where it may keep a busy GPU.
+    b.budget = need_b;
+    a.budget = total - need_b;
+    const bool okb = repack(M, b, exact_state_limit, true);
+    const bool oka = okb && repack(M, a, exact_state_limit, true);
+    if (!oka) continue;
+    if (a.kept + b.kept <= to.kept + from.kept) continue;
+    if (a.bins.size() + b.bins.size() > to.bins.size() + from.bins.size()) continue;
+    to = std::move(a);
+    from = std::move(b);
+    return true;
+  }
+  return false;
+}
+
+// Per target, what the busy GPUs without a keep bin could hold around their busy instances: the
+// slots of the maximal layout that keeps the most of them in place, less those instances.
+std::vector<int> room_on(const PackModel& M, const TargetShare& t) {
+  const TableModel& tm = *M.targets[t.target].model;
+  std::vector<int> room(tm.table->profiles.size(), 0);
+  std::unordered_set<int> kept;
+  for (const auto& b : t.bins) {
+    if (b.gpu >= 0) kept.insert(b.gpu);
+  }
+  const std::vector<int> maximal = maximal_layouts(tm);
+  for (int g : t.group) {
+    for (size_t gi : M.classes[g].members) {
+      const auto& own = M.busy_on_gpu[gi];
+      if (own.empty() || kept.count(static_cast<int>(gi)) > 0) continue;
+      int best = -1, best_kept = 0;
+      for (int li : maximal) {
+        int n = 0;
+        for (const auto& p : own) n += (tm.bits[li] & tm.bit(p)) ? 1 : 0;
+        if (n > best_kept || (n == best_kept && best >= 0 && tm.stranded_total(li) < tm.stranded_total(best))) {
+          best = li;
+          best_kept = n;
+        }
+      }
+      if (best < 0) continue;
+      std::vector<int> slots = tm.counts[best];
+      for (const auto& p : own) {
+        if (tm.bits[best] & tm.bit(p)) --slots[p.profile];
+      }
+      for (size_t p = 0; p < slots.size(); ++p) room[p] += slots[p];
+    }
+  }
+  return room;
+}
 
 }  // namespace
 
@@ -340,17 +500,46 @@ void reduce_disturbance(const PackModel& M, std::vector<Bin>& bins, int exact_st
     if (!M.classes[g].pinned && M.classes[g].fixed.empty())
       by_target[M.classes[g].target].push_back(static_cast<int>(g));
   }
+  std::vector<TargetShare> shares;
+  std::vector<int> share_of(M.classes.size(), -1);
   for (const auto& [target, group] : by_target) {
-    ClassRepack repack(M, group, bins, exact_state_limit);
-    std::vector<Bin> mine;
-    if (!repack.run(&mine)) continue;
-    std::vector<Bin> next;
-    for (auto& b : bins) {
-      if (std::find(group.begin(), group.end(), b.gpu_class) == group.end()) next.push_back(std::move(b));
-    }
-    for (auto& b : mine) next.push_back(std::move(b));
-    bins = std::move(next);
+    for (int g : group) share_of[g] = static_cast<int>(shares.size());
+    TargetShare t;
+    t.target = target;
+    t.group = group;
+    t.units.assign(M.demands.size(), 0);
+    shares.push_back(std::move(t));
   }
+  for (const auto& b : bins) {
+    const int s = share_of[b.gpu_class];
+    if (s < 0) continue;
+    TargetShare& t = shares[s];
+    ++t.budget;
+    for (const auto& per : b.units) {
+      for (const auto& [k, a] : per) t.units[k] += a;
+    }
+    t.bins.push_back(b);
+  }
+  for (auto& t : shares) repack(M, t, exact_state_limit, false);
+  // Cross-target moves, toward the targets with the most busy GPUs left without a keep bin.
+  for (size_t a = 0; a < shares.size(); ++a) {
+    const std::vector<int> room = room_on(M, shares[a]);
+    if (std::accumulate(room.begin(), room.end(), 0) == 0) continue;
+    for (size_t b = 0; b < shares.size(); ++b) {
+      if (b != a) try_move(M, shares[a], shares[b], room_on(M, shares[a]), exact_state_limit);
+    }
+  }
+  // Unchanged targets' bins stay where they were, the others' come after them.
+  std::vector<Bin> next;
+  for (auto& b : bins) {
+    const int s = share_of[b.gpu_class];
+    if (s < 0 || !shares[s].changed) next.push_back(std::move(b));
+  }
+  for (auto& t : shares) {
+    if (!t.changed) continue;
+    for (auto& b : t.bins) next.push_back(std::move(b));
+  }
+  bins = std::move(next);
 }
 
 }  // namespace gpuplan::mig
