@@ -467,6 +467,36 @@ TEST(MigPack, LpPathKeepsBusyInstancesAtTheSameGpuCount) {
   EXPECT_LE(r->disturbed * 5, busy * 2) << r->disturbed << " of " << busy;
 }
 
+TEST(MigPack, BusyGpusOfAnotherTypeKeepTheirInstancesAtTheSameGpuCount) {
+  // 6 H100s and 6 H200s, each H200 running one busy 1g instance, and 20 one-slice requests: 26 units,
+  // 4 GPUs. The best plan keeps 4 H200s (each its own instance plus others) and moves 2 busy instances.
+  // The requests fit an H100 as well as an H200, and the GPU-count steps put some on H100s; without the
+  // cross-target step, step 6 then keeps only the H200s those steps use (4 or 5 disturbed).
+  auto cat = catalog();
+  Fleet f = fleet_of("h100-80gb-sxm5", 6);
+  Fleet h = fleet_of("h200-141gb-sxm", 6);
+  ASSERT_EQ(h.gpus[0].table->profiles[0].name, "1g.18gb");
+  for (int i = 0; i < 6; ++i) {
+    h.gpus[i].node = "h";
+    h.gpus[i].instances.push_back(ExistingInstance{Placed{0, i}, true, "b" + std::to_string(i)});
+    f.gpus.push_back(h.gpus[i]);
+  }
+  PackRequest r;
+  r.name = "r";
+  r.count = 20;
+  r.kind = PackRequest::Kind::kResources;
+  r.memory_gb = 4;
+  r.compute_slices = 1;
+  PackOptions lp_only;
+  lp_only.exact_state_limit = 0;
+  auto res = pack(*cat, f, {r}, lp_only);
+  ASSERT_TRUE(res.ok());
+  EXPECT_TRUE(res->unplaced.empty());
+  EXPECT_EQ(res->gpus_used, 4);
+  EXPECT_EQ(res->lower_bound, 4);
+  EXPECT_EQ(res->disturbed, 2);
+}
+
 TEST(MigPack, BadFilesNameTheFileEntryAndField) {
   auto cat = catalog();
   auto f = parse_fleet(*cat, "fleet.yaml", "nodes:\n  - name: n1\n    gpus:\n      - {target: a1000}\n");
