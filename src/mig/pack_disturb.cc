@@ -3,7 +3,8 @@
 // that holds some of its busy instances where they are) while the class's configuration LP says the
 // rest still fits, then the rest by the ordinary solver. The GPU count and the units placed never
 // get worse: when the rest does not fit, fewer keep bins are tried, and at worst the class keeps the
-// solver's bins.
+// solver's bins. Then units move between targets when that lets busy GPUs of the receiving target
+// keep more instances on the same GPUs in total (try_move).
 #include <algorithm>
 #include <cmath>
 #include <map>

@@ -102,7 +102,8 @@ SolveOutcome solve_packing_for(const PackModel& model, const std::vector<int>& d
 // Rearranges the bins of each GPU class with busy members so that more busy instances stay where they
 // are, without using more GPUs of the class or placing fewer units: keep bins are priced with the
 // duals of the class's configuration LP, committed while that LP says the rest still fits, and the
-// rest is re-solved (pack_disturb.cc). Bins that keep instances carry their fleet GPU.
+// rest is re-solved (pack_disturb.cc); then units move between targets where that keeps more at the
+// same total GPU count. Bins that keep instances carry their fleet GPU.
 void reduce_disturbance(const PackModel& model, std::vector<Bin>& bins, int exact_state_limit);
 // The LP relaxation's optimum GPU count for placing `placed` units per demand class (pinned GPUs
 // excluded: they are always used).
