@@ -48,7 +48,7 @@ class Tableau {
       double best = -kEps;
       for (int c = 0; c < allowed; ++c) {
         const double d = at(m_, c);
-        if (d < best - (bland ? 0 : 0)) {
+        if (d < best) {
           pc = c;
           best = d;
           if (bland) break;
