@@ -181,6 +181,7 @@ function packSection(havePack) {
 function packResult(d) {
   const out = [el('p', { class: 'pack-summary' }, el('strong', { text: `${fmt(d.gpus_used)} GPUs used` }),
     d.lower_bound !== undefined ? ` (lower bound ${fmt(d.lower_bound)})` : '',
+    d.disturbed !== undefined ? `; moves ${fmt(d.disturbed)} running instance${d.disturbed === 1 ? '' : 's'}` : '',
     d.stranded ? `; stranded ${fmt(d.stranded.memory_slices)} memory and ${fmt(d.stranded.compute_slices)} compute slices` : '')];
   if (d.export && d.export.text) {
     out.push(el('p', {}, el('button', { type: 'button', class: 'download', text: 'Download the mig-parted config',
@@ -194,6 +195,17 @@ function packResult(d) {
       el('td', {}, (g.layout || []).length ? el('ul', { class: 'plain' }, g.layout.map((i) => el('li', {},
         el('code', { text: `${i.profile}@${i.start}` }), i.request ? `: ${i.request}` : '', i.busy ? ' (busy)' : '', i.existing ? ' (existing)' : '')))
         : el('span', { class: 'muted', text: 'empty' }))))))));
+  // What an operator runs: per GPU, the instances to destroy and to create (busy ones never without need).
+  const changes = (d.reconfigurations || []).filter((r) => (r.destroy || []).length || (r.create || []).length);
+  if (changes.length) {
+    const list = (xs) => (xs || []).map((i) => `${i.profile}@${i.start}`).join(', ') || '—';
+    out.push(el('div', { class: 'table-wrap' }, el('table', { class: 'data pack-changes' },
+      el('caption', { text: `Changes on ${fmt(changes.length)} GPU${changes.length === 1 ? '' : 's'}` }),
+      el('thead', {}, el('tr', {}, ['Node', 'GPU', 'Destroy', 'Create'].map((h) => el('th', { scope: 'col', text: h })))),
+      el('tbody', {}, changes.map((r) => el('tr', {},
+        el('th', { scope: 'row', text: r.node }), el('td', { class: 'num', text: fmt(r.index) }),
+        el('td', {}, el('code', { text: list(r.destroy) })), el('td', {}, el('code', { text: list(r.create) }))))))));
+  }
   if ((d.unplaced || []).length) {
     out.push(el('h4', { text: 'Not placed' }), el('ul', {}, d.unplaced.map((u) => el('li', { text: `${u.request} × ${u.count}: ${u.reason}` }))));
   }

@@ -210,7 +210,9 @@ test('MIG: build a layout by clicking, see validity and reason', async (page) =>
     await page.setInputFiles('#pack-requests', { name: 'requests.yaml', mimeType: 'text/yaml', buffer: Buffer.from(reqs) });
     await page.click('#panel-mig .pack-form button[type="submit"]');
     await page.waitForSelector('#panel-mig .pack-summary', { timeout: 10000 });
-    expect((await page.textContent('#panel-mig .pack-summary')).includes('GPUs used'), 'pack summary');
+    const summary = await page.textContent('#panel-mig .pack-summary');
+    expect(summary.includes('GPUs used') && summary.includes('moves 0 running instances'), 'pack summary');
+    expect((await page.textContent('#panel-mig .pack-changes caption')).includes('Changes on 2 GPUs'), 'changes per GPU');
     const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#panel-mig button.download')]);
     expect(dl.suggestedFilename() === 'mig-parted-config.yaml', 'download name');
     await shot(page, 'mig-pack');
