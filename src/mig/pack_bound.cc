@@ -109,6 +109,8 @@ class Bound {
       Prices smooth = mix(center_, duals);
       std::vector<Block> more;
       take(lagrangian(smooth, &more), smooth);
+      // Responses at the duals enter when they price out there; those at the smoothed prices always
+      // (they price out at those prices and pull the master toward the best prices seen).
       bool added = false;
       for (auto* bs : {&blocks, &more}) {
         for (auto& b : *bs) {
