@@ -311,6 +311,7 @@ void run_busy(benchmark::State& state, bool keep) {
     for (const auto& i : g.instances) busy += i.busy ? 1 : 0;
   }
   state.counters["disturbed"] = disturbed;
+  state.counters["disturbed_lower_bound"] = r->disturbed_lower_bound;
   state.counters["busy"] = busy;
 }
 

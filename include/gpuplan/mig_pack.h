@@ -85,6 +85,9 @@ struct PackResult {
   std::vector<GpuPlan> gpus;  // every fleet GPU, in fleet order (unused ones have an empty layout)
   std::vector<Unplaced> unplaced;
   int disturbed = 0;  // busy instances moved or destroyed
+  // No plan that places these units on at most gpus_used GPUs disturbs fewer busy instances (the
+  // rounded-up LP relaxation of keeping them in place).
+  int disturbed_lower_bound = 0;
   int stranded_memory_slices = 0;
   int stranded_compute_slices = 0;
   std::vector<std::string> notes;  // how requests were mapped (e.g. memory_gb -> profile per GPU type)

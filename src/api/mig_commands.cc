@@ -183,6 +183,7 @@ Json pack_json(const mig::Fleet& fleet, const std::vector<mig::PackRequest>& req
       {"optimal", r.exact || gap == 0},
       {"fleet_gpus", fleet.gpus.size()},
       {"disturbed", r.disturbed},
+      {"disturbed_lower_bound", r.disturbed_lower_bound},
       {"stranded", Json{{"memory_slices", r.stranded_memory_slices}, {"compute_slices", r.stranded_compute_slices}}},
       {"gpus", std::move(gpus)},
       {"unplaced", std::move(unplaced)},

@@ -91,7 +91,8 @@ std::string render_pack(const Json& r, const Json&, const OutputFormat& fmt) {
   if (r["optimal"].get<bool>()) os << ", optimal";
   os << "\nbusy instances disturbed: " << r["disturbed"].get<int>()
      << "; stranded: " << r["stranded"]["memory_slices"].get<int>() << " memory slices, "
-     << r["stranded"]["compute_slices"].get<int>() << " compute slices\n\n";
+     << r["stranded"]["compute_slices"].get<int>() << " compute slices\n";
+  os << "busy instances disturbed, lower bound at this GPU count: " << r["disturbed_lower_bound"].get<int>() << "\n\n";
   os << render_table(header, rows);
   if (!r["unplaced"].empty()) {
     os << "\nNot placed:\n";

@@ -564,6 +564,7 @@ Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const s
   out.lp_bound = lp_lower_bound(M, placed_per_class) + pinned;
   out.lower_bound = static_cast<int>(std::ceil(out.lp_bound - 1e-6));
   if (out.exact) out.lower_bound = std::max(out.lower_bound, out.gpus_used);
+  if (out.disturbed > 0) out.disturbed_lower_bound = disturbance_lower_bound(M, placed_per_class, out.gpus_used);
 
   // Unplaced units per request line.
   for (size_t k = 0; k < M.demands.size(); ++k) {

@@ -16,6 +16,24 @@
 
 namespace gpuplan::mig {
 
+std::vector<int> maximal_layouts(const TableModel& tm) {
+  std::unordered_set<uint64_t> all(tm.bits.begin(), tm.bits.end());
+  std::vector<uint64_t> placements;
+  for (size_t p = 0; p < tm.table->profiles.size(); ++p) {
+    for (int start : tm.table->profiles[p].placement_starts) {
+      placements.push_back(tm.bit(Placed{static_cast<int>(p), start}));
+    }
+  }
+  std::vector<int> out;
+  for (size_t li = 0; li < tm.bits.size(); ++li) {
+    const uint64_t b = tm.bits[li];
+    const bool maximal = std::none_of(placements.begin(), placements.end(),
+                                      [&](uint64_t q) { return !(b & q) && all.count(b | q) > 0; });
+    if (maximal) out.push_back(static_cast<int>(li));
+  }
+  return out;
+}
+
 namespace {
 
 // A keep layout whose units are worth at least this much less than one GPU at the LP's prices takes
@@ -75,25 +93,6 @@ ClassLp class_lp(const GpuClass& gc, const std::vector<int>& d) {
   out.gpus = s.objective;
   for (size_t prof = 0; prof < d.size(); ++prof) {
     if (row_of[prof] >= 0) out.price[prof] = s.duals[row_of[prof]];
-  }
-  return out;
-}
-
-// Layouts of the table to which no instance can be added (a keep bin never needs fewer slots).
-std::vector<int> maximal_layouts(const TableModel& tm) {
-  std::unordered_set<uint64_t> all(tm.bits.begin(), tm.bits.end());
-  std::vector<uint64_t> placements;
-  for (size_t p = 0; p < tm.table->profiles.size(); ++p) {
-    for (int start : tm.table->profiles[p].placement_starts) {
-      placements.push_back(tm.bit(Placed{static_cast<int>(p), start}));
-    }
-  }
-  std::vector<int> out;
-  for (size_t li = 0; li < tm.bits.size(); ++li) {
-    const uint64_t b = tm.bits[li];
-    const bool maximal = std::none_of(placements.begin(), placements.end(),
-                                      [&](uint64_t q) { return !(b & q) && all.count(b | q) > 0; });
-    if (maximal) out.push_back(static_cast<int>(li));
   }
   return out;
 }

@@ -92,6 +92,10 @@ struct KeepEval {
 KeepEval best_keeping_layout(const TableModel& tm, const std::vector<Placed>& busy, const std::vector<int>& counts,
                              const std::vector<int>& busy_units);
 
+// Layouts of the table to which no instance can be added (a keep bin never needs fewer slots, and
+// every layout is contained in one of them).
+std::vector<int> maximal_layouts(const TableModel& tm);
+
 // Places the demand on the classes: exact search when small, else LP-guided construction followed by
 // reduce_disturbance().
 SolveOutcome solve_packing(const PackModel& model, int exact_state_limit);
@@ -108,5 +112,9 @@ void reduce_disturbance(const PackModel& model, std::vector<Bin>& bins, int exac
 // The LP relaxation's optimum GPU count for placing `placed` units per demand class (pinned GPUs
 // excluded: they are always used).
 double lp_lower_bound(const PackModel& model, const std::vector<int>& placed);
+// A lower bound on the busy instances disturbed by any plan that places at least `placed` units per
+// demand class on at most `gpus` GPUs: the rounded-up LP relaxation of keeping busy instances in place
+// (pack_bound.cc). 0 with --keep-existing.
+int disturbance_lower_bound(const PackModel& model, const std::vector<int>& placed, int gpus);
 
 }  // namespace gpuplan::mig
