@@ -182,6 +182,7 @@ function packResult(d) {
   const out = [el('p', { class: 'pack-summary' }, el('strong', { text: `${fmt(d.gpus_used)} GPUs used` }),
     d.lower_bound !== undefined ? ` (lower bound ${fmt(d.lower_bound)})` : '',
     d.disturbed !== undefined ? `; moves ${fmt(d.disturbed)} running instance${d.disturbed === 1 ? '' : 's'}` : '',
+    d.disturbed > 0 && d.disturbed_lower_bound !== undefined ? ` (no plan on this many GPUs moves fewer than ${fmt(d.disturbed_lower_bound)})` : '',
     d.stranded ? `; stranded ${fmt(d.stranded.memory_slices)} memory and ${fmt(d.stranded.compute_slices)} compute slices` : '')];
   if (d.export && d.export.text) {
     out.push(el('p', {}, el('button', { type: 'button', class: 'download', text: 'Download the mig-parted config',
