@@ -27,6 +27,10 @@ struct Target {
   int count = 1;  // devices
   Link link = Link::kPcie;
 
+  // `count` devices of `ref`, linked by NVLink when the GPU has it (count > 1, not a MIG slice), else
+  // by PCIe: what `--gpu NAMExN` means.
+  static Target linked(const TargetRef& ref, int count);
+
   std::string id() const { return ref.id(); }
   std::string name() const;
 

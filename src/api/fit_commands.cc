@@ -21,11 +21,7 @@ Result<std::vector<Target>> fit_targets(const Catalog& catalog, const Json& requ
   Request req(request);
   auto names = req.strings("gpu");
   if (!names) return names.error();
-  auto make = [&](const TargetRef& ref, int count) {
-    Target t{ref, count, Link::kPcie};
-    if (count > 1 && ref.gpu && ref.gpu->number("nvlink_gbps", 0) > 0 && !ref.is_mig()) t.link = Link::kNvlink;
-    return t;
-  };
+  auto make = [](const TargetRef& ref, int count) { return Target::linked(ref, count); };
   if (names->empty()) {
     for (const auto& ref : catalog.all_targets(true)) out.push_back(make(ref, default_count));
     return out;
@@ -113,7 +109,11 @@ Result<Json> fit(const Context& ctx, const Json& body) {
   w->count = base_count;
   auto base = prepared_for(base_count);
   if (!base) return base.error();
-  const MemoryBreakdown memory = estimate_memory(**base);
+  // With one kind of target (count and link), the breakdown includes what the link adds.
+  const bool one_kind = !targets->empty() && std::all_of(targets->begin(), targets->end(), [&](const Target& t) {
+    return t.count == base_count && t.link == targets->front().link;
+  });
+  const MemoryBreakdown memory = one_kind ? fit_target(**base, targets->front()).memory : estimate_memory(**base);
 
   Json result;
   result["model"] = model_json(*w->model);

@@ -83,7 +83,7 @@ Prediction predict_memory_row(const Context& ctx, const Json& row) {
       p.note = "gpu: " + ref.error().message;
       return p;
     }
-    Target t{*ref, w->gpus(), Link::kPcie};
+    const Target t = Target::linked(*ref, w->gpus());
     f = fit_target(*prepared, t);
   }
   p.ok = true;

@@ -105,6 +105,12 @@ std::optional<double> Target::peak_tflops(Precision p) const {
 
 double Target::tdp_w() const { return ref.gpu->number("tdp_w", 0) * compute_fraction(); }
 
+Target Target::linked(const TargetRef& ref, int count) {
+  Target t{ref, count, Link::kPcie};
+  if (count > 1 && ref.gpu && ref.gpu->number("nvlink_gbps", 0) > 0 && !ref.is_mig()) t.link = Link::kNvlink;
+  return t;
+}
+
 double Target::link_gbps() const {
   const double nvlink = ref.gpu->number("nvlink_gbps", 0);
   if (link == Link::kNvlink && nvlink > 0) return nvlink / 2;  // NVIDIA quotes both directions summed

@@ -25,6 +25,11 @@ constexpr double kCublasWorkspaceBytes = 32.0 * kBytesPerMib;
 // NCCL communicator buffers when GPUs talk: NCCL_BUFFSIZE 4 MiB x channels x peers plus proxy;
 // aiconfigurator budgets 342-392 MB by TP degree (base_backend.py).
 constexpr double kNcclBytes = 384.0 * kBytesPerMib;
+// vLLM with tensor parallelism over NVLink keeps its own NCCL communicator beside torch.distributed's
+// and registers custom all-reduce buffers: its non-torch memory at tp 2-4 exceeds tp 1 by 1.79 GiB
+// (vLLM PR 10511 log: 3.58 vs 1.79 GiB) and 1.82-1.88 GiB (llm-d planner accuracy report, vLLM 0.19 on
+// H100: 2.07 / 2.13 vs 0.25 GiB). Both measured on 80 GB Hopper GPUs; used for every NVLink pair.
+constexpr double kVllmNvlinkTpCommunicationBytes = 1.8 * kBytesPerGib;
 // Caching-allocator slack: blocks PyTorch keeps reserved after freeing them, as a share of the memory
 // allocated and freed during a step (KV growth, activations). PyTorch CUDA semantics notes; the
 // reserved/allocated ratios of 1.05-1.15 seen in public torch.cuda.memory_summary logs.
@@ -423,6 +428,14 @@ int64_t largest(int64_t lo, int64_t hi, F ok) {
   return lo;
 }
 
+// Communication memory that depends on how the target's GPUs are linked, on top of what
+// estimate_memory counts for any multi-GPU run: vLLM's tensor-parallel buffers over NVLink. The same
+// for every batch and context.
+double link_communication_bytes(const Workload& w, const Target& t) {
+  const bool vllm_tp_over_nvlink = w.engine == Engine::kVllm && w.tp > 1 && t.link == Link::kNvlink;
+  return vllm_tp_over_nvlink ? kVllmNvlinkTpCommunicationBytes - kNcclBytes : 0.0;
+}
+
 }  // namespace
 
 TargetFit fit_target(const PreparedWorkload& p, const Target& t) {
@@ -431,14 +444,19 @@ TargetFit fit_target(const PreparedWorkload& p, const Target& t) {
   f.capacity_bytes = capacity_bytes(t);
   f.limit_bytes = limit_for(p, f.capacity_bytes);
   f.memory = estimate_memory(p);
+  const double link_bytes = link_communication_bytes(w, t);
+  f.memory.communication_bytes += link_bytes;
+  f.memory.runtime_overhead_bytes += link_bytes;
+  f.memory.total_bytes += link_bytes;
   f.total_bytes = f.memory.total_bytes;
   f.headroom_bytes = f.limit_bytes - f.total_bytes;
   f.fits = f.headroom_bytes >= 0;
-  const double limit = f.limit_bytes;
+  // The link's buffers are a constant: the bisections below compare estimate_memory against what is left.
+  const double limit = f.limit_bytes - link_bytes;
   if (w.engine == Engine::kVllm && w.model->kind == ModelKind::kDecoder) {
     // The pool vLLM hands the KV cache: its budget less weights, non-torch memory and the profile peak.
     const MemoryBreakdown& m = f.memory;
-    f.kv_pool_bytes = std::max(0.0, limit - (m.total_bytes - m.kv_cache_bytes));
+    f.kv_pool_bytes = std::max(0.0, f.limit_bytes - (m.total_bytes - m.kv_cache_bytes));
     const double block_bytes = p.kv_full_bytes_per_token * kVllmBlockTokens;
     const double blocks = block_bytes > 0 ? std::floor(f.kv_pool_bytes / block_bytes) : 0;
     f.kv_pool_tokens = static_cast<int64_t>(blocks) * kVllmBlockTokens;

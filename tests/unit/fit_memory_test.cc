@@ -224,6 +224,38 @@ TEST(FitTarget, VllmPoolIsWhatIsLeftOfItsShare) {
   EXPECT_LT(f.kv_pool_tokens, 500000);
 }
 
+// vLLM's tensor-parallel communicators and custom all-reduce buffers over NVLink: 1.8 GiB of non-torch
+// memory per GPU (vLLM PR 10511, llm-d planner report), where two PCIe-linked GPUs keep the generic
+// NCCL buffers; other engines and tp 1 are unchanged by the link.
+TEST(FitTarget, VllmTensorParallelOverNvlinkKeepsItsCommunicationBuffers) {
+  auto catalog = Catalog::embedded();
+  auto h100 = catalog->resolve("h100-80gb-sxm5");
+  ASSERT_TRUE(h100.ok());
+  const Target nvlink = Target::linked(*h100, 2);
+  ASSERT_EQ(nvlink.link, Link::kNvlink);
+  const Target pcie{*h100, 2, Link::kPcie};
+  const PreparedWorkload vllm = prepared("llama-3.1-8b", {{"engine", "vllm"}, {"tp", 2}, {"context", 8192}});
+  const TargetFit over_nvlink = fit_target(vllm, nvlink);
+  const TargetFit over_pcie = fit_target(vllm, pcie);
+  EXPECT_NEAR(over_nvlink.memory.communication_bytes, 1.8 * kBytesPerGib, 1);
+  EXPECT_NEAR(over_pcie.memory.communication_bytes, 384 * kBytesPerMib, 1);
+  EXPECT_NEAR(over_pcie.kv_pool_bytes - over_nvlink.kv_pool_bytes, 1.8 * kBytesPerGib - 384 * kBytesPerMib, 1);
+  EXPECT_LT(over_nvlink.kv_pool_tokens, over_pcie.kv_pool_tokens);
+  // The bisections see the same buffers: the largest context still fits with them.
+  EXPECT_LE(estimate_memory(vllm, vllm.workload.batch, over_nvlink.max_context).total_bytes +
+                (over_nvlink.memory.communication_bytes - over_pcie.memory.communication_bytes),
+            over_nvlink.limit_bytes);
+  const PreparedWorkload hf = prepared("llama-3.1-8b", {{"tp", 2}, {"context", 8192}});
+  EXPECT_DOUBLE_EQ(fit_target(hf, nvlink).total_bytes, fit_target(hf, pcie).total_bytes);
+  const PreparedWorkload one = prepared("llama-3.1-8b", {{"engine", "vllm"}, {"context", 8192}});
+  EXPECT_DOUBLE_EQ(fit_target(one, Target::linked(*h100, 1)).total_bytes,
+                   fit_target(one, Target{*h100, 1, Link::kPcie}).total_bytes);
+  // A MIG slice is never NVLink-linked.
+  auto slice = catalog->resolve("h100-80gb-sxm5/3g.40gb");
+  ASSERT_TRUE(slice.ok());
+  EXPECT_EQ(Target::linked(*slice, 2).link, Link::kPcie);
+}
+
 // The validation bound of issue 3, over the rows marked comparable: at least 90% of numeric rows
 // within 10%, none beyond 25%, and every fit/out-of-memory verdict right.
 TEST(FitValidation, MemoryBoundHolds) {
@@ -240,12 +272,9 @@ TEST(FitValidation, MemoryBoundHolds) {
   const std::vector<std::string> known_wrong = {
       // BLOOM-176B on 8/4 x A100 (HF blog, 2022): the OOM at the next batch size comes from
       // DeepSpeed-Inference's / 2022 accelerate's own buffers, which gpuplan does not model.
-      "hf-blog-bloom-ds-inference-fp16-8xa100-bs256",
-      "hf-blog-bloom-ds-inference-int8-8xa100-bs512",
-      "hf-blog-bloom-accelerate-bf16-8xa100-bs64",
-      "hf-blog-bloom-accelerate-int8-8xa100-bs64",
-      "hf-blog-bloom-accelerate-int8-4xa100-bs32",
-      "hf-blog-bloom-ds-inference-int8-4xa100-bs128",
+      "hf-blog-bloom-ds-inference-fp16-8xa100-bs256", "hf-blog-bloom-ds-inference-int8-8xa100-bs512",
+      "hf-blog-bloom-accelerate-bf16-8xa100-bs64",    "hf-blog-bloom-accelerate-int8-8xa100-bs64",
+      "hf-blog-bloom-accelerate-int8-4xa100-bs32",    "hf-blog-bloom-ds-inference-int8-4xa100-bs128",
   };
   int wrong_unlisted = 0;
   for (const auto& row : (*r)["rows"]) {
