@@ -81,7 +81,12 @@ struct Model {
   bool parallel_attn = false;       // attention and MLP read the same normed input (GPT-J, Falcon)
   bool fused_qkv = false;           // one matrix holds Q, K and V (Falcon, BLOOM, Phi-3)
   bool eager_fp32_softmax = false;  // eager attention upcasts scores to fp32 (BLOOM, StarCoder)
-  int64_t experts = 0;              // MoE routed experts per layer (0 = dense)
+  // Dropout probabilities that training applies (config.json; 0 for most LLMs, 0.1 for BERT, OPT,
+  // StarCoder): on the residual branches (after the attention output and MLP projections) and on the
+  // attention probabilities.
+  double hidden_dropout = 0;
+  double attention_dropout = 0;
+  int64_t experts = 0;  // MoE routed experts per layer (0 = dense)
   int64_t experts_per_token = 0;
   int64_t shared_experts = 0;
 

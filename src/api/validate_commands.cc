@@ -234,6 +234,7 @@ Result<Json> validate(const Context& ctx, const Json& body) {
                {"metric", row.value("metric", "")},
                {"unit", row.value("unit", "")},
                {"comparable", row.value("comparable", true)}};
+      if (row.contains("not_comparable_because")) out["not_comparable_because"] = row["not_comparable_because"];
       const std::string unit = row.value("unit", "");
       double measured = 0;
       if (row.contains("measured") && row["measured"].is_boolean())

@@ -54,6 +54,9 @@ constexpr double kTrainLogitBytes = 14;
 // torchtune computes the loss with CEWithChunkedOutputLoss (num_output_chunks = 8): the bf16 logits
 // (2 B) stay, the fp32 upcast and log-softmax exist for one chunk at a time (torchtune/modules/loss).
 constexpr double kTorchtuneLogitChunks = 8;
+// torch.nn.functional.dropout saves its mask as a bool tensor: 1 byte per element
+// (aten native_dropout returns (output, mask: bool)).
+constexpr double kDropoutMaskBytes = 1;
 // Adam states: m and v in fp32 (Loshchilov & Hutter; torch.optim.AdamW), 8-bit Adam: 1 B each plus
 // block scales (Dettmers et al. 2021, bitsandbytes), SGD: one momentum buffer.
 constexpr double kAdamStateBytes = 8;
@@ -206,10 +209,19 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
   const double down_input = adapters && !(w.lora_targets & kLoraDown) ? 0.0 : 1.0;
   const double mlp_in = adapters && !(w.lora_targets & (kLoraGate | kLoraUp)) ? 0.0 : h;
   const double mlp = (mlp_in + ((m.gated_mlp ? 3.0 : 1.0) + down_input) * inner / tp) * e;
-  t.per_layer_bytes = n * (norms + attn + mlp);
+  // Dropout (training applies the config's probabilities): each dropout saves a 1-byte mask; on the
+  // residual branches that is all (the add after it saves nothing), after the attention and MLP
+  // output projections (one shared branch for parallel attention).
+  const double residual_masks = m.hidden_dropout > 0 ? (m.parallel_attn ? 1.0 : 2.0) * h / tp * kDropoutMaskBytes : 0.0;
+  t.per_layer_bytes = n * (norms + attn + mlp + residual_masks);
   const bool eager = !w.flash_attention || m.architecture == "bloom";
   if (eager) {
-    t.score_bytes = b * static_cast<double>(m.heads) / tp * s * s * (e + (m.eager_fp32_softmax ? 4.0 : 0.0));
+    // Softmax output (kept for its backward), fp32 copies where the model upcasts, and with dropout on
+    // the probabilities its mask and output (the input of probs x V). Flash/SDPA kernels regenerate
+    // dropout from the RNG state and keep no s^2 tensors.
+    const double dropout_bytes = m.attention_dropout > 0 ? kDropoutMaskBytes + e : 0.0;
+    t.score_bytes =
+        b * static_cast<double>(m.heads) / tp * s * s * (e + (m.eager_fp32_softmax ? 4.0 : 0.0) + dropout_bytes);
     t.per_layer_bytes += t.score_bytes;
   }
   t.layer_input_bytes = n * h * e;

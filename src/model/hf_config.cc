@@ -464,6 +464,19 @@ Result<Model> parse_any(const J& config, std::string id) {
   }
   if (!r) return r;
   Model out = std::move(r).value();
+  // Dropout probabilities under each family's key names (BERT, OPT, GPT-2/J, StarCoder, MPT, Falcon,
+  // BLOOM, Phi-3, Llama-likes); absent means none.
+  auto probability = [](const Json& obj, std::initializer_list<const char*> names) {
+    for (const char* n : names) {
+      if (obj.contains(n) && obj.at(n).is_number()) return std::clamp(obj.at(n).get<double>(), 0.0, 1.0);
+    }
+    return 0.0;
+  };
+  out.hidden_dropout = probability(j, {"hidden_dropout_prob", "hidden_dropout", "resid_pdrop", "dropout"});
+  out.attention_dropout = probability(j, {"attention_probs_dropout_prob", "attention_dropout", "attn_pdrop"});
+  if (j.contains("attn_config") && j["attn_config"].is_object()) {  // MPT
+    out.attention_dropout = std::max(out.attention_dropout, probability(j["attn_config"], {"attn_pdrop"}));
+  }
   if (out.heads <= 0 || out.head_dim <= 0 || out.layers <= 0) {
     return invalid_data_error("config.json of '" + out.id + "' gives zero heads, head size or layers", "config");
   }

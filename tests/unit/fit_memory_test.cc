@@ -224,6 +224,40 @@ TEST(FitTarget, VllmPoolIsWhatIsLeftOfItsShare) {
   EXPECT_LT(f.kv_pool_tokens, 500000);
 }
 
+// Training applies the config's dropout: BERT-large (0.1 on the residual branches and the attention
+// probabilities) keeps a 1-byte mask per element of each residual dropout and, in eager attention, the
+// probabilities' mask and dropped-out copy; the same model without dropout keeps neither.
+TEST(FitTraining, DropoutKeepsMasksAndTheDroppedProbabilities) {
+  Workload w =
+      workload("bert-large",
+               {{"task", "train"}, {"weights", "fp32"}, {"batch", 4}, {"context", 512}, {"flash_attention", false}});
+  ASSERT_DOUBLE_EQ(w.model->hidden_dropout, 0.1);
+  ASSERT_DOUBLE_EQ(w.model->attention_dropout, 0.1);
+  auto with = prepare(w);
+  ASSERT_TRUE(with.ok());
+  auto plain = std::make_shared<Model>(*w.model);
+  plain->hidden_dropout = 0;
+  plain->attention_dropout = 0;
+  w.model = plain;
+  auto without = prepare(w);
+  ASSERT_TRUE(without.ok());
+  const double n = 4.0 * 512, h = 1024, heads = 16, s = 512, layers = 24, e = 4;
+  const double per_layer = n * 2 * h * 1 + 4 * heads * s * s * (1 + e);
+  EXPECT_NEAR(estimate_memory(*with).activations_bytes - estimate_memory(*without).activations_bytes,
+              layers * per_layer, 1);
+  // Flash/SDPA attention keeps no s^2 tensors: only the residual masks remain.
+  w.flash_attention = true;
+  w.model = std::make_shared<Model>(*with->workload.model);
+  auto flash = prepare(w);
+  w.model = plain;
+  auto flash_plain = prepare(w);
+  ASSERT_TRUE(flash.ok() && flash_plain.ok());
+  EXPECT_NEAR(estimate_memory(*flash).activations_bytes - estimate_memory(*flash_plain).activations_bytes,
+              layers * n * 2 * h, 1);
+  // Llama-style configs say 0: nothing changes for them.
+  EXPECT_DOUBLE_EQ(workload("llama-3.1-8b").model->attention_dropout, 0);
+}
+
 // vLLM's tensor-parallel communicators and custom all-reduce buffers over NVLink: 1.8 GiB of non-torch
 // memory per GPU (vLLM PR 10511, llm-d planner report), where two PCIe-linked GPUs keep the generic
 // NCCL buffers; other engines and tp 1 are unchanged by the link.
