@@ -74,6 +74,18 @@ constexpr double kDeepSpeedFp32GradBytes = 4;
 
 double gib(double bytes) { return bytes / kBytesPerGib; }
 
+// Bytes of an fp32 element.
+constexpr double kFp32Bytes = 4;
+
+// QLoRA through PEFT (the transformers engine) on a bitsandbytes base whose unquantized parameters are
+// 16-bit: prepare_model_for_kbit_training upcasts them (peft/utils/other.py, "cast all non INT8
+// parameters to fp32").
+bool peft_kbit_upcast(const Workload& w) {
+  const WeightFormatInfo& f = weight_format_info(w.weights);
+  return w.task == Task::kQlora && w.engine == Engine::kTransformers && f.family == FormatFamily::kBitsAndBytes &&
+         f.unquantized_bytes < kFp32Bytes;
+}
+
 bool quantized_dequant(WeightFormat f) {
   switch (f) {
     case WeightFormat::kInt4Gptq:
@@ -260,6 +272,18 @@ Result<PreparedWorkload> prepare(const Workload& w) {
   PreparedWorkload p;
   p.workload = w;
   p.weights = model_weight_bytes(m, w.weights, w.group_size);
+  if (peft_kbit_upcast(w)) {
+    // PEFT's prepare_model_for_kbit_training (TRL's SFTTrainer calls it for k-bit models) casts every
+    // fp16/bf16 parameter that is not a Params4bit to fp32: embeddings, head, norms, biases. For
+    // bitsandbytes formats everything outside the quantized matrices is such a parameter.
+    const double factor = kFp32Bytes / weight_format_info(w.weights).unquantized_bytes;
+    const double added = p.weights.other_bytes * (factor - 1.0);
+    p.weights.other_bytes += added;
+    p.weights.total_bytes += added;
+    p.weights.active_bytes += added;
+    p.weights.non_layer_bytes *= factor;
+    p.weights.largest_edge_bytes *= factor;
+  }
   const double tp = w.tp, pp = w.pp;
   // Pipeline stages hold ceil(L/pp) layers; the stage with the embedding (or head) holds it too.
   const double layer_bytes = std::max(0.0, p.weights.total_bytes - p.weights.non_layer_bytes);

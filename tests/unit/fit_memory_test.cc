@@ -258,6 +258,23 @@ TEST(FitTraining, DropoutKeepsMasksAndTheDroppedProbabilities) {
   EXPECT_DOUBLE_EQ(workload("llama-3.1-8b").model->attention_dropout, 0);
 }
 
+// PEFT QLoRA (transformers engine) keeps what bitsandbytes leaves unquantized in fp32
+// (prepare_model_for_kbit_training); torchtune (pytorch engine) keeps it in bf16.
+TEST(FitTraining, PeftKbitTrainingUpcastsTheUnquantizedParameters) {
+  const PreparedWorkload peft = prepared("llama-3.1-8b", {{"task", "qlora"}, {"weights", "nf4"}});
+  const PreparedWorkload tune =
+      prepared("llama-3.1-8b", {{"task", "qlora"}, {"weights", "nf4"}, {"engine", "pytorch"}});
+  // Embeddings and head alone: 2 x 128256 x 4096 parameters, 2 more bytes each.
+  const double head_and_embeddings = 2.0 * 128256 * 4096;
+  EXPECT_GT(peft.weights_per_gpu_bytes - tune.weights_per_gpu_bytes, 2.0 * head_and_embeddings);
+  EXPECT_LT(peft.weights_per_gpu_bytes - tune.weights_per_gpu_bytes, 2.0 * head_and_embeddings * 1.01);
+  EXPECT_DOUBLE_EQ(peft.weights.other_bytes, 2.0 * tune.weights.other_bytes);
+  // Plain LoRA on a 16-bit base is not prepared for k-bit training.
+  const PreparedWorkload lora = prepared("llama-3.1-8b", {{"task", "lora"}});
+  const PreparedWorkload lora_tune = prepared("llama-3.1-8b", {{"task", "lora"}, {"engine", "pytorch"}});
+  EXPECT_DOUBLE_EQ(lora.weights_per_gpu_bytes, lora_tune.weights_per_gpu_bytes);
+}
+
 // vLLM's tensor-parallel communicators and custom all-reduce buffers over NVLink: 1.8 GiB of non-torch
 // memory per GPU (vLLM PR 10511, llm-d planner report), where two PCIe-linked GPUs keep the generic
 // NCCL buffers; other engines and tp 1 are unchanged by the link.
