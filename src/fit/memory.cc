@@ -77,13 +77,13 @@ double gib(double bytes) { return bytes / kBytesPerGib; }
 // Bytes of an fp32 element.
 constexpr double kFp32Bytes = 4;
 
-// QLoRA through PEFT (the transformers engine) on a bitsandbytes base whose unquantized parameters are
-// 16-bit: prepare_model_for_kbit_training upcasts them (peft/utils/other.py, "cast all non INT8
-// parameters to fp32").
+// QLoRA through PEFT (HF Trainer / TRL, alone or with DeepSpeed) on a bitsandbytes base whose unquantized parameters
+// are 16-bit: prepare_model_for_kbit_training upcasts them (peft/utils/other.py, "cast all non INT8 parameters to
+// fp32").
 bool peft_kbit_upcast(const Workload& w) {
   const WeightFormatInfo& f = weight_format_info(w.weights);
-  return w.task == Task::kQlora && w.engine == Engine::kTransformers && f.family == FormatFamily::kBitsAndBytes &&
-         f.unquantized_bytes < kFp32Bytes;
+  const bool peft = w.engine == Engine::kTransformers || w.engine == Engine::kDeepspeed;  // HF Trainer/TRL + PEFT
+  return w.task == Task::kQlora && peft && f.family == FormatFamily::kBitsAndBytes && f.unquantized_bytes < kFp32Bytes;
 }
 
 bool quantized_dequant(WeightFormat f) {
@@ -211,7 +211,12 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
   const bool rms = m.architecture != "falcon" && m.architecture != "bloom" && m.architecture != "gpt_bigcode" &&
                    m.architecture != "gptj" && m.architecture != "opt" && m.architecture != "bert" &&
                    m.architecture != "gpt2";
-  const double norms = (m.parallel_attn ? 1.0 : 2.0) * h * (rms ? e + 4.0 : e);
+  // The residual stream: 16-bit, except after PEFT's k-bit preparation, whose fp32 embedding makes every
+  // residual add fp32 (bf16 projection outputs promote to the fp32 residual); the norms then read fp32
+  // and need no upcast copy.
+  const double stream = peft_kbit_upcast(w) ? kFp32Bytes : e;
+  const double norm_saved = stream > e ? stream : (rms ? e + 4.0 : e);
+  const double norms = (m.parallel_attn ? 1.0 : 2.0) * h * norm_saved;
   // Attention: normed input (shared by q, k, v), q, k, v, attention output (input of o_proj).
   const double attn = (h + (q + 2.0 * kv + q) / tp) * e;
   // MLP: normed input, then gated: gate, up, act(gate), product; plain: fc1 output, activation output.
@@ -236,7 +241,7 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
         b * static_cast<double>(m.heads) / tp * s * s * (e + (m.eager_fp32_softmax ? 4.0 : 0.0) + dropout_bytes);
     t.per_layer_bytes += t.score_bytes;
   }
-  t.layer_input_bytes = n * h * e;
+  t.layer_input_bytes = n * h * stream;
   const double layers = static_cast<double>(m.layers);
   const double logit_bytes =
       w.engine == Engine::kPytorch ? 2.0 + (kTrainLogitBytes - 2.0) / kTorchtuneLogitChunks : kTrainLogitBytes;

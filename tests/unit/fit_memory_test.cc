@@ -269,6 +269,11 @@ TEST(FitTraining, PeftKbitTrainingUpcastsTheUnquantizedParameters) {
   EXPECT_GT(peft.weights_per_gpu_bytes - tune.weights_per_gpu_bytes, 2.0 * head_and_embeddings);
   EXPECT_LT(peft.weights_per_gpu_bytes - tune.weights_per_gpu_bytes, 2.0 * head_and_embeddings * 1.01);
   EXPECT_DOUBLE_EQ(peft.weights.other_bytes, 2.0 * tune.weights.other_bytes);
+  // The fp32 embedding makes the residual stream fp32: with full recomputation (QLoRA's default) every
+  // layer keeps its input at 4 B instead of 2 B.
+  ASSERT_EQ(peft.workload.checkpointing, Checkpointing::kFull);
+  const double n = 1.0 * 4096, h = 4096, layers = 32;
+  EXPECT_GE(estimate_memory(peft).activations_bytes - estimate_memory(tune).activations_bytes, layers * n * h * 2);
   // Plain LoRA on a 16-bit base is not prepared for k-bit training.
   const PreparedWorkload lora = prepared("llama-3.1-8b", {{"task", "lora"}});
   const PreparedWorkload lora_tune = prepared("llama-3.1-8b", {{"task", "lora"}, {"engine", "pytorch"}});
