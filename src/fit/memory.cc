@@ -558,7 +558,8 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
     wexp +=
         billions(p.weights.quantized_parameters) + " quantized params x " +
         num(std::round(p.weights.quantized_bytes * 8 / std::max(1.0, p.weights.quantized_parameters) * 1000) / 1000) +
-        " bits + " + billions(p.weights.other_parameters) + " kept unquantized = " + format_gib(p.weights.total_bytes);
+        " bits + " + billions(p.weights.other_parameters) + " kept unquantized" +
+        (peft_kbit_upcast(w) ? " (in fp32: PEFT's k-bit preparation)" : "") + " = " + format_gib(p.weights.total_bytes);
   } else {
     wexp += billions(static_cast<double>(md.parameters)) + " params x " + num(fi.unquantized_bytes) +
             " B = " + format_gib(p.weights.total_bytes);
