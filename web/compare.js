@@ -31,7 +31,11 @@ export async function route(panel, r) {
 }
 
 async function run(ids) {
-  history.replaceState(null, '', `#/compare?gpu=${ids.map(encodeURIComponent).join(',')}`);
+  // Keep the address shareable, but only while Compare is the page shown: a comparison that finishes
+  // loading after the reader moved on must not pull the address (and the next hashchange) back here.
+  if (location.hash.startsWith('#/compare')) {
+    history.replaceState(null, '', `#/compare?gpu=${ids.map(encodeURIComponent).join(',')}`);
+  }
   if (ids.length === 0) {
     clear(results, el('p', { text: 'Add a GPU or MIG slice (a100-40gb-sxm4/3g.20gb) to compare.' }));
     return;

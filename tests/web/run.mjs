@@ -270,15 +270,28 @@ test('every section says so when its command is missing', async (page) => {
 
 test('keyboard: tabs with arrows, focus visible, sort by keyboard', async (page) => {
   await open(page, '#/catalog');
+  // Waits for a tab to be selected; on failure says where the focus and the selection were.
+  const selected = async (id, step) => {
+    try {
+      await page.waitForFunction((t) => document.querySelector(t).getAttribute('aria-selected') === 'true', id, { timeout: 10000 });
+    } catch (e) {
+      const state = await page.evaluate(() => ({
+        focus: document.activeElement ? document.activeElement.id || document.activeElement.tagName : null,
+        selected: [...document.querySelectorAll('[role="tab"][aria-selected="true"]')].map((t) => t.id),
+        hash: location.hash,
+      }));
+      throw new Error(`${step}: ${id} not selected; ${JSON.stringify(state)}`);
+    }
+  };
   await page.focus('#tab-catalog');
   await page.keyboard.press('ArrowRight');
-  await page.waitForFunction(() => document.querySelector('#tab-compare').getAttribute('aria-selected') === 'true');
+  await selected('#tab-compare', 'ArrowRight');
   expect(await page.evaluate(() => document.activeElement.id) === 'tab-compare', 'focus moves with the tab');
   expect(await page.isHidden('#panel-catalog'), 'other panels hidden');
   await page.keyboard.press('End');
-  await page.waitForFunction(() => document.querySelector('#tab-plan').getAttribute('aria-selected') === 'true');
+  await selected('#tab-plan', 'End');
   await page.keyboard.press('Home');
-  await page.waitForFunction(() => document.querySelector('#tab-catalog').getAttribute('aria-selected') === 'true');
+  await selected('#tab-catalog', 'Home');
   await page.focus('button.sort[data-key="tdp_w"]');
   await page.keyboard.press('Enter');
   expect(await page.evaluate(() => document.activeElement.dataset.key) === 'tdp_w', 'focus stays on the sort button');
