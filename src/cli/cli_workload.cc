@@ -44,7 +44,8 @@ void add_workload_options(CliCommand& c, WorkloadOptions which) {
   c.value("flash-attention", "true | false: SDPA/flash kernels (default true)");
   if (perf) c.value("cuda-graphs", "true | false: decode steps replayed as CUDA graphs");
   c.value("gpu-memory-utilization", "vLLM's share of the GPU (default 0.9)");
-  c.value("max-num-batched-tokens", "vLLM prefill chunk in tokens (default 8192)");
+  c.value("max-num-batched-tokens",
+          "vLLM prefill chunk in tokens (default 8192); for TGI its --max-batch-prefill-tokens (default 4096)");
   c.value("group-size", "GPTQ/AWQ group size (default 128)");
   c.value("master-weights", "true | false: fp32 master weights under 16-bit training (default true)");
   if (perf) {

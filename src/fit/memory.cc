@@ -42,6 +42,9 @@ constexpr double kVllmMaxNumSeqs = 256;
 constexpr int64_t kVllmDefaultChunkTokens = 8192;
 // TGI default --max-batch-prefill-tokens (text-generation-launcher docs).
 constexpr int64_t kTgiPrefillTokens = 4096;
+// TGI warm-up with prefill log-probs: the gathered logits and their log_softmax, both tokens x vocab in
+// the model's dtype.
+constexpr double kTgiWarmupLogitCopies = 2;
 // llama.cpp default physical micro-batch (n_ubatch 512) sets its compute buffer.
 constexpr int64_t kLlamaCppUbatchTokens = 512;
 // Inference logits of the sampled position: fp32 logits + one fp32 working copy (softmax / processors).
@@ -139,7 +142,9 @@ InferAct inference_activations(const PreparedWorkload& p, int64_t batch, int64_t
       break;
     }
     case Engine::kTgi:
-      tokens = std::min<double>(tokens, kTgiPrefillTokens);
+      // TGI's warm-up prefills its whole --max-batch-prefill-tokens budget before serving, whatever the
+      // requests will be (router warmup: requests until the budget is filled).
+      tokens = static_cast<double>(w.max_num_batched_tokens > 0 ? w.max_num_batched_tokens : kTgiPrefillTokens);
       break;
     case Engine::kLlamaCpp:
       tokens = std::min<double>(tokens, kLlamaCppUbatchTokens);
@@ -169,6 +174,12 @@ InferAct inference_activations(const PreparedWorkload& p, int64_t batch, int64_t
     a.attn_bytes += static_cast<double>(batch) * static_cast<double>(m.heads) / tp * p2 * score_bytes;
   }
   a.logits_bytes = seqs * static_cast<double>(m.vocab) * kInferLogitBytes;
+  if (w.engine == Engine::kTgi) {
+    // The warm-up requests set prefill_logprobs: true, so the head runs on every prefill token, the
+    // tensor-parallel head gathers the full vocabulary on each GPU, and log_softmax makes a second copy
+    // (text-generation-inference router warmup and flash_causal_lm generate_token).
+    a.logits_bytes = kTgiWarmupLogitCopies * tokens * static_cast<double>(m.vocab) * e;
+  }
   // 4-bit kernels dequantize the weight they multiply to fp16 for prefill (bitsandbytes 4-bit,
   // AutoGPTQ exllama temp_dq, AutoAWQ for long inputs): one largest matrix per GPU.
   if (quantized_dequant(w.weights) && w.engine != Engine::kVllm) {

@@ -280,6 +280,19 @@ TEST(FitTraining, PeftKbitTrainingUpcastsTheUnquantizedParameters) {
   EXPECT_DOUBLE_EQ(lora.weights_per_gpu_bytes, lora_tune.weights_per_gpu_bytes);
 }
 
+// TGI warms up on its whole prefill budget with prefill log-probs before serving: the peak holds the
+// gathered logits and their log_softmax for every budget token, whatever the request's batch.
+TEST(FitTarget, TgiWarmupPrefillsTheWholeBudgetWithLogprobs) {
+  const PreparedWorkload small = prepared("llama-3.1-8b", {{"engine", "tgi"}, {"context", 512}});
+  const PreparedWorkload big = prepared("llama-3.1-8b", {{"engine", "tgi"}, {"context", 512}, {"batch", 4}});
+  EXPECT_DOUBLE_EQ(estimate_memory(small).activations_bytes, estimate_memory(big).activations_bytes);
+  const PreparedWorkload budget =
+      prepared("llama-3.1-8b", {{"engine", "tgi"}, {"context", 512}, {"max_num_batched_tokens", 10049}});
+  const double logits = 2.0 * 10049 * 128256 * 2;
+  EXPECT_GT(estimate_memory(budget).activations_bytes, logits);
+  EXPECT_LT(estimate_memory(budget).activations_bytes, logits * 1.5);
+}
+
 // vLLM's tensor-parallel communicators and custom all-reduce buffers over NVLink: 1.8 GiB of non-torch
 // memory per GPU (vLLM PR 10511, llm-d planner report), where two PCIe-linked GPUs keep the generic
 // NCCL buffers; other engines and tp 1 are unchanged by the link.
