@@ -6,6 +6,7 @@
 #include <atomic>
 #include <thread>
 
+#include "gpuplan/workload.h"
 #include "server/server.h"
 
 namespace gpuplan::server {
@@ -340,6 +341,23 @@ TEST_F(RouterTest, EveryDocumentedRouteIsServed) {
     for (auto op = it.value().begin(); op != it.value().end(); ++op) {
       auto res = op.key() == "post" ? r.handle(post(path, "{}")) : r.handle(get(path));
       EXPECT_EQ(res.status, 200) << op.key() << " " << path << ": " << res.body;
+    }
+  }
+}
+
+// The OpenAPI document lists every workload key on the commands that take a workload, so that an
+// option added to the library cannot go undocumented.
+TEST_F(RouterTest, OpenApiDocumentsEveryWorkloadKey) {
+  Router r = make(kAll);
+  const Json doc = body(r.handle(get("/api/v1/openapi.json")));
+  for (const char* path : {"/fit", "/perf", "/plan"}) {
+    Json schema = doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"];
+    while (schema.contains("$ref")) {
+      const std::string ref = schema["$ref"].get<std::string>();
+      schema = doc["components"]["schemas"][ref.substr(ref.rfind('/') + 1)];
+    }
+    for (const auto key : gpuplan::workload_keys()) {
+      EXPECT_TRUE(schema["properties"].contains(std::string(key))) << path << " lacks '" << key << "'";
     }
   }
 }
