@@ -27,8 +27,8 @@ struct Target {
   int count = 1;  // devices
   Link link = Link::kPcie;
 
-  // `count` devices of `ref`, linked by NVLink when the GPU has it (count > 1, not a MIG slice), else
-  // by PCIe: what `--gpu NAMExN` means.
+  // `count` devices of `ref` as `--gpu NAMExN` means them: linked by NVLink when the GPU has it and
+  // either sits on an SXM baseboard or is one bridged pair (PCIe cards), else by PCIe; a MIG slice never.
   static Target linked(const TargetRef& ref, int count);
 
   std::string id() const { return ref.id(); }

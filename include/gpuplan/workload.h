@@ -41,6 +41,8 @@ enum LoraTarget : uint32_t {
 };
 inline constexpr uint32_t kLoraAllLinear = 0x7f;
 
+enum class Amp { kNone, kBf16, kFp16 };
+
 struct Workload {
   std::shared_ptr<const Model> model;
   Task task = Task::kInfer;
@@ -59,6 +61,9 @@ struct Workload {
   int64_t lora_rank = 16;
   uint32_t lora_targets = kLoraQ | kLoraV;  // PEFT's default for Llama-style models
   Engine engine = Engine::kTransformers;
+  // Automatic mixed precision (torch.autocast, HF Trainer bf16=True / fp16=True) over fp32 weights:
+  // matmuls run in 16 bits on cast copies of the weights; weights, gradients and optimizer stay fp32.
+  Amp amp = Amp::kNone;
   bool flash_attention = true;          // SDPA/flash kernels: no seq x seq score matrix
   double gpu_memory_utilization = 0.9;  // vLLM's share of the GPU
   int64_t max_num_batched_tokens = 0;   // vLLM prefill chunk; 0 = engine default

@@ -1,4 +1,5 @@
 #include "gpuplan/target.h"
+#include <algorithm>
 
 #include <array>
 
@@ -106,8 +107,11 @@ std::optional<double> Target::peak_tflops(Precision p) const {
 double Target::tdp_w() const { return ref.gpu->number("tdp_w", 0) * compute_fraction(); }
 
 Target Target::linked(const TargetRef& ref, int count) {
-  Target t{ref, count, Link::kPcie};
-  if (count > 1 && ref.gpu && ref.gpu->number("nvlink_gbps", 0) > 0 && !ref.is_mig()) t.link = Link::kNvlink;
+  Target t{ref, std::max(1, count), Link::kPcie};
+  if (!ref.gpu || ref.is_mig() || t.count < 2 || ref.gpu->number("nvlink_gbps", 0) <= 0) return t;
+  // SXM boards sit on an NVLink/NVSwitch baseboard; PCIe cards with NVLink bridge them in pairs.
+  const bool sxm = ref.gpu->form_factor.rfind("sxm", 0) == 0;
+  if (sxm || t.count <= 2) t.link = Link::kNvlink;
   return t;
 }
 

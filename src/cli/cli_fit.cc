@@ -36,7 +36,8 @@ std::string render_fit(const Json& r, const Json&, const OutputFormat& fmt) {
      << "): " << fmt_value(m["parameters"]) << " parameters";
   if (m["active_parameters"] != m["parameters"]) os << ", " << fmt_value(m["active_parameters"]) << " active per token";
   os << "\n"
-     << w["task"].get<std::string>() << ", weights " << w["weights"].get<std::string>() << ", KV "
+     << w["task"].get<std::string>() << ", weights " << w["weights"].get<std::string>()
+     << (w.contains("amp") ? ", amp " + w["amp"].get<std::string>() : std::string()) << ", KV "
      << w["kv_cache"].get<std::string>() << ", batch " << w["batch"] << ", context " << w["context"] << ", tp "
      << w["tp"] << ", pp " << w["pp"] << ", engine " << w["engine"].get<std::string>() << "\n\nMemory per GPU\n";
   for (const auto& l : r["explain"]) os << "  " << l["explain"].get<std::string>() << "\n";

@@ -74,8 +74,9 @@ std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
   os << m["id"].get<std::string>() << ": " << fmt_value(m["parameters"]) << " parameters";
   if (m["active_parameters"] != m["parameters"]) os << ", " << fmt_value(m["active_parameters"]) << " active per token";
   os << "\n"
-     << task << ", weights " << w["weights"].get<std::string>() << ", KV " << w["kv_cache"].get<std::string>()
-     << ", batch " << w["batch"];
+     << task << ", weights " << w["weights"].get<std::string>()
+     << (w.contains("amp") ? ", amp " + w["amp"].get<std::string>() : std::string()) << ", KV "
+     << w["kv_cache"].get<std::string>() << ", batch " << w["batch"];
   if (infer && !cnn) os << ", input " << w["input_tokens"] << " + output " << w["output_tokens"] << " tokens";
   if (!infer) os << ", sequence " << w["context"];
   os << ", tp " << w["tp"] << ", pp " << w["pp"] << ", engine " << w["engine"].get<std::string>() << "\n\n";

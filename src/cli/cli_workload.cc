@@ -48,6 +48,7 @@ void add_workload_options(CliCommand& c, WorkloadOptions which) {
           "vLLM prefill chunk in tokens (default 8192); for TGI its --max-batch-prefill-tokens (default 4096)");
   c.value("group-size", "GPTQ/AWQ group size (default 128)");
   c.value("master-weights", "true | false: fp32 master weights under 16-bit training (default true)");
+  c.value("amp", "none | bf16 | fp16: autocast mixed precision over fp32 weights (HF Trainer bf16=True/fp16=True)");
   if (perf) {
     c.value("efficiency",
             "Override efficiency assumptions, key=value,...: gemm, gemm_fp8, gemm_half_intensity, dequant, attention, "

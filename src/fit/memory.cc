@@ -77,6 +77,8 @@ constexpr double kDeepSpeedFp32GradBytes = 4;
 
 double gib(double bytes) { return bytes / kBytesPerGib; }
 
+// torch.autocast casts each fp32 weight to a 16-bit copy for its matmul (2 bytes per parameter).
+constexpr double kAutocastCopyBytes = 2;
 // Bytes of an fp32 element.
 constexpr double kFp32Bytes = 4;
 
@@ -104,7 +106,8 @@ bool quantized_dequant(WeightFormat f) {
 }
 
 // Bytes per element of activations: the compute dtype.
-double activation_bytes(const Workload& w) { return w.weights == WeightFormat::kFp32 ? 4 : 2; }
+// Bytes of a saved activation element: the weights' dtype, except that autocast computes in 16 bits.
+double activation_bytes(const Workload& w) { return w.weights == WeightFormat::kFp32 && w.amp == Amp::kNone ? 4 : 2; }
 
 bool is_training(Task t) { return t != Task::kInfer; }
 
@@ -196,6 +199,7 @@ struct TrainAct {
   double layer_input_bytes = 0;
   double score_bytes = 0;  // the s^2 part of per_layer_bytes
   double logits_bytes = 0;
+  double cast_copy_bytes = 0;  // autocast's 16-bit weight copies held for backward
   double total = 0;
 };
 
@@ -225,7 +229,7 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
   // The residual stream: 16-bit, except after PEFT's k-bit preparation, whose fp32 embedding makes every
   // residual add fp32 (bf16 projection outputs promote to the fp32 residual); the norms then read fp32
   // and need no upcast copy.
-  const double stream = peft_kbit_upcast(w) ? kFp32Bytes : e;
+  const double stream = peft_kbit_upcast(w) || w.amp != Amp::kNone ? kFp32Bytes : e;
   const double norm_saved = stream > e ? stream : (rms ? e + 4.0 : e);
   const double norms = (m.parallel_attn ? 1.0 : 2.0) * h * norm_saved;
   // Attention: normed input (shared by q, k, v), q, k, v, attention output (input of o_proj).
@@ -248,8 +252,9 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
     // the probabilities its mask and output (the input of probs x V). Flash/SDPA kernels regenerate
     // dropout from the RNG state and keep no s^2 tensors.
     const double dropout_bytes = m.attention_dropout > 0 ? kDropoutMaskBytes + e : 0.0;
-    t.score_bytes =
-        b * static_cast<double>(m.heads) / tp * s * s * (e + (m.eager_fp32_softmax ? 4.0 : 0.0) + dropout_bytes);
+    // Autocast runs softmax in fp32 (its fp32-op list), like models that upcast it themselves.
+    const bool fp32_softmax = m.eager_fp32_softmax || w.amp != Amp::kNone;
+    t.score_bytes = b * static_cast<double>(m.heads) / tp * s * s * (e + (fp32_softmax ? 4.0 : 0.0) + dropout_bytes);
     t.per_layer_bytes += t.score_bytes;
   }
   t.layer_input_bytes = n * h * stream;
@@ -261,6 +266,15 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
   // when the loss's backward runs. With it only the layer inputs stay; the loss's buffers are freed
   // before the first layer is recomputed, so the one recomputed layer and the logits never coexist.
   // Pipeline 1F1B: the first stage holds pp micro-batches of its L/pp layers = L layers' worth.
+  // Autocast keeps a 16-bit copy of every weight a matmul used until that matmul's backward: the whole
+  // model's matrices at the start of backward, one layer's with full recomputation (the forward keeps
+  // nothing; the recomputed layer casts again).
+  if (w.amp != Amp::kNone) {
+    const double matrices = static_cast<double>(m.linear_parameters()) / tp * p.layer_fraction;
+    const double head = m.kind == ModelKind::kDecoder ? static_cast<double>(m.vocab) * h / tp : 0.0;
+    t.cast_copy_bytes =
+        kAutocastCopyBytes * (w.checkpointing == Checkpointing::kFull ? matrices / layers : matrices + head);
+  }
   switch (w.checkpointing) {
     case Checkpointing::kNone:
       t.total = layers * t.per_layer_bytes + t.logits_bytes;
@@ -272,6 +286,7 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
       t.total = layers * t.layer_input_bytes + std::max(t.per_layer_bytes, t.logits_bytes);
       break;
   }
+  t.total += t.cast_copy_bytes;
   return t;
 }
 
@@ -621,7 +636,8 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
                       format_gib(a.logits_bytes) + ")"
                 : num(static_cast<double>(md.layers)) + " layers x " + format_gib(a.per_layer_bytes) +
                       " + loss buffers (logits) " + format_gib(a.logits_bytes)) +
-           " = " + format_gib(m.activations_bytes);
+           (a.cast_copy_bytes > 0 ? " + autocast 16-bit weight copies " + format_gib(a.cast_copy_bytes) : "") + " = " +
+           format_gib(m.activations_bytes);
   }
   out.push_back({"activations_bytes", m.activations_bytes, aexp});
   if (w.task != Task::kInfer) {

@@ -21,6 +21,7 @@ constexpr NameRow<Optimizer> kOptimizers[] = {
     {Optimizer::kAdamw, "adamw"}, {Optimizer::kAdamw8bit, "adamw-8bit"}, {Optimizer::kSgd, "sgd"}};
 constexpr NameRow<Checkpointing> kCheckpointing[] = {
     {Checkpointing::kNone, "none"}, {Checkpointing::kSelective, "selective"}, {Checkpointing::kFull, "full"}};
+constexpr NameRow<Amp> kAmps[] = {{Amp::kNone, "none"}, {Amp::kBf16, "bf16"}, {Amp::kFp16, "fp16"}};
 constexpr NameRow<Engine> kEngines[] = {{Engine::kTransformers, "transformers"},
                                         {Engine::kPytorch, "pytorch"},
                                         {Engine::kVllm, "vllm"},
@@ -199,7 +200,8 @@ const std::vector<std::string_view>& workload_keys() {
                                                      "gpu_memory_utilization",
                                                      "max_num_batched_tokens",
                                                      "group_size",
-                                                     "master_weights"};
+                                                     "master_weights",
+                                                     "amp"};
   return keys;
 }
 
@@ -346,6 +348,19 @@ Result<Workload> parse_workload(const Json& r) {
   w.flash_attention = *flash;
   w.master_weights = *master;
   w.gpu_memory_utilization = *util;
+  auto amp = get_string(r, "amp");
+  if (!amp) return amp.error();
+  if (!amp->empty()) {
+    auto v = parse_name(kAmps, lower(*amp), "amp");
+    if (!v) return v.error();
+    w.amp = *v;
+  }
+  if (w.amp != Amp::kNone && (w.task == Task::kInfer || w.weights != WeightFormat::kFp32)) {
+    return usage_error(
+        "--amp trains an fp32 model with 16-bit autocast: give --weights fp32 and a training task "
+        "(train, lora); for a model loaded in 16 bits leave --amp out",
+        "amp");
+  }
   if (w.task == Task::kQlora && !is_quantized(w.weights)) {
     return usage_error("QLoRA needs a quantized base (nf4, nf4-dq, fp4, int4-gptq, ...); got " +
                            std::string(weight_format_info(w.weights).name) + " (use --task lora for a 16-bit base)",
@@ -386,6 +401,7 @@ Json workload_json(const Workload& w) {
     }
     j["lora_targets"] = t;
   }
+  if (w.amp != Amp::kNone) j["amp"] = std::string(name_of(kAmps, w.amp));
   j["flash_attention"] = w.flash_attention;
   if (w.engine == Engine::kVllm) j["gpu_memory_utilization"] = w.gpu_memory_utilization;
   return j;

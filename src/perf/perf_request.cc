@@ -117,7 +117,7 @@ Result<PerfSetup> parse_perf_setup(const Json& request) {
   PerfWorkload& p = s.perf;
   p.task = perf_task(w.task);
   p.engine = engine_text.empty() ? perf_engine(w.engine) : engine;
-  p.activation_bytes = w.weights == WeightFormat::kFp32 ? 4.0 : 2.0;
+  p.activation_bytes = w.weights == WeightFormat::kFp32 && w.amp == Amp::kNone ? 4.0 : 2.0;
   p.kv_bytes = kv_bytes_per_element(w.kv_cache);
   p.batch = w.batch;
   p.micro_batch = w.batch;
@@ -153,17 +153,15 @@ Result<PerfSetup> parse_perf_setup(const Json& request) {
   return s;
 }
 
-Target make_target(const TargetRef& ref, int count) {
-  Target t{ref, std::max(1, count), Link::kPcie};
-  const Gpu& g = *ref.gpu;
-  const bool sxm = g.form_factor.rfind("sxm", 0) == 0;
-  if (!ref.is_mig() && t.count > 1 && g.number("nvlink_gbps", 0) > 0 && (sxm || t.count <= 2)) t.link = Link::kNvlink;
-  return t;
-}
+Target make_target(const TargetRef& ref, int count) { return Target::linked(ref, count); }
 
 PerfWorkload workload_for(const PerfSetup& s, const PerfDevice& device, int count) {
   PerfWorkload w = s.perf;
-  w.weights = perf_weights(s.workload.weights, *s.workload.model, device, w.engine);
+  // Autocast computes the matmuls in 16 bits on cast copies of the fp32 weights.
+  const WeightFormat compute_format = s.workload.amp == Amp::kBf16   ? WeightFormat::kBf16
+                                      : s.workload.amp == Amp::kFp16 ? WeightFormat::kFp16
+                                                                     : s.workload.weights;
+  w.weights = perf_weights(compute_format, *s.workload.model, device, w.engine);
   if (w.dp <= 0) w.dp = std::max(1, count / std::max(1, w.tp * w.pp));
   return w;
 }

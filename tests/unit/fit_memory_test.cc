@@ -293,6 +293,31 @@ TEST(FitTarget, TgiWarmupPrefillsTheWholeBudgetWithLogprobs) {
   EXPECT_LT(estimate_memory(budget).activations_bytes, logits * 1.5);
 }
 
+// Autocast over fp32 weights (HF Trainer bf16=True on a model loaded in fp32): weights, gradients and
+// AdamW states stay fp32 with no master copy, matmuls keep a 16-bit copy of their weight until
+// backward (the 18 B/parameter of the HF "model memory anatomy" guide), activations are 16-bit but
+// the residual stream is fp32.
+TEST(FitTraining, AutocastKeepsFp32StatesAndSixteenBitWeightCopies) {
+  const PreparedWorkload amp =
+      prepared("llama-3.1-8b", {{"task", "train"}, {"weights", "fp32"}, {"amp", "bf16"}, {"context", 2048}});
+  const PreparedWorkload fp32 = prepared("llama-3.1-8b", {{"task", "train"}, {"weights", "fp32"}, {"context", 2048}});
+  const MemoryBreakdown a = estimate_memory(amp);
+  const MemoryBreakdown f = estimate_memory(fp32);
+  const double params = static_cast<double>(amp.workload.model->parameters);
+  EXPECT_NEAR(a.weights_bytes, 4 * params, 0.01 * params);
+  EXPECT_NEAR(a.gradients_bytes, 4 * params, 0.01 * params);
+  EXPECT_NEAR(a.optimizer_bytes, 8 * params, 0.01 * params);  // no master copy: the weights are fp32
+  // The weight copies (every matrix and the head) are part of the activations at the start of backward.
+  const Model& m = *amp.workload.model;
+  const double copies = 2.0 * (static_cast<double>(m.linear_parameters()) + static_cast<double>(m.vocab * m.hidden));
+  EXPECT_GT(a.activations_bytes, copies);
+  EXPECT_LT(a.activations_bytes, f.activations_bytes + copies);  // 16-bit activations beside them
+  // --amp needs fp32 weights and a training task.
+  auto bad = parse_workload(nlohmann::ordered_json{{"model", "llama-3.1-8b"}, {"task", "train"}, {"amp", "bf16"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().field, "amp");
+}
+
 // vLLM's tensor-parallel communicators and custom all-reduce buffers over NVLink: 1.8 GiB of non-torch
 // memory per GPU (vLLM PR 10511, llm-d planner report), where two PCIe-linked GPUs keep the generic
 // NCCL buffers; other engines and tp 1 are unchanged by the link.
