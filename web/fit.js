@@ -64,7 +64,11 @@ export async function init(panel, r) {
       el('label', {}, 'Weights ', fmtInput('fit-weights', 'weights', 'bf16')),
       el('label', {}, 'KV cache ', fmtInput('fit-kv', 'kv_cache', 'bf16')),
       el('label', {}, 'Batch ', num('fit-batch', 'batch', 1, 1)),
-      el('label', {}, 'Context (tokens) ', num('fit-context', 'context', 4096, 1, { step: 256 }))),
+      el('label', {}, 'Context (tokens) ', num('fit-context', 'context', 4096, 1, { step: 256 })),
+      el('label', {}, 'Engine ', el('select', { id: 'fit-engine', name: 'engine' },
+        ['transformers', 'vllm', 'tgi', 'llama.cpp', 'tensorrt-llm', 'pytorch', 'deepspeed'].map((t) => el('option', { value: t, text: t })))),
+      el('label', {}, 'Tensor parallel ', num('fit-tp', 'tp', 1, 1)),
+      el('p', { class: 'hint', text: 'To split one model over the GPUs of a target (h100-80gb-sxm5x8), set tensor parallel to the count; a larger count adds replicas.' })),
     havePerf ? el('fieldset', {}, el('legend', { text: 'Speed' }),
       el('label', {}, 'Input tokens ', num('fit-in', 'input_tokens', 1024, 1)),
       el('label', {}, 'Output tokens ', num('fit-out', 'output_tokens', 256, 1))) : null,
@@ -88,6 +92,8 @@ function request() {
     kv_cache: v('fit-kv').value.trim() || undefined,
     batch: Number(v('fit-batch').value) || 1,
     context: Number(v('fit-context').value) || 1,
+    engine: v('fit-engine').value,
+    tp: Number(v('fit-tp').value) || 1,
   };
   const g = picker.get();
   if (g.length) req.gpu = g;

@@ -170,8 +170,14 @@ test('fit and speed', async (page) => {
   await page.waitForFunction(() => document.querySelector('#panel-fit table.breakdown')?.textContent.includes('Adapters') ||
     document.querySelector('#panel-fit table.breakdown')?.textContent.includes('Gradients'), null, { timeout: 10000 });
   await shot(page, 'fit-lora');
-  // An uploaded config.json (read in the browser, sent inline).
+  // Engine and tensor parallelism reach the request: vLLM over tp 2 shows its KV pool settings.
   await page.selectOption('#fit-task', 'infer');
+  await page.selectOption('#fit-engine', 'vllm');
+  await page.fill('#fit-tp', '2');
+  await page.waitForFunction(() => document.querySelector('#panel-fit')?.textContent.includes('tp 2'), null, { timeout: 10000 });
+  await page.fill('#fit-tp', '1');
+  await page.selectOption('#fit-engine', 'transformers');
+  // An uploaded config.json (read in the browser, sent inline).
   const tiny = { architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 2048, intermediate_size: 5632,
     num_attention_heads: 32, num_hidden_layers: 22, num_key_value_heads: 4, vocab_size: 32000, max_position_embeddings: 2048,
     rms_norm_eps: 1e-5, tie_word_embeddings: false, torch_dtype: 'bfloat16' };
