@@ -59,6 +59,7 @@ struct Workload {
   int zero = 0;  // ZeRO stage / FSDP: 0 none, 1 optimizer, 2 + gradients, 3 + weights
   Checkpointing checkpointing = Checkpointing::kNone;
   int64_t lora_rank = 16;
+  double lora_dropout = 0;                  // PEFT's default 0: nn.Identity, no copies
   uint32_t lora_targets = kLoraQ | kLoraV;  // PEFT's default for Llama-style models
   Engine engine = Engine::kTransformers;
   // Automatic mixed precision (torch.autocast, HF Trainer bf16=True / fp16=True) over fp32 weights:

@@ -37,6 +37,7 @@ void add_workload_options(CliCommand& c, WorkloadOptions which) {
   c.value("zero", "ZeRO stage / FSDP: 0 none, 1 optimizer, 2 + gradients, 3 + weights");
   c.value("checkpointing", "none | selective | full activation checkpointing");
   c.value("lora-rank", "LoRA rank (default 16)");
+  c.value("lora-dropout", "LoRA dropout probability (default 0, PEFT's; > 0 keeps a dropped input copy per target)");
   c.value("lora-targets", "LoRA target modules: q,k,v,o,gate,up,down or all (default q,v)");
   c.value("engine",
           perf ? "transformers | pytorch | vllm | tgi | deepspeed | llama.cpp | megatron | tensorrt-llm | exllama"

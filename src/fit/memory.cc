@@ -245,7 +245,16 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
   // residual branches that is all (the add after it saves nothing), after the attention and MLP
   // output projections (one shared branch for parallel attention).
   const double residual_masks = m.hidden_dropout > 0 ? (m.parallel_attn ? 1.0 : 2.0) * h / tp * kDropoutMaskBytes : 0.0;
-  t.per_layer_bytes = n * (norms + attn + mlp + residual_masks);
+  // LoRA dropout (PEFT, torchtune: one nn.Dropout per targeted module when lora_dropout > 0): each
+  // target keeps its own dropped copy of its input for lora_A's weight gradient, and the mask.
+  double lora_dropout = 0;
+  if (adapters && w.lora_dropout > 0) {
+    const double in_dims[] = {h, h, h, q / tp, h, h, inner / tp};  // q, k, v, o, gate, up, down inputs
+    for (int i = 0; i < 7; ++i) {
+      if (w.lora_targets & (1u << i)) lora_dropout += in_dims[i] * (e + kDropoutMaskBytes);
+    }
+  }
+  t.per_layer_bytes = n * (norms + attn + mlp + residual_masks + lora_dropout);
   const bool eager = !w.flash_attention || m.architecture == "bloom";
   if (eager) {
     // Softmax output (kept for its backward), fp32 copies where the model upcasts, and with dropout on

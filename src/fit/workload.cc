@@ -201,7 +201,8 @@ const std::vector<std::string_view>& workload_keys() {
                                                      "max_num_batched_tokens",
                                                      "group_size",
                                                      "master_weights",
-                                                     "amp"};
+                                                     "amp",
+                                                     "lora_dropout"};
   return keys;
 }
 
@@ -348,6 +349,10 @@ Result<Workload> parse_workload(const Json& r) {
   w.flash_attention = *flash;
   w.master_weights = *master;
   w.gpu_memory_utilization = *util;
+  auto dropout = get_double(r, "lora_dropout", 0.0);
+  if (!dropout) return dropout.error();
+  if (*dropout < 0 || *dropout >= 1) return usage_error("'lora_dropout' must be in [0, 1)", "lora_dropout");
+  w.lora_dropout = *dropout;
   auto amp = get_string(r, "amp");
   if (!amp) return amp.error();
   if (!amp->empty()) {
@@ -400,6 +405,7 @@ Json workload_json(const Workload& w) {
       if (w.lora_targets & (1u << i)) t.push_back(names[i]);
     }
     j["lora_targets"] = t;
+    if (w.lora_dropout > 0) j["lora_dropout"] = w.lora_dropout;
   }
   if (w.amp != Amp::kNone) j["amp"] = std::string(name_of(kAmps, w.amp));
   j["flash_attention"] = w.flash_attention;

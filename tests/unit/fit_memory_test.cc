@@ -318,6 +318,21 @@ TEST(FitTraining, AutocastKeepsFp32StatesAndSixteenBitWeightCopies) {
   EXPECT_EQ(bad.error().field, "amp");
 }
 
+// PEFT's LoRA dropout: above 0 every targeted module keeps its own dropped copy of its input (and the
+// mask) for lora_A's gradient; at PEFT's default 0 the module's input is shared.
+TEST(FitTraining, LoraDropoutKeepsADroppedInputPerTarget) {
+  const PreparedWorkload none = prepared("llama-2-7b", {{"task", "lora"}, {"context", 1024}, {"batch", 2}});
+  const PreparedWorkload drop =
+      prepared("llama-2-7b", {{"task", "lora"}, {"context", 1024}, {"batch", 2}, {"lora_dropout", 0.05}});
+  const double n = 2.0 * 1024, h = 4096, layers = 32;
+  // Default targets q and v: two copies of the normed input per layer, 2 B each plus a 1-byte mask.
+  EXPECT_NEAR(estimate_memory(drop).activations_bytes - estimate_memory(none).activations_bytes, layers * n * 2 * h * 3,
+              1);
+  auto bad = parse_workload(nlohmann::ordered_json{{"model", "llama-2-7b"}, {"task", "lora"}, {"lora_dropout", 1.5}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().field, "lora_dropout");
+}
+
 // vLLM's tensor-parallel communicators and custom all-reduce buffers over NVLink: 1.8 GiB of non-torch
 // memory per GPU (vLLM PR 10511, llm-d planner report), where two PCIe-linked GPUs keep the generic
 // NCCL buffers; other engines and tp 1 are unchanged by the link.
