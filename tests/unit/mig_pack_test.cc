@@ -18,6 +18,21 @@
 namespace gpuplan::mig {
 namespace {
 
+// `lines` request lines of 1-20 instances each, asking for >= 4/4/9/18 GB and 1-3 compute slices.
+std::vector<PackRequest> random_resource_requests(std::mt19937& rng, int lines) {
+  std::vector<PackRequest> requests;
+  for (int i = 0; i < lines; ++i) {
+    PackRequest r;
+    r.name = "r" + std::to_string(i);
+    r.count = 1 + static_cast<int>(rng() % 20);
+    r.kind = PackRequest::Kind::kResources;
+    r.memory_gb = std::vector<double>{4, 4, 9, 18}[rng() % 4];
+    r.compute_slices = 1 + static_cast<int>(rng() % 3);
+    requests.push_back(r);
+  }
+  return requests;
+}
+
 std::shared_ptr<const Catalog> catalog() { return Catalog::embedded(); }
 
 Fleet fleet_of(const std::string& target, int count) {
@@ -136,16 +151,7 @@ TEST(MigPack, NearTheLowerBoundOnAMixedFleet) {
     auto ref = cat->resolve(targets[rng() % targets.size()]);
     f.gpus.push_back(FleetGpu{"n" + std::to_string(i / 8), i % 8, ref->gpu, ref->mig_table, {}});
   }
-  std::vector<PackRequest> requests;
-  for (int i = 0; i < 200; ++i) {
-    PackRequest r;
-    r.name = "r" + std::to_string(i);
-    r.count = 1 + static_cast<int>(rng() % 20);
-    r.kind = PackRequest::Kind::kResources;
-    r.memory_gb = std::vector<double>{4, 4, 9, 18}[rng() % 4];
-    r.compute_slices = 1 + static_cast<int>(rng() % 3);
-    requests.push_back(r);
-  }
+  const std::vector<PackRequest> requests = random_resource_requests(rng, 200);
   auto r = pack(*cat, f, requests, PackOptions{});
   ASSERT_TRUE(r.ok());
   for (const auto& u : r->unplaced) ADD_FAILURE() << requests[u.request].name << " x" << u.count << ": " << u.reason;
@@ -459,16 +465,7 @@ TEST(MigPack, LpPathKeepsBusyInstancesAtTheSameGpuCount) {
     }
     f.gpus.push_back(g);
   }
-  std::vector<PackRequest> requests;
-  for (int i = 0; i < 80; ++i) {
-    PackRequest r;
-    r.name = "r" + std::to_string(i);
-    r.count = 1 + static_cast<int>(rng() % 20);
-    r.kind = PackRequest::Kind::kResources;
-    r.memory_gb = std::vector<double>{4, 4, 9, 18}[rng() % 4];
-    r.compute_slices = 1 + static_cast<int>(rng() % 3);
-    requests.push_back(r);
-  }
+  const std::vector<PackRequest> requests = random_resource_requests(rng, 80);
   auto r = pack(*cat, f, requests, PackOptions{});
   ASSERT_TRUE(r.ok());
   int unplaced = 0;
