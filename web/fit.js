@@ -75,6 +75,14 @@ export async function init(panel, r) {
     el('fieldset', {}, el('legend', { text: 'Targets' }), picker.node,
       el('p', { class: 'hint', text: 'A count multiplies a target: h100-80gb-sxm5x8. MIG slices: a100-40gb-sxm4/3g.20gb.' })),
     el('button', { type: 'submit', text: 'Compute now' }));
+  // QLoRA trains on a quantized base: moving to it from a 16-bit format picks bitsandbytes NF4 with double
+  // quantization (the library's default for qlora), and moving away from it returns to bf16.
+  form.querySelector('#fit-task').addEventListener('change', (e) => {
+    const w = form.querySelector('#fit-weights');
+    const sixteen = ['', 'bf16', 'fp16', 'fp32'].includes(w.value.trim().toLowerCase());
+    if (e.target.value === 'qlora' && sixteen) w.value = 'nf4-dq';
+    else if (e.target.value !== 'qlora' && w.value.trim().toLowerCase().startsWith('nf4')) w.value = 'bf16';
+  });
   form.addEventListener('input', () => recompute());
   form.addEventListener('change', (e) => { if (e.target !== file) recompute(); });
   add(panel, el('p', { class: 'lead', text: 'Memory is counted line by line (weights, KV cache, activations, training state, runtime). The bar shows the total against what the device really offers.' }),

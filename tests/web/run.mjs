@@ -170,6 +170,12 @@ test('fit and speed', async (page) => {
   await page.waitForFunction(() => document.querySelector('#panel-fit table.breakdown')?.textContent.includes('Adapters') ||
     document.querySelector('#panel-fit table.breakdown')?.textContent.includes('Gradients'), null, { timeout: 10000 });
   await shot(page, 'fit-lora');
+  // QLoRA picks a quantized base by itself instead of failing on the default bf16.
+  await page.selectOption('#fit-task', 'qlora');
+  expect(await page.inputValue('#fit-weights') === 'nf4-dq', 'qlora switches to nf4-dq');
+  await page.waitForFunction(() => document.querySelector('#panel-fit table.breakdown')?.textContent.includes('nf4-dq'), null, { timeout: 10000 });
+  await page.selectOption('#fit-task', 'lora');
+  expect(await page.inputValue('#fit-weights') === 'bf16', 'lora returns to bf16');
   // Engine and tensor parallelism reach the request: vLLM over tp 2 shows its KV pool settings.
   await page.selectOption('#fit-task', 'infer');
   await page.selectOption('#fit-engine', 'vllm');
