@@ -17,7 +17,7 @@ namespace {
 const Model& bench_model(const char* id) { return *zoo_model(id).value(); }
 
 Target bench_target(const char* name, int count = 1) {
-  return perf::make_target(Catalog::embedded()->resolve(name).value(), count);
+  return Target::linked(Catalog::embedded()->resolve(name).value(), count);
 }
 
 void BM_PerfInferenceOne(benchmark::State& state) {
@@ -99,7 +99,7 @@ void BM_PerfSweep(benchmark::State& state) {
   for (const auto& ref : Catalog::embedded()->all_targets(true)) {
     for (int tp : {1, 2, 4, 8}) {
       if (ref.is_mig() && tp > 1) continue;
-      const PerfDevice d = perf_device(perf::make_target(ref, tp));
+      const PerfDevice d = perf_device(Target::linked(ref, tp));
       for (WeightFormat f : {WeightFormat::kBf16, WeightFormat::kFp8, WeightFormat::kInt4Awq}) {
         PerfWorkload w;
         w.engine = PerfEngine::kVllm;

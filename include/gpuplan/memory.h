@@ -64,8 +64,10 @@ Result<PreparedWorkload> prepare(const Workload& w);
 // Per-GPU KV-cache bytes of one sequence of `tokens`.
 double kv_bytes_per_sequence(const PreparedWorkload& p, int64_t tokens);
 
-// Per-GPU memory at this batch and context (the workload's own when negative).
-MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch = -1, int64_t context = -1);
+// Per-GPU memory at this batch and context (the workload's own when negative), with the GPUs linked by
+// `link` (it sizes communication buffers).
+MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch = -1, int64_t context = -1,
+                                Link link = Link::kPcie);
 
 // Memory a target offers a workload: NVML's total (or the MIG instance's) less the driver's reserve.
 double capacity_bytes(const Target& t);

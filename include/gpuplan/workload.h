@@ -84,6 +84,10 @@ const std::vector<std::string_view>& workload_keys();
 // workload_keys() are ignored here: the command checks its own key list.
 Result<Workload> parse_workload(const nlohmann::ordered_json& request);
 
+// Bytes of a saved activation element: the weights' dtype (4 for fp32, else 16-bit), except that
+// autocast (`amp`) computes in 16 bits over fp32 weights.
+double activation_element_bytes(const Workload& w);
+
 // LoRA adapter parameters: rank x (inputs + outputs) of every targeted matrix outside MoE experts
 // (PEFT LoraLayer); 0 for CNNs. Used by the memory model and the performance model alike.
 double lora_parameters(const Model& model, uint32_t targets, int64_t rank);

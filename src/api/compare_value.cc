@@ -79,7 +79,7 @@ Status add_value_metrics(const Context& ctx, const Json& body, const std::vector
 
   for (size_t i = 0; i < refs.size(); ++i) {
     Json v = Json::object();
-    Target t = perf::make_target(refs[i], std::max(1, setup ? setup->workload.gpus() : 1));
+    Target t = Target::linked(refs[i], std::max(1, setup ? setup->workload.gpus() : 1));
     const double watts = t.tdp_w();
     if (cheapest[i]) {
       const double price = *cheapest[i]->price_per_gpu_hour(filter.spot);

@@ -113,7 +113,7 @@ Result<Json> fit(const Context& ctx, const Json& body) {
   const bool one_kind = !targets->empty() && std::all_of(targets->begin(), targets->end(), [&](const Target& t) {
     return t.count == base_count && t.link == targets->front().link;
   });
-  const MemoryBreakdown memory = one_kind ? fit_target(**base, targets->front()).memory : estimate_memory(**base);
+  const MemoryBreakdown memory = estimate_memory(**base, -1, -1, one_kind ? targets->front().link : Link::kPcie);
 
   Json result;
   result["model"] = model_json(*w->model);

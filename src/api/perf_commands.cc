@@ -73,7 +73,7 @@ Result<Json> perf_command(const Context& ctx, const Json& body) {
                              "; give --gpu NAMExN with N >= " + std::to_string(wl.tp * wl.pp),
                          "gpu");
     }
-    const Target t = perf::make_target(given.ref, given.count);
+    const Target t = Target::linked(given.ref, given.count);
     const PerfDevice device = perf_device(t);
     const PerfWorkload w = perf::workload_for(*setup, device, t.count);
     auto verdict = memory.verdict(t);

@@ -106,8 +106,6 @@ bool quantized_dequant(WeightFormat f) {
 }
 
 // Bytes per element of activations: the compute dtype.
-// Bytes of a saved activation element: the weights' dtype, except that autocast computes in 16 bits.
-double activation_bytes(const Workload& w) { return w.weights == WeightFormat::kFp32 && w.amp == Amp::kNone ? 4 : 2; }
 
 bool is_training(Task t) { return t != Task::kInfer; }
 
@@ -127,7 +125,7 @@ InferAct inference_activations(const PreparedWorkload& p, int64_t batch, int64_t
   const Workload& w = p.workload;
   const Model& m = *w.model;
   InferAct a;
-  const double e = activation_bytes(w);
+  const double e = activation_element_bytes(w);
   if (m.kind == ModelKind::kCnn) {
     // Input and output of the largest layer live at once.
     a.mlp_bytes = 2.0 * static_cast<double>(batch) * m.cnn_max_layer_elements_per_sample * e;
@@ -207,7 +205,7 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
   const Workload& w = p.workload;
   const Model& m = *w.model;
   TrainAct t;
-  const double e = activation_bytes(w);
+  const double e = activation_element_bytes(w);
   const double b = static_cast<double>(batch);
   if (m.kind == ModelKind::kCnn) {
     // Every layer output is kept for the backward pass.
@@ -376,7 +374,18 @@ double kv_bytes_per_sequence(const PreparedWorkload& p, int64_t tokens) {
   return b;
 }
 
-MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_t context) {
+namespace {
+
+// NCCL buffers of a multi-GPU run; vLLM with tensor parallelism over NVLink holds its own communicator
+// and custom all-reduce buffers too.
+double communication_bytes(const Workload& w, Link link) {
+  const bool vllm_tp_over_nvlink = w.engine == Engine::kVllm && w.tp > 1 && link == Link::kNvlink;
+  return vllm_tp_over_nvlink ? kVllmNvlinkTpCommunicationBytes : kNcclBytes;
+}
+
+}  // namespace
+
+MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_t context, Link link) {
   const Workload& w = p.workload;
   const Model& m = *w.model;
   if (batch < 0) batch = w.batch;
@@ -387,7 +396,7 @@ MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_
   // (count > tp x pp) do not talk.
   const bool multi = w.tp * w.pp > 1 || (is_training(w.task) && w.gpus() > 1);
   r.cuda_context_bytes = kCudaContextBytes;
-  r.communication_bytes = multi ? kNcclBytes : 0;
+  r.communication_bytes = multi ? communication_bytes(w, link) : 0;
   r.workspace_bytes = kCublasWorkspaceBytes;
   r.weights_bytes = p.weights_per_gpu_bytes;
 
@@ -504,14 +513,6 @@ int64_t largest(int64_t lo, int64_t hi, F ok) {
   return lo;
 }
 
-// Communication memory that depends on how the target's GPUs are linked, on top of what
-// estimate_memory counts for any multi-GPU run: vLLM's tensor-parallel buffers over NVLink. The same
-// for every batch and context.
-double link_communication_bytes(const Workload& w, const Target& t) {
-  const bool vllm_tp_over_nvlink = w.engine == Engine::kVllm && w.tp > 1 && t.link == Link::kNvlink;
-  return vllm_tp_over_nvlink ? kVllmNvlinkTpCommunicationBytes - kNcclBytes : 0.0;
-}
-
 }  // namespace
 
 TargetFit fit_target(const PreparedWorkload& p, const Target& t) {
@@ -519,20 +520,15 @@ TargetFit fit_target(const PreparedWorkload& p, const Target& t) {
   TargetFit f;
   f.capacity_bytes = capacity_bytes(t);
   f.limit_bytes = limit_for(p, f.capacity_bytes);
-  f.memory = estimate_memory(p);
-  const double link_bytes = link_communication_bytes(w, t);
-  f.memory.communication_bytes += link_bytes;
-  f.memory.runtime_overhead_bytes += link_bytes;
-  f.memory.total_bytes += link_bytes;
+  f.memory = estimate_memory(p, -1, -1, t.link);
   f.total_bytes = f.memory.total_bytes;
   f.headroom_bytes = f.limit_bytes - f.total_bytes;
   f.fits = f.headroom_bytes >= 0;
-  // The link's buffers are a constant: the bisections below compare estimate_memory against what is left.
-  const double limit = f.limit_bytes - link_bytes;
+  const double limit = f.limit_bytes;
   if (w.engine == Engine::kVllm && w.model->kind == ModelKind::kDecoder) {
     // The pool vLLM hands the KV cache: its budget less weights, non-torch memory and the profile peak.
     const MemoryBreakdown& m = f.memory;
-    f.kv_pool_bytes = std::max(0.0, f.limit_bytes - (m.total_bytes - m.kv_cache_bytes));
+    f.kv_pool_bytes = std::max(0.0, limit - (m.total_bytes - m.kv_cache_bytes));
     const double block_bytes = p.kv_full_bytes_per_token * kVllmBlockTokens;
     const double blocks = block_bytes > 0 ? std::floor(f.kv_pool_bytes / block_bytes) : 0;
     f.kv_pool_tokens = static_cast<int64_t>(blocks) * kVllmBlockTokens;
@@ -541,11 +537,11 @@ TargetFit fit_target(const PreparedWorkload& p, const Target& t) {
   if (w.model->kind == ModelKind::kCnn) {
     f.max_context = 0;
   } else {
-    f.max_context =
-        largest(1, max_positions, [&](int64_t c) { return estimate_memory(p, w.batch, c).total_bytes <= limit; });
+    f.max_context = largest(1, max_positions,
+                            [&](int64_t c) { return estimate_memory(p, w.batch, c, t.link).total_bytes <= limit; });
   }
-  f.max_batch =
-      largest(1, int64_t{1} << 20, [&](int64_t b) { return estimate_memory(p, b, w.context).total_bytes <= limit; });
+  f.max_batch = largest(1, int64_t{1} << 20,
+                        [&](int64_t b) { return estimate_memory(p, b, w.context, t.link).total_bytes <= limit; });
   return f;
 }
 
@@ -623,18 +619,18 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
   std::string aexp;
   if (w.task == Task::kInfer && md.kind == ModelKind::kCnn) {
     aexp = "Activations: input and output of the largest layer, " + num(md.cnn_max_layer_elements_per_sample) +
-           " elements per sample x 2 x batch " + num(static_cast<double>(w.batch)) + " x " + num(activation_bytes(w)) +
-           " B = " + format_gib(m.activations_bytes);
+           " elements per sample x 2 x batch " + num(static_cast<double>(w.batch)) + " x " +
+           num(activation_element_bytes(w)) + " B = " + format_gib(m.activations_bytes);
   } else if (w.task == Task::kInfer) {
     const InferAct a = inference_activations(p, w.batch, w.context);
     aexp = "Activations: largest step " + num(a.tokens) + " tokens x (" + (md.gated_mlp ? "3" : "2") + " x " +
            num(static_cast<double>(md.intermediate)) + " MLP + 3 x " + num(static_cast<double>(md.hidden)) +
-           " hidden) x " + num(activation_bytes(w)) + " B" + (w.tp > 1 ? " (MLP / tp)" : "") + " + logits " +
+           " hidden) x " + num(activation_element_bytes(w)) + " B" + (w.tp > 1 ? " (MLP / tp)" : "") + " + logits " +
            format_gib(a.logits_bytes) + " = " + format_gib(m.activations_bytes);
   } else if (md.kind == ModelKind::kCnn) {
     aexp = "Activations: every layer output kept for backward, " + num(md.cnn_activation_elements_per_sample) +
-           " elements per sample x batch " + num(static_cast<double>(w.batch)) + " x " + num(activation_bytes(w)) +
-           " B = " + format_gib(m.activations_bytes);
+           " elements per sample x batch " + num(static_cast<double>(w.batch)) + " x " +
+           num(activation_element_bytes(w)) + " B = " + format_gib(m.activations_bytes);
   } else {
     const TrainAct a = training_activations(p, w.batch, w.context);
     aexp = "Activations (Korthikanti et al. 2022, " + std::string(checkpointing_name(w.checkpointing)) +

@@ -413,6 +413,10 @@ Json workload_json(const Workload& w) {
   return j;
 }
 
+double activation_element_bytes(const Workload& w) {
+  return w.weights == WeightFormat::kFp32 && w.amp == Amp::kNone ? 4 : 2;
+}
+
 double lora_parameters(const Model& m, uint32_t targets, int64_t rank) {
   if (m.kind == ModelKind::kCnn) return 0;
   double n = 0;

@@ -117,7 +117,7 @@ Result<PerfSetup> parse_perf_setup(const Json& request) {
   PerfWorkload& p = s.perf;
   p.task = perf_task(w.task);
   p.engine = engine_text.empty() ? perf_engine(w.engine) : engine;
-  p.activation_bytes = w.weights == WeightFormat::kFp32 && w.amp == Amp::kNone ? 4.0 : 2.0;
+  p.activation_bytes = activation_element_bytes(w);
   p.kv_bytes = kv_bytes_per_element(w.kv_cache);
   p.batch = w.batch;
   p.micro_batch = w.batch;
@@ -152,8 +152,6 @@ Result<PerfSetup> parse_perf_setup(const Json& request) {
   s.efficiency = eff;
   return s;
 }
-
-Target make_target(const TargetRef& ref, int count) { return Target::linked(ref, count); }
 
 PerfWorkload workload_for(const PerfSetup& s, const PerfDevice& device, int count) {
   PerfWorkload w = s.perf;

@@ -36,10 +36,6 @@ struct PerfSetup {
 // checkpointing: true/false (= full/none).
 Result<PerfSetup> parse_perf_setup(const Json& request);
 
-// A target of `count` devices, linked by NVLink when the GPU has it and the devices can all use it
-// (SXM boards behind NVSwitch, or a bridged pair of PCIe cards), else by PCIe.
-Target make_target(const TargetRef& ref, int count);
-
 // The PerfWorkload for one target (formats resolved on that device; data parallel = count / (tp x pp)
 // unless the request gave dp).
 PerfWorkload workload_for(const PerfSetup& s, const PerfDevice& device, int count);

@@ -43,7 +43,7 @@ PerfRowPrediction predict_perf_row(const Catalog& catalog, const Json& row) {
   auto ref = catalog.resolve(gpu);
   if (!ref) return skip("gpu: " + ref.error().message);
   const int count = req.contains("count") && req["count"].is_number_integer() ? req["count"].get<int>() : 1;
-  const Target target = perf::make_target(*ref, count);
+  const Target target = Target::linked(*ref, count);
   const PerfDevice device = perf_device(target);
   const PerfEfficiency eff = default_efficiency();
   PerfRowPrediction p;

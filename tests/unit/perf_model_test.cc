@@ -19,7 +19,7 @@ const Model& model(const char* id) {
 Target target(const char* name, int count = 1) {
   auto ref = Catalog::embedded()->resolve(name);
   EXPECT_TRUE(ref.ok()) << name;
-  return perf::make_target(*ref, count);
+  return Target::linked(*ref, count);
 }
 
 PerfWorkload infer(const Model& m, const PerfDevice& d, WeightFormat f, int64_t batch, int64_t in, int64_t out,
