@@ -62,7 +62,7 @@ class Bound {
  public:
   Bound(const PackModel& M, const std::vector<int>& placed, int gpus) : M_(M), placed_(placed), gpus_(gpus) {
     maximal_.resize(M.targets.size());
-    for (size_t t = 0; t < M.targets.size(); ++t) maximal_[t] = maximal_layouts(*M.targets[t].model);
+    for (size_t t = 0; t < M.targets.size(); ++t) maximal_[t] = M.targets[t].model->maximal;
     free_.assign(M.classes.size(), 0);
     std::map<std::pair<int, std::vector<std::pair<int, int>>>, int> index;
     for (size_t g = 0; g < M.classes.size(); ++g) {

@@ -16,24 +16,6 @@
 
 namespace gpuplan::mig {
 
-std::vector<int> maximal_layouts(const TableModel& tm) {
-  std::unordered_set<uint64_t> all(tm.bits.begin(), tm.bits.end());
-  std::vector<uint64_t> placements;
-  for (size_t p = 0; p < tm.table->profiles.size(); ++p) {
-    for (int start : tm.table->profiles[p].placement_starts) {
-      placements.push_back(tm.bit(Placed{static_cast<int>(p), start}));
-    }
-  }
-  std::vector<int> out;
-  for (size_t li = 0; li < tm.bits.size(); ++li) {
-    const uint64_t b = tm.bits[li];
-    const bool maximal = std::none_of(placements.begin(), placements.end(),
-                                      [&](uint64_t q) { return !(b & q) && all.count(b | q) > 0; });
-    if (maximal) out.push_back(static_cast<int>(li));
-  }
-  return out;
-}
-
 namespace {
 
 // A keep layout whose units are worth at least this much less than one GPU at the LP's prices takes
@@ -301,7 +283,7 @@ class ClassRepack {
   }
 
   void greedy() {
-    maximal_ = maximal_layouts(tm_);
+    maximal_ = tm_.maximal;
     std::vector<int> r = units_;
     std::vector<int> pending(tm_.table->profiles.size(), 0);  // busy instances on busy GPUs not yet decided
     for (size_t gi : busy_gpus_) {
@@ -467,7 +449,7 @@ std::vector<int> room_on(const PackModel& M, const TargetShare& t) {
   for (const auto& b : t.bins) {
     if (b.gpu >= 0) kept.insert(b.gpu);
   }
-  const std::vector<int> maximal = maximal_layouts(tm);
+  const std::vector<int>& maximal = tm.maximal;
   for (int g : t.group) {
     for (size_t gi : M.classes[g].members) {
       const auto& own = M.busy_on_gpu[gi];

@@ -92,10 +92,6 @@ struct KeepEval {
 KeepEval best_keeping_layout(const TableModel& tm, const std::vector<Placed>& busy, const std::vector<int>& counts,
                              const std::vector<int>& busy_units);
 
-// Layouts of the table to which no instance can be added (a keep bin never needs fewer slots, and
-// every layout is contained in one of them).
-std::vector<int> maximal_layouts(const TableModel& tm);
-
 // Places the demand on the classes: exact search when small, else LP-guided construction followed by
 // reduce_disturbance().
 SolveOutcome solve_packing(const PackModel& model, int exact_state_limit);

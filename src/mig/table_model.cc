@@ -32,15 +32,19 @@ std::shared_ptr<const TableModel> build(const MigTable& table) {
     }
     m->by_counts[m->counts[i]].push_back(static_cast<int>(i));
   }
-  // Stranded = free capacity minus what the best superset layout could still add.
+  // Stranded = free capacity minus what the best superset layout could still add. A layout with no
+  // strict superset is maximal (valid layouts are closed under removing an instance).
   for (size_t i = 0; i < n; ++i) {
     int best_mem = mem[i], best_compute = compute[i];
+    bool maximal = true;
     for (size_t j = 0; j < n; ++j) {
       if ((m->bits[j] & m->bits[i]) != m->bits[i]) continue;
+      if (m->bits[j] != m->bits[i]) maximal = false;
       best_mem = std::max(best_mem, mem[j]);
       best_compute = std::max(best_compute, compute[j]);
     }
     m->stranded[i] = Stranded{table.memory_slices - best_mem, table.compute_slices - best_compute};
+    if (maximal) m->maximal.push_back(static_cast<int>(i));
   }
   return m;
 }

@@ -21,6 +21,7 @@ struct TableModel {
   std::vector<uint64_t> bits;                              // per layout
   std::vector<std::vector<int>> counts;                    // per layout, per profile
   std::vector<Stranded> stranded;                          // per layout
+  std::vector<int> maximal;                                // layouts no other layout strictly contains
   std::map<std::vector<int>, std::vector<int>> by_counts;  // counts -> layout indices
 
   TableModel() = default;
