@@ -21,9 +21,8 @@ Result<std::vector<Target>> fit_targets(const Catalog& catalog, const Json& requ
   Request req(request);
   auto names = req.strings("gpu");
   if (!names) return names.error();
-  auto make = [](const TargetRef& ref, int count) { return Target::linked(ref, count); };
   if (names->empty()) {
-    for (const auto& ref : catalog.all_targets(true)) out.push_back(make(ref, default_count));
+    for (const auto& ref : catalog.all_targets(true)) out.push_back(Target::linked(ref, default_count));
     return out;
   }
   for (const auto& name : *names) {
@@ -43,7 +42,7 @@ Result<std::vector<Target>> fit_targets(const Catalog& catalog, const Json& requ
       }
     }
     if (!ref) return ref.error();
-    out.push_back(make(*ref, count));
+    out.push_back(Target::linked(*ref, count));
   }
   return out;
 }

@@ -91,6 +91,13 @@ bool peft_kbit_upcast(const Workload& w) {
   return w.task == Task::kQlora && peft && f.family == FormatFamily::kBitsAndBytes && f.unquantized_bytes < kFp32Bytes;
 }
 
+// NCCL buffers of a multi-GPU run; vLLM with tensor parallelism over NVLink holds its own communicator
+// and custom all-reduce buffers too.
+double communication_bytes(const Workload& w, Link link) {
+  const bool vllm_tp_over_nvlink = w.engine == Engine::kVllm && w.tp > 1 && link == Link::kNvlink;
+  return vllm_tp_over_nvlink ? kVllmNvlinkTpCommunicationBytes : kNcclBytes;
+}
+
 bool quantized_dequant(WeightFormat f) {
   switch (f) {
     case WeightFormat::kInt4Gptq:
@@ -373,17 +380,6 @@ double kv_bytes_per_sequence(const PreparedWorkload& p, int64_t tokens) {
   }
   return b;
 }
-
-namespace {
-
-// NCCL buffers of a multi-GPU run; vLLM with tensor parallelism over NVLink holds its own communicator
-// and custom all-reduce buffers too.
-double communication_bytes(const Workload& w, Link link) {
-  const bool vllm_tp_over_nvlink = w.engine == Engine::kVllm && w.tp > 1 && link == Link::kNvlink;
-  return vllm_tp_over_nvlink ? kVllmNvlinkTpCommunicationBytes : kNcclBytes;
-}
-
-}  // namespace
 
 MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_t context, Link link) {
   const Workload& w = p.workload;
