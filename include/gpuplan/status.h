@@ -17,6 +17,8 @@ enum class ErrorCode {
   kInvalidData,    // a data file (catalog, model, fleet, offers) that breaks its contract
   kInvalidLayout,  // a MIG layout the driver would refuse
   kInternal,       // a bug: should never reach a user
+  kLimit,          // a request or file is over a stated bound (items, size, depth); the message names it
+  kCancelled,      // the command passed its deadline or was cancelled; its partial work was dropped
 };
 
 struct Error {
@@ -26,9 +28,9 @@ struct Error {
 };
 
 // Exit status of the CLI for an error: 2 usage, 3 not found or ambiguous, 4 invalid data,
-// 5 invalid MIG layout, 1 internal.
+// 5 invalid MIG layout, 6 over a limit, 7 cancelled (deadline), 1 internal.
 int exit_code(ErrorCode code);
-// HTTP status of the server for an error: 400, 404, 409, 422, 500.
+// HTTP status of the server for an error: 400, 404, 409, 413, 422, 503, 500.
 int http_status(ErrorCode code);
 // Stable machine name ("usage", "not_found", ...), used in JSON error bodies.
 const char* error_code_name(ErrorCode code);
@@ -41,6 +43,9 @@ inline Error not_found_error(std::string message, std::string field = {}) {
 }
 inline Error invalid_data_error(std::string message, std::string field = {}) {
   return Error{ErrorCode::kInvalidData, std::move(message), std::move(field)};
+}
+inline Error limit_error(std::string message, std::string field = {}) {
+  return Error{ErrorCode::kLimit, std::move(message), std::move(field)};
 }
 
 // A value or an Error. Small on purpose: std::expected is C++23.
@@ -93,3 +98,16 @@ class [[nodiscard]] Status {
 };
 
 }  // namespace gpuplan
+
+// Evaluates `expr` (a Result<T> or Status); on error returns the error from the enclosing function,
+// else, for a Result, binds its value to `const auto var`:
+//   GPUPLAN_TRY(n, req.integer("batch"));   // n is the int64
+//   GPUPLAN_CHECK(validate(x));             // a Status
+#define GPUPLAN_TRY(var, expr)                  \
+  auto var##_result_ = (expr);                  \
+  if (!var##_result_) return var##_result_.error(); \
+  const auto var = std::move(*var##_result_)
+#define GPUPLAN_CHECK(expr)                          \
+  do {                                               \
+    if (auto gpuplan_status_ = (expr); !gpuplan_status_) return gpuplan_status_.error(); \
+  } while (0)

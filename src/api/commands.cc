@@ -1,6 +1,7 @@
 #include "api/commands.h"
 #include "api/catalog_json.h"
 
+#include "gpuplan/cancel.h"
 #include "gpuplan/catalog.h"
 
 namespace gpuplan {
@@ -27,7 +28,11 @@ Result<Json> run_command(const Context& ctx, std::string_view command, const Jso
   for (const auto& c : table()) {
     if (c.name == command) {
       try {
-        return c.fn(ctx, request.is_null() ? Json::object() : request);
+        if (cancel_requested()) return cancelled_error();
+        Result<Json> out = c.fn(ctx, request.is_null() ? Json::object() : request);
+        // Loops stop early when cancelled: what they return then is partial, never an answer.
+        if (cancel_requested()) return cancelled_error();
+        return out;
       } catch (const std::exception& e) {
         // A library function must return errors as values; this is the last line of defence.
         return Error{ErrorCode::kInternal, std::string("internal error in ") + c.name + ": " + e.what(), ""};

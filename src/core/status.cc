@@ -17,12 +17,14 @@ constexpr CodeRow kCodes[] = {
     {ErrorCode::kInvalidData, "invalid_data", 4, 422},
     {ErrorCode::kInvalidLayout, "invalid_layout", 5, 422},
     {ErrorCode::kInternal, "internal", 1, 500},
+    {ErrorCode::kLimit, "limit", 6, 413},
+    {ErrorCode::kCancelled, "cancelled", 7, 503},
 };
 const CodeRow& row(ErrorCode code) {
   for (const auto& r : kCodes) {
     if (r.code == code) return r;
   }
-  return kCodes[5];
+  return kCodes[5];  // kInternal
 }
 }  // namespace
 
