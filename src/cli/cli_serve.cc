@@ -13,7 +13,9 @@ struct ServeCommand {
   CLI::App* app = nullptr;
   server::Options options;
   std::string offers_file;
-  long long timeout_ms = 10000;
+  long long deadline_ms = 10000;
+  long long header_timeout_ms = 5000;
+  long long keep_alive_ms = 2000;
 };
 
 namespace {
@@ -36,13 +38,26 @@ void add_serve_command(CLI::App& app) {
   c.app->add_option("--max-body-bytes", c.options.max_body_bytes, "Largest request body accepted (413 beyond)")
       ->capture_default_str()
       ->check(CLI::Range(1024, 64 << 20));
-  c.app->add_option("--timeout-ms", c.timeout_ms, "Longest a command may run before the request gets 503")
+  c.app->add_option("--max-response-bytes", c.options.max_response_bytes,
+                    "Largest answer sent (413 beyond: ask for fewer results)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{64} << 10, size_t{1} << 30));
+  c.app->add_option("--deadline-ms,--timeout-ms", c.deadline_ms,
+                    "One deadline a request, from its first byte: reading, running and answering (503 beyond)")
+      ->capture_default_str()
+      ->check(CLI::Range(10, 600000));
+  c.app->add_option("--header-timeout-ms", c.header_timeout_ms,
+                    "Time from a request's first byte to the end of its headers (408 beyond)")
+      ->capture_default_str()
+      ->check(CLI::Range(10, 600000));
+  c.app->add_option("--keep-alive-ms", c.keep_alive_ms, "An idle keep-alive connection is closed after this")
       ->capture_default_str()
       ->check(CLI::Range(10, 600000));
   c.app->add_option("--threads", c.options.threads, "Workers that run commands (0: one per core)")
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));
-  c.app->add_option("--connections", c.options.connections, "Connections served at once (a thread each)")
+  c.app->add_option("--max-connections,--connections", c.options.max_connections,
+                    "Open connections at once (503 and close beyond); none holds a thread")
       ->capture_default_str()
       ->check(CLI::Range(1, 65536));
 }
@@ -52,7 +67,9 @@ bool serve_requested() { return serve_command().app && serve_command().app->pars
 int run_serve(const Context& ctx) {
   ServeCommand& c = serve_command();
   server::Options options = c.options;
-  options.command_timeout = std::chrono::milliseconds(c.timeout_ms);
+  options.request_deadline = std::chrono::milliseconds(c.deadline_ms);
+  options.header_timeout = std::chrono::milliseconds(c.header_timeout_ms);
+  options.keep_alive_timeout = std::chrono::milliseconds(c.keep_alive_ms);
   if (!c.offers_file.empty()) {
     // Read once at start-up: no file is read on a request's behalf.
     std::ifstream in(c.offers_file, std::ios::binary);

@@ -17,7 +17,17 @@ namespace gpuplan::server {
 namespace {
 
 constexpr const char* kVersion = "0.1.0";
-constexpr int kMaxJsonDepth = 64;
+// A light-lane request's body may be this large (a catalog.show by POST is under 200 bytes); larger
+// bodies are parsed on the heavy lane.
+constexpr std::size_t kLightBodyBytes = 4096;
+// Queued jobs a heavy worker may have waiting: a burst of the page's requests from a few users; a
+// queued job whose deadline passes is dropped unrun.
+constexpr std::size_t kHeavyQueuePerWorker = 64;
+// Workers and queue of the light lane: catalog and MIG table reads cost ~0.1-1 ms each.
+constexpr int kLightWorkers = 2;
+constexpr std::size_t kLightQueue = 256;
+// Commands of the light lane (see Router::Lane).
+constexpr std::array kLightCommands = {"catalog.list", "catalog.show", "mig.profiles", "mig.layouts"};
 
 // Commands the API documents but a build may not have yet: asking for one is a 404 that says so.
 constexpr std::array kKnownCommands = {"catalog.list", "catalog.show", "compare",  "fit",  "perf",     "mig.profiles",
@@ -75,31 +85,6 @@ Json query_json(const std::vector<std::pair<std::string, std::string>>& query) {
     }
   }
   return out;
-}
-
-// Rejects JSON nested deeper than kMaxJsonDepth before it is parsed: the parser and the code that
-// copies and prints values recurse, and a hostile body must not exhaust the stack.
-bool too_deep(std::string_view body) {
-  int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : body) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth) return true;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return false;
 }
 
 bool is_loopback_name(std::string_view host) {
@@ -194,29 +179,45 @@ HttpResponse json_response(int status, const Json& body) {
   return res;
 }
 
-// The JSON object in a POST body, or the response that refuses it (size, media type, nesting,
-// syntax, not an object). An empty body is an empty request.
-std::optional<HttpResponse> read_body(const HttpRequest& req, size_t max_bytes, Json& out) {
+// The media type of a Content-Type header, lower case, without parameters.
+std::string media_type(std::string_view content_type) {
+  return lower(trim(content_type.substr(0, content_type.find(';'))));
+}
+
+bool is_json_media(std::string_view media) {
+  return media == "application/json" || (media.size() > 5 && media.ends_with("+json"));
+}
+
+// Refusals of a POST body found from its headers and size alone (no parsing): 413 over the limit;
+// 415 for any media type but JSON, even with an empty body, because a cross-site form always sends
+// one (urlencoded, multipart or text/plain) and must never run a command. A POST with no Content-Type
+// at all and an empty body is an empty request: no form and no fetch() without a preflight sends that.
+std::optional<HttpResponse> refuse_body(const HttpRequest& req, size_t max_bytes) {
   if (req.body.size() > max_bytes) {
     return error_response(413, "payload_too_large",
                           "the request body is larger than " + std::to_string(max_bytes) + " bytes", "body");
   }
-  if (trim(req.body).empty()) return std::nullopt;
-  const std::string media = lower(trim(std::string_view(req.content_type).substr(0, req.content_type.find(';'))));
-  if (media != "application/json" && !(media.size() > 5 && media.ends_with("+json"))) {
+  const std::string media = media_type(req.content_type);
+  if (media.empty() && trim(req.body).empty()) return std::nullopt;
+  if (!is_json_media(media)) {
     return error_response(415, "unsupported_media_type",
                           "send the request as JSON with Content-Type: application/json" +
                               (media.empty() ? std::string() : " (got " + media + ")"),
                           "Content-Type");
   }
-  if (too_deep(req.body)) {
-    return json_response(
-        400, error_json(usage_error("malformed JSON: nested deeper than " + std::to_string(kMaxJsonDepth) + " levels",
-                                    "body")));
+  return std::nullopt;
+}
+
+// The JSON object in a POST body, or the response that refuses it (limits, syntax, not an object).
+// An empty body is an empty request.
+std::optional<HttpResponse> read_body(const HttpRequest& req, const JsonLimits& limits, Json& out) {
+  if (trim(req.body).empty()) return std::nullopt;
+  if (Status bounded = check_json_body(req.body, limits); !bounded) {
+    return json_response(400, error_json(bounded.error()));
   }
   try {
     out = Json::parse(req.body);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
     std::string what = e.what();
     if (const size_t pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
     return json_response(400, error_json(usage_error("malformed JSON: " + what, "body")));
@@ -254,9 +255,11 @@ class ComputePool {
     for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
   }
   ~ComputePool() {
+    std::deque<std::function<void()>> dropped;  // queued jobs are not run at shutdown
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
+      dropped.swap(queue_);
     }
     cv_.notify_all();
     for (auto& t : workers_) t.join();
@@ -281,7 +284,7 @@ class ComputePool {
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;
+        if (stop_) return;
         job = std::move(queue_.front());
         queue_.pop_front();
       }
@@ -303,39 +306,112 @@ HttpResponse error_response(int status, std::string_view code, std::string_view 
   return json_response(status, Json{{"error", std::move(e)}});
 }
 
+HttpResponse busy_response() {
+  auto res = error_response(503, "busy", "the server is busy; try again in a moment");
+  res.headers.emplace_back("Retry-After", "1");
+  return res;
+}
+
+HttpResponse timeout_response(const Options& options) {
+  return error_response(503, "timeout",
+                        "the request took longer than the server's deadline of " +
+                            std::to_string(options.request_deadline.count()) +
+                            " ms (reading, running and answering it); ask for less, or run it with the gpuplan CLI");
+}
+
 Router::Router(Runner runner, std::vector<std::string> commands, Options options)
     : runner_(std::make_shared<const Runner>(std::move(runner))),
       commands_(std::move(commands)),
       options_(std::move(options)) {
   const int threads =
-      options_.threads > 0 ? options_.threads : static_cast<int>(std::max(4U, std::thread::hardware_concurrency()));
-  pool_ = std::make_unique<ComputePool>(threads, static_cast<size_t>(threads) * 64);
+      options_.threads > 0 ? options_.threads : static_cast<int>(std::max(2U, std::thread::hardware_concurrency()));
+  heavy_ = std::make_unique<ComputePool>(threads, static_cast<size_t>(threads) * kHeavyQueuePerWorker);
+  light_ = std::make_unique<ComputePool>(kLightWorkers, kLightQueue);
 }
 Router::~Router() = default;
 Router::Router(Router&&) noexcept = default;
 Router& Router::operator=(Router&&) noexcept = default;
 
-HttpResponse Router::handle(const HttpRequest& req) const {
-  HttpResponse res;
-  try {
-    if (is_loopback_name(options_.host) && !req.host.empty() && !is_loopback_name(host_name(req.host))) {
-      // A page on another site must not reach a loopback server by pointing its own name at 127.0.0.1.
-      res = error_response(403, "forbidden", "this server answers only requests addressed to localhost or 127.0.0.1",
-                           "Host");
-    } else if (req.path == "/api" || req.path.starts_with("/api/")) {
-      res = api(req, req.path);
-    } else {
-      res = asset(req);
-    }
-  } catch (const std::exception& e) {
-    res = error_response(500, "internal", std::string("internal error: ") + e.what());
+HttpResponse Router::finish(const HttpRequest& req, HttpResponse res) const {
+  if (req.method == "HEAD") {
+    // The length GET would have, without the body (RFC 9110 9.3.2).
+    if (res.status != 304) res.headers.emplace_back("Content-Length", std::to_string(res.body.size()));
+    res.body.clear();
   }
-  if (req.method == "HEAD") res.body.clear();
   add_security_headers(res);
   return res;
 }
 
-HttpResponse Router::api(const HttpRequest& req, std::string_view path) const {
+Router::Plan Router::plan(const HttpRequest& req) const {
+  Plan out;
+  try {
+    if (is_loopback_name(options_.host) && !req.host.empty() && !is_loopback_name(host_name(req.host))) {
+      // A page on another site must not reach a loopback server by pointing its own name at 127.0.0.1.
+      out.now = error_response(403, "forbidden",
+                               "this server answers only requests addressed to localhost or 127.0.0.1", "Host");
+    } else if (req.path == "/api" || req.path.starts_with("/api/")) {
+      HttpResponse res = api(req, req.path, nullptr);
+      if (res.status != 0) {
+        out.now = std::move(res);
+      } else {
+        const std::string command = res.body;  // api() in planning mode names the command here
+        const bool light = std::find(kLightCommands.begin(), kLightCommands.end(), command) != kLightCommands.end();
+        out.lane = light && req.body.size() <= kLightBodyBytes ? Lane::kLight : Lane::kHeavy;
+      }
+    } else {
+      out.now = asset(req);
+    }
+  } catch (const std::exception& e) {
+    out.now = error_response(500, "internal", std::string("internal error: ") + e.what());
+  }
+  if (out.now) out.now = finish(req, std::move(*out.now));
+  return out;
+}
+
+HttpResponse Router::respond(const HttpRequest& req, const CancelToken& token) const {
+  HttpResponse res;
+  try {
+    if (token.cancelled()) {
+      res = timeout_response(options_);
+    } else {
+      CancelScope scope(&token);
+      res = api(req, req.path, &token);
+    }
+  } catch (const std::exception& e) {
+    res = error_response(500, "internal", std::string("internal error: ") + e.what());
+  }
+  return finish(req, std::move(res));
+}
+
+bool Router::submit(Lane lane, std::function<void()> job) const {
+  return (lane == Lane::kLight ? light_ : heavy_)->submit(std::move(job));
+}
+
+HttpResponse Router::handle(const HttpRequest& req) const {
+  Plan p = plan(req);
+  if (p.now) return std::move(*p.now);
+  auto token = std::make_shared<CancelToken>(CancelToken::Clock::now() + options_.request_deadline);
+  auto promise = std::make_shared<std::promise<HttpResponse>>();
+  auto future = promise->get_future();
+  // The job holds what it needs by value: handle() may return (at the deadline) before it runs.
+  const bool queued = submit(p.lane, [this, promise, token, req] {
+    try {
+      promise->set_value(respond(req, *token));
+    } catch (...) {
+      promise->set_value(finish(req, error_response(500, "internal", "internal server error")));
+    }
+  });
+  if (!queued) return finish(req, busy_response());
+  if (future.wait_until(token->deadline()) != std::future_status::ready) {
+    token->cancel();
+    return finish(req, timeout_response(options_));
+  }
+  return future.get();
+}
+
+// Planning (token == nullptr): a response with status 0 and the command's name as its body means
+// "run it"; anything else is the answer. Running (token set): the command's response.
+HttpResponse Router::api(const HttpRequest& req, std::string_view path, const CancelToken* token) const {
   const bool get = req.method == "GET" || req.method == "HEAD";
   const bool post = req.method == "POST";
   constexpr std::string_view kPrefix = "/api/v1";
@@ -373,14 +449,11 @@ HttpResponse Router::api(const HttpRequest& req, std::string_view path) const {
   if (segs.size() == 1 && segs[0] == "models" && get && !has_command("models")) {
     return json_response(200, Json{{"models", zoo_models()}});
   }
-
+  if (post) {
+    if (auto refused = refuse_body(req, options_.max_body_bytes)) return *refused;
+  }
   // The request: query parameters for GET, the JSON body for POST, then parameters from the path.
   Json request = Json::object();
-  if (get) {
-    request = query_json(req.query);
-  } else if (auto refused = read_body(req, options_.max_body_bytes, request)) {
-    return *refused;
-  }
   const std::string command = command_for(segs, request);
   if (!has_command(command)) {
     const bool known = std::find(kKnownCommands.begin(), kKnownCommands.end(), command) != kKnownCommands.end();
@@ -393,7 +466,20 @@ HttpResponse Router::api(const HttpRequest& req, std::string_view path) const {
                           "no API route " + req.method + " " + req.path + "; the routes are in /api/v1/openapi.json",
                           "path");
   }
-  return run(command, request);
+  if (token == nullptr) {
+    HttpResponse run_it;
+    run_it.status = 0;
+    run_it.body = command;
+    return run_it;
+  }
+  Json input = Json::object();
+  if (get) {
+    input = query_json(req.query);
+  } else if (auto refused = read_body(req, options_.json, input)) {
+    return *refused;
+  }
+  for (auto& [k, v] : request.items()) input[k] = std::move(v);  // path parameters win
+  return run(command, input, *token);
 }
 
 bool Router::has_command(std::string_view name) const {
@@ -416,29 +502,32 @@ std::string Router::command_for(const std::vector<std::string>& segs, Json& requ
   return command;
 }
 
-HttpResponse Router::run(std::string_view command, const Json& request) const {
-  auto promise = std::make_shared<std::promise<Result<Json>>>();
-  auto future = promise->get_future();
-  const bool queued = pool_->submit([promise, runner = runner_, cmd = std::string(command), request] {
-    try {
-      promise->set_value((*runner)(cmd, request));
-    } catch (const std::exception& e) {
-      promise->set_value(Error{ErrorCode::kInternal, std::string("internal error: ") + e.what(), ""});
-    }
-  });
-  if (!queued) {
-    auto res = error_response(503, "busy", "the server is busy; try again in a moment");
-    res.headers.emplace_back("Retry-After", "1");
-    return res;
+HttpResponse Router::run(std::string_view command, const Json& request, const CancelToken& token) const {
+  Result<Json> result = Error{ErrorCode::kInternal, "internal error: the command did not run", ""};
+  try {
+    result = (*runner_)(command, request);
+  } catch (const std::exception& e) {
+    result = Error{ErrorCode::kInternal, std::string("internal error: ") + e.what(), ""};
   }
-  if (future.wait_for(options_.command_timeout) != std::future_status::ready) {
-    return error_response(503, "timeout",
-                          "'" + std::string(command) + "' ran longer than the server's limit of " +
-                              std::to_string(options_.command_timeout.count()) + " ms; ask for less");
+  if (token.cancelled() || (!result && result.error().code == ErrorCode::kCancelled)) {
+    return timeout_response(options_);
   }
-  auto result = future.get();
   if (!result) return json_response(http_status(result.error().code), error_json(result.error()));
-  return json_response(200, *result);
+  HttpResponse res;
+  res.headers.emplace_back("Cache-Control", "no-store");
+  switch (dump_bounded(*result, options_.max_response_bytes, res.body)) {
+    case DumpStatus::kOk:
+      return res;
+    case DumpStatus::kCancelled:
+      return timeout_response(options_);
+    case DumpStatus::kTooLarge:
+      break;
+  }
+  return json_response(
+      413, error_json(limit_error("the answer to '" + std::string(command) + "' is larger than the server's limit of " +
+                                      std::to_string(options_.max_response_bytes) +
+                                      " bytes; ask for fewer GPUs, models, layouts or results at once",
+                                  "max_response_bytes")));
 }
 
 HttpResponse Router::asset(const HttpRequest& req) const {

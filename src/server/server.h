@@ -7,7 +7,9 @@
 //   POST /api/v1/fit        -> "fit"           GET /api/v1/gpus           -> "catalog.list"
 //   POST /api/v1/mig/check  -> "mig.check"     GET /api/v1/gpus/{id}      -> "catalog.show"
 //   GET  /api/v1/mig/{gpu}/profiles|layouts -> "mig.profiles" | "mig.layouts"
-// The Server puts a Router behind cpp-httplib's thread pool with body-size and time limits.
+// The Server is our own event-driven HTTP/1.1 server (server.cc): one I/O thread on epoll with
+// non-blocking sockets parses requests (http_parser.h), answers what needs no command itself, and
+// hands commands to the Router's worker pool under a CancelToken whose deadline is the request's.
 #pragma once
 
 #include <chrono>
@@ -21,29 +23,33 @@
 #include <vector>
 
 #include "gpuplan/api.h"
+#include "gpuplan/cancel.h"
+#include "server/http_parser.h"
+#include "server/json_limits.h"
 
 namespace gpuplan::server {
 
 struct Options {
   std::string host = "127.0.0.1";
-  int port = 8080;                                   // 0: any free port
-  std::size_t max_body_bytes = 1 << 20;              // larger bodies get 413
-  std::chrono::milliseconds command_timeout{10000};  // a command that runs longer gets 503
-  std::chrono::seconds io_timeout{5};                // reading a request, writing a response
-  int threads = 0;                                   // workers that run commands; 0: one per core
-  int connections = 256;               // connections served at once (a thread each); more wait to be accepted
-  std::optional<Json> default_offers;  // --offers FILE: used by plan when a request has none
+  int port = 8080;                             // 0: any free port
+  std::size_t max_body_bytes = 1 << 20;        // larger bodies get 413 before they are read
+  std::size_t max_response_bytes = 16 << 20;   // a larger result gets 413 `limit` ("ask for fewer ...")
+  // One deadline for each request, from its first byte: reading, queueing, running and writing. At the
+  // deadline the command's CancelToken fires and the client gets 503 `timeout` (408 while still reading).
+  std::chrono::milliseconds request_deadline{10000};
+  // The request line and headers must be complete this soon after the first byte (slowloris).
+  std::chrono::milliseconds header_timeout{5000};
+  // A keep-alive connection with no request in flight is closed after this long.
+  std::chrono::milliseconds keep_alive_timeout{2000};
+  int threads = 0;              // workers that run commands; 0: one per core (at least 2)
+  int max_connections = 1024;   // open connections; beyond it new ones get 503 and are closed
+  std::size_t max_headers = 100;           // header fields in a request (431 beyond)
+  std::size_t max_head_bytes = 8 * 1024;   // request line + headers (414 / 431 beyond)
+  JsonLimits json;                         // bounds on a JSON body (400 `usage`, field `body`)
+  std::optional<Json> default_offers;      // --offers FILE: used by plan when a request has none
 };
 
-struct HttpRequest {
-  std::string method;
-  std::string path;  // decoded, without the query string
-  std::vector<std::pair<std::string, std::string>> query;
-  std::string host;          // the Host header
-  std::string content_type;  // the Content-Type header
-  std::string if_none_match;
-  std::string body;
-};
+// HttpRequest (the parser's output) is in server/http_parser.h.
 
 struct HttpResponse {
   int status = 200;
@@ -65,21 +71,42 @@ class Router {
   Router(Router&&) noexcept;
   Router& operator=(Router&&) noexcept;
 
+  // The whole request on the calling thread's behalf: what needs a command runs on the pool, and the
+  // call waits up to options().request_deadline for it (then cancels it and answers 503 `timeout`).
   HttpResponse handle(const HttpRequest& request) const;
+
+  // The pieces the event-driven Server uses instead of handle(), so that its I/O thread never waits:
+  // Which worker lane a command request goes to. Light: reads of the catalog and MIG tables, which cost
+  // well under a millisecond; they have their own workers so that they answer at once while heavy
+  // commands (fit, plan, mig.pack, bodies to parse) fill theirs.
+  enum class Lane { kLight, kHeavy };
+  struct Plan {
+    std::optional<HttpResponse> now;  // the answer when no command is needed (pages, health, refusals)
+    Lane lane = Lane::kHeavy;
+  };
+  // Cheap: headers, route and method only; the body is not parsed here.
+  Plan plan(const HttpRequest& request) const;
+  // The rest, on the calling thread (a worker): body, command under `token`, bounded serialisation.
+  HttpResponse respond(const HttpRequest& request, const CancelToken& token) const;
+  // Queues `job` on a lane's workers; false when that queue is full.
+  bool submit(Lane lane, std::function<void()> job) const;
+
   const Options& options() const { return options_; }
 
  private:
-  HttpResponse api(const HttpRequest& request, std::string_view route) const;
+  HttpResponse api(const HttpRequest& request, std::string_view route, const CancelToken* token) const;
   // The command a route names; path parameters go into `request`.
   std::string command_for(const std::vector<std::string>& segs, Json& request) const;
   bool has_command(std::string_view name) const;
-  HttpResponse run(std::string_view command, const Json& request) const;
+  HttpResponse run(std::string_view command, const Json& request, const CancelToken& token) const;
   HttpResponse asset(const HttpRequest& request) const;
+  HttpResponse finish(const HttpRequest& request, HttpResponse response) const;
 
   std::shared_ptr<const Runner> runner_;
   std::vector<std::string> commands_;
   Options options_;
-  std::unique_ptr<ComputePool> pool_;
+  std::unique_ptr<ComputePool> heavy_;
+  std::unique_ptr<ComputePool> light_;
 };
 
 // A Router over the library's commands and `ctx`.
@@ -92,7 +119,11 @@ HttpResponse error_response(int status, std::string_view code, std::string_view 
 // inline), no framing, no sniffing. No Access-Control-* headers: no cross-origin access.
 const std::vector<std::pair<std::string, std::string>>& security_headers();
 
-// A Router behind cpp-httplib.
+// The 503 answers: the worker queue is full (`busy`, Retry-After) or the deadline passed (`timeout`).
+HttpResponse busy_response();
+HttpResponse timeout_response(const Options& options);
+
+// A Router behind the event-driven HTTP/1.1 server (see server.cc and docs/server.md).
 class Server {
  public:
   explicit Server(Router router);
@@ -102,8 +133,9 @@ class Server {
 
   // Binds to options.host:options.port and returns the port (useful with port 0).
   Result<int> bind();
-  // Serves until stop(). Call after bind().
+  // Serves until stop(). Call after bind(), from one thread.
   void run();
+  // From any thread (or a signal-free context): run() returns soon after.
   void stop();
 
  private:

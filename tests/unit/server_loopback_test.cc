@@ -25,8 +25,7 @@ class Loopback : public ::testing::Test {
     o.host = "127.0.0.1";
     o.port = 0;
     o.threads = 4;
-    o.connections = 8;  // fewer than the concurrency test's clients: connections take turns
-    o.io_timeout = std::chrono::seconds(1);
+    o.header_timeout = std::chrono::seconds(1);
     server_ = new Server(make_router(*ctx_, o));
     auto port = server_->bind();
     ASSERT_TRUE(port.ok());

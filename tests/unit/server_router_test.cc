@@ -35,6 +35,17 @@ class RouterTest : public ::testing::Test {
             if (kind == "layout") return Error{ErrorCode::kInvalidLayout, "overlap", "layout"};
             if (kind == "throw") throw std::runtime_error("boom");
           }
+          if (request.contains("spin_until_cancelled")) {
+            // A command that checks cancel_requested() like the library's long loops do.
+            while (!cancel_requested()) std::this_thread::yield();
+            spun_out_.fetch_add(1);
+            return cancelled_error();
+          }
+          if (request.contains("results")) {
+            Json list = Json::array();
+            for (int i = 0; i < request["results"].get<int>(); ++i) list.push_back(std::string(100, 'x'));
+            return Json{{"results", std::move(list)}};
+          }
           if (request.contains("sleep_ms")) {
             std::this_thread::sleep_for(std::chrono::milliseconds(request["sleep_ms"].get<int>()));
           }
@@ -73,6 +84,7 @@ class RouterTest : public ::testing::Test {
 
   std::mutex mu_;
   Call last_;
+  std::atomic<int> spun_out_{0};
 };
 
 const std::vector<std::string> kAll = {"catalog.list", "catalog.show", "compare",  "fit",  "perf",     "mig.profiles",
@@ -235,7 +247,7 @@ TEST_F(RouterTest, OversizedBodyIs413) {
 
 TEST_F(RouterTest, SlowCommandGets503AndTheServerGoesOn) {
   Options o;
-  o.command_timeout = std::chrono::milliseconds(50);
+  o.request_deadline = std::chrono::milliseconds(50);
   Router r = make(kAll, o);
   auto res = r.handle(post("/api/v1/fit", R"({"sleep_ms": 400})"));
   EXPECT_EQ(res.status, 503);
@@ -377,6 +389,106 @@ TEST_F(RouterTest, ManyThreadsAtOnce) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// Issue #11: a cross-site form never runs a command, even with an empty body.
+TEST_F(RouterTest, NonJsonMediaTypeIs415EvenWithAnEmptyBody) {
+  Router r = make(kAll);
+  for (const std::string type : {"text/plain", "application/x-www-form-urlencoded",
+                                 "multipart/form-data; boundary=x", "text/plain;charset=UTF-8"}) {
+    for (const std::string text : {"", "  ", "--x--\r\n"}) {
+      auto res = r.handle(post("/api/v1/fit", text, type));
+      EXPECT_EQ(res.status, 415) << type << " with body '" << text << "'";
+    }
+  }
+  EXPECT_EQ(last().command, "");  // nothing ran
+  EXPECT_EQ(r.handle(post("/api/v1/fit", "", "application/json")).status, 200);
+}
+
+// Issue #11: numbers out of range were 500 (nlohmann's out_of_range escaped the parse_error catch).
+TEST_F(RouterTest, NumbersOutOfRangeAre400NamingTheBody) {
+  Router r = make(kAll);
+  for (const std::string& number :
+       std::vector<std::string>{"1e999", "-1e999", std::string(5000, '9'), "0." + std::string(5000, '0') + "1"}) {
+    auto res = r.handle(post("/api/v1/fit", "{\"batch\": " + number + "}"));
+    EXPECT_EQ(res.status, 400) << number.substr(0, 20);
+    EXPECT_EQ(body(res)["error"]["code"], "usage");
+    EXPECT_EQ(body(res)["error"]["field"], "body");
+    EXPECT_LT(res.body.size(), 1000U) << "the message must not echo the number";
+  }
+  EXPECT_EQ(r.handle(post("/api/v1/fit", R"({"batch": 1.7976931348623157e308, "b": -12345678901234567})")).status, 200);
+}
+
+// Issue #11: a 1 MB body of 100,000 keys cost 9 s of CPU (ordered_json's linear-search insert) before
+// its 400. The scan refuses it at key 1,001; a generous bound of 1 s fails the old code ninefold.
+TEST_F(RouterTest, ManyKeysAreRefusedBeforeParsing) {
+  Router r = make(kAll);
+  std::string many = "{";
+  for (int i = 0; i < 100000; ++i) many += (i ? ",\"" : "\"") + std::to_string(i) + "\":0";
+  many += "}";
+  ASSERT_LT(many.size(), 1U << 20);
+  const auto start = std::chrono::steady_clock::now();
+  auto res = r.handle(post("/api/v1/fit", many));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(res.status, 400);
+  EXPECT_EQ(body(res)["error"]["field"], "body");
+  EXPECT_NE(body(res)["error"]["message"].get<std::string>().find("1000 keys"), std::string::npos) << res.body;
+  EXPECT_LT(took, std::chrono::seconds(1));
+  // Many values in total, spread over small objects, are bounded too.
+  std::string wide = "{\"a\": [";
+  for (int i = 0; i < 30000; ++i) wide += i ? ",{}" : "{}";
+  wide += "]}";
+  auto res2 = r.handle(post("/api/v1/fit", wide));
+  EXPECT_EQ(res2.status, 400);
+  EXPECT_NE(body(res2)["error"]["message"].get<std::string>().find("20000 values"), std::string::npos) << res2.body;
+  // Within the bounds: parsed and run.
+  std::string fine = "{";
+  for (int i = 0; i < 900; ++i) fine += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
+  EXPECT_EQ(r.handle(post("/api/v1/fit", fine + "}")).status, 200);
+}
+
+// Issue #11: the result's size is capped (compare of 50,000 copies of one GPU returned 96 MB).
+TEST_F(RouterTest, ResponsesOverTheCapAre413Limit) {
+  Options o;
+  o.max_response_bytes = 64 * 1024;
+  Router r = make(kAll, o);
+  auto res = r.handle(post("/api/v1/compare", R"({"results": 1000})"));
+  EXPECT_EQ(res.status, 413);
+  EXPECT_EQ(body(res)["error"]["code"], "limit");
+  EXPECT_NE(body(res)["error"]["message"].get<std::string>().find("65536 bytes"), std::string::npos) << res.body;
+  EXPECT_NE(body(res)["error"]["message"].get<std::string>().find("ask for fewer"), std::string::npos);
+  EXPECT_EQ(r.handle(post("/api/v1/compare", R"({"results": 100})")).status, 200);
+}
+
+// Issue #11: at the deadline the command's token fires, so a command that checks cancel_requested()
+// stops and its worker is free for the next request (before, it ran on after the 503).
+TEST_F(RouterTest, TheDeadlineCancelsTheCommand) {
+  Options o;
+  o.request_deadline = std::chrono::milliseconds(100);
+  Router r = make(kAll, o);  // two workers
+  for (int i = 0; i < 6; ++i) {
+    auto res = r.handle(post("/api/v1/plan", R"({"spin_until_cancelled": true})"));
+    EXPECT_EQ(res.status, 503);
+    EXPECT_EQ(body(res)["error"]["code"], "timeout");
+  }
+  // Without cancellation both workers would spin forever and this would time out too.
+  auto res = r.handle(post("/api/v1/fit", "{}"));
+  EXPECT_EQ(res.status, 200) << res.body;
+  for (int i = 0; i < 100 && spun_out_.load() < 6; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(spun_out_.load(), 6);
+}
+
+TEST_F(RouterTest, LightAndHeavyLanes) {
+  Router r = make(kAll);
+  EXPECT_EQ(r.plan(get("/api/v1/gpus/a40")).lane, Router::Lane::kLight);
+  EXPECT_EQ(r.plan(get("/api/v1/gpus")).lane, Router::Lane::kLight);
+  EXPECT_EQ(r.plan(get("/api/v1/mig/a100-40gb-sxm4/profiles")).lane, Router::Lane::kLight);
+  EXPECT_EQ(r.plan(post("/api/v1/fit", "{}")).lane, Router::Lane::kHeavy);
+  EXPECT_EQ(r.plan(post("/api/v1/gpus/a40", std::string(10000, ' '))).lane, Router::Lane::kHeavy);
+  EXPECT_TRUE(r.plan(get("/api/v1/health")).now.has_value());
+  EXPECT_TRUE(r.plan(get("/")).now.has_value());
+  EXPECT_FALSE(r.plan(post("/api/v1/fit", "{")).now.has_value());  // the body is parsed on a worker
+  EXPECT_EQ(r.plan(post("/api/v1/fit", "{}", "text/plain")).now->status, 415);
 }
 
 }  // namespace
