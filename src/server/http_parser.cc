@@ -159,6 +159,13 @@ ParseResult HttpParser::feed(std::string_view bytes) {
     const std::size_t end = head_.find(kHeadEnd, from);
     if (end == std::string::npos) {
       scanned_ = head_.size();
+      // Bytes that cannot begin a request line are refused now rather than at the header timeout.
+      const std::size_t space = head_.find(' ');
+      const std::size_t method_end = std::min(space, head_.size());
+      if (!std::all_of(head_.begin(), head_.begin() + static_cast<std::ptrdiff_t>(method_end), is_tchar) ||
+          (space == std::string::npos && head_.size() > kMaxMethodChars)) {
+        return fail(400, "the request line must be METHOD /path HTTP/1.1");
+      }
       const std::size_t line_end = head_.find("\r\n");
       if ((line_end == std::string::npos ? head_.size() : line_end) > limits_.max_request_line_bytes) {
         return fail(414, "the request line is longer than " + std::to_string(limits_.max_request_line_bytes) +

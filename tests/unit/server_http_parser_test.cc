@@ -149,6 +149,15 @@ TEST(HttpParser, MalformedHeads) {
   EXPECT_TRUE(cont.request.expect_continue);
 }
 
+TEST(HttpParser, GarbageIsRefusedBeforeTheHeadEnds) {
+  HttpParser p;
+  EXPECT_EQ(p.feed(std::string("\x16\x03\x01\x02\x00", 5)).status, ParseStatus::kError);  // a TLS hello
+  HttpParser q;
+  EXPECT_EQ(q.feed("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA").status, ParseStatus::kError);
+  HttpParser r;
+  EXPECT_EQ(r.feed("GET /slow").status, ParseStatus::kNeedMore);
+}
+
 TEST(HttpParser, AnErrorSticksUntilReset) {
   HttpParser p;
   EXPECT_EQ(p.feed("BAD\r\n\r\n").status, ParseStatus::kError);
