@@ -85,6 +85,40 @@ printf '| %s | %s | %s | | | %s | |\n' "POST malformed JSON (the stream)" 64 "$(
 echo
 echo "RSS after the malformed stream: $(rss)"
 
+# Slowloris: 300 connections that send their headers one byte a second, while valid load runs.
+echo
+echo "Valid load while 300 connections trickle their headers one byte a second:"
+echo
+echo "| request | connections | requests/s | p50 | p99 | non-2xx | socket errors |"
+echo "|---|---:|---:|---:|---:|---:|---|"
+python3 - "$PORT" "$((DUR + 2))" <<'PY' &
+import socket, sys, time
+port, seconds = int(sys.argv[1]), float(sys.argv[2])
+conns = []
+for _ in range(300):
+    try:
+        conns.append(socket.create_connection(("127.0.0.1", port), timeout=1))
+    except OSError:
+        pass
+line = b"GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 1000
+end = time.time() + seconds
+i = 0
+while time.time() < end:
+    for c in list(conns):
+        try:
+            c.send(line[i:i + 1] if i < len(line) else b"a")
+        except OSError:
+            conns.remove(c)
+    i += 1
+    time.sleep(1)
+PY
+SLOW=$!
+sleep 1
+run "GET /api/v1/gpus (during slowloris)" GET /api/v1/gpus "" 16
+wait $SLOW || true
+echo
+echo "RSS after slowloris: $(rss)"
+
 # Memory stays flat: the same load again must not grow the RSS beyond noise.
 echo
 echo "Second round (256 connections, fit or compare, then malformed):"

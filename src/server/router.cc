@@ -21,7 +21,9 @@ constexpr const char* kVersion = "0.1.0";
 // bodies are parsed on the heavy lane.
 constexpr std::size_t kLightBodyBytes = 4096;
 // Queued jobs a heavy worker may have waiting: a burst of the page's requests from a few users; a
-// queued job whose deadline passes is dropped unrun.
+// queued job whose deadline passes is dropped unrun. Each queue also holds at least max_connections
+// jobs: the Server has at most one request of a connection in flight, so through the Server a queue
+// never overflows while the connection cap holds (256 wrk connections got 503 busy with 2 x 64).
 constexpr std::size_t kHeavyQueuePerWorker = 64;
 // Workers and queue of the light lane: catalog and MIG table reads cost ~0.1-1 ms each.
 constexpr int kLightWorkers = 2;
@@ -325,8 +327,10 @@ Router::Router(Runner runner, std::vector<std::string> commands, Options options
       options_(std::move(options)) {
   const int threads =
       options_.threads > 0 ? options_.threads : static_cast<int>(std::max(2U, std::thread::hardware_concurrency()));
-  heavy_ = std::make_unique<ComputePool>(threads, static_cast<size_t>(threads) * kHeavyQueuePerWorker);
-  light_ = std::make_unique<ComputePool>(kLightWorkers, kLightQueue);
+  const auto connections = static_cast<size_t>(std::max(1, options_.max_connections));
+  heavy_ = std::make_unique<ComputePool>(threads,
+                                         std::max(static_cast<size_t>(threads) * kHeavyQueuePerWorker, connections));
+  light_ = std::make_unique<ComputePool>(kLightWorkers, std::max(kLightQueue, connections));
 }
 Router::~Router() = default;
 Router::Router(Router&&) noexcept = default;
