@@ -2,6 +2,8 @@
 // every refusal with its status (issue #11: Content-Length -1 was 413 and 'abc' was read as 0).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -166,6 +168,41 @@ TEST(HttpParser, AnErrorSticksUntilReset) {
   EXPECT_EQ(again.consumed, 0U);
   p.reset();
   EXPECT_EQ(p.feed("GET / HTTP/1.1\r\n\r\n").status, ParseStatus::kComplete);
+}
+
+// Random bytes and random cuts of valid requests, fed in random chunks: never more consumed than fed,
+// and the same outcome however the bytes are cut.
+TEST(HttpParser, RandomInputInRandomChunks) {
+  std::mt19937 rng(11);
+  const std::vector<std::string> seeds = {
+      "POST /api/v1/fit?a=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Type: application/json\r\n\r\n{\"a\"}",
+      "GET /%41%2f HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"};
+  for (int round = 0; round < 3000; ++round) {
+    std::string input = seeds[rng() % seeds.size()];
+    const int edits = static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits && !input.empty(); ++e) input[rng() % input.size()] = static_cast<char>(rng());
+    if (round % 5 == 0) {
+      input.resize(rng() % 200);
+      for (auto& c : input) c = static_cast<char>(rng());
+    }
+    HttpParser whole;
+    const ParseResult once = whole.feed(input);
+    ASSERT_LE(once.consumed, input.size());
+    HttpParser pieces;
+    ParseResult r;
+    std::size_t at = 0;
+    while (at < input.size()) {
+      const std::size_t n = std::min<std::size_t>(1 + rng() % 7, input.size() - at);
+      r = pieces.feed(std::string_view(input).substr(at, n));
+      ASSERT_LE(r.consumed, n);
+      at += n;
+      if (r.status != ParseStatus::kNeedMore) break;
+    }
+    if (input.empty()) continue;
+    EXPECT_EQ(r.status, once.status) << round;
+    if (once.status == ParseStatus::kError) EXPECT_EQ(r.http_status, once.http_status) << round;
+    if (once.status == ParseStatus::kComplete) EXPECT_EQ(pieces.take().body, whole.take().body) << round;
+  }
 }
 
 }  // namespace
