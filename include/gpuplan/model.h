@@ -118,6 +118,10 @@ inline constexpr int kMaxConfigDepth = 64;
 // (strings skipped), so that a hostile file is refused before anything recursive touches it. An
 // invalid-data error naming `field` when it does.
 Status check_json_depth(std::string_view text, int max_depth, const std::string& field);
+// The nesting depth of arrays and objects in `j` (a scalar is 0, {} is 1), walked with an explicit
+// stack; stops counting once past `limit`.
+int json_depth(const nlohmann::ordered_json& j, int limit);
+int json_depth(const nlohmann::json& j, int limit);
 
 // Parses a Hugging Face config.json. `id` names the model in messages and results. An architecture
 // the parser does not know, or a config missing a key it needs, is an invalid-data error naming them.

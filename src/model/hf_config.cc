@@ -111,23 +111,6 @@ Status check_numbers(const Json& obj, const std::string& id) {
   return Status::Ok();
 }
 
-// Deepest nesting of arrays and objects in `j`, walked with an explicit stack (a recursive walk is what
-// a hostile config would overflow). Stops counting past `limit`.
-template <typename J>
-int json_depth(const J& j, int limit) {
-  std::vector<std::pair<const J*, int>> stack{{&j, 1}};
-  int deepest = 0;
-  while (!stack.empty()) {
-    auto [node, depth] = stack.back();
-    stack.pop_back();
-    if (!node->is_structured()) continue;
-    deepest = std::max(deepest, depth);
-    if (deepest > limit) return deepest;
-    for (const auto& child : *node) stack.emplace_back(&child, depth + 1);
-  }
-  return deepest;
-}
-
 // Reads integer keys, collecting the names of the ones that are missing so that one error names all.
 class Keys {
  public:
@@ -596,10 +579,27 @@ Result<Model> bert(const Json& j, Model m, const std::string& type, const std::s
   return m;
 }
 
+// The deepest nesting of arrays and objects in `j`, walked with an explicit stack (a recursive walk is what
+// a hostile config would overflow). Stops counting past `limit`.
+template <typename J>
+int json_depth_of(const J& j, int limit) {
+  std::vector<std::pair<const J*, int>> stack{{&j, 1}};
+  int deepest = 0;
+  while (!stack.empty()) {
+    auto [node, depth] = stack.back();
+    stack.pop_back();
+    if (!node->is_structured()) continue;
+    deepest = std::max(deepest, depth);
+    if (deepest > limit) return deepest;
+    for (const auto& child : *node) stack.emplace_back(&child, depth + 1);
+  }
+  return deepest;
+}
+
 template <typename J>
 Result<Model> parse_any(const J& config, std::string id) {
   if (!config.is_object()) return invalid_data_error("config.json of '" + id + "' is not a JSON object", "config");
-  if (json_depth(config, kMaxConfigDepth) > kMaxConfigDepth) {
+  if (json_depth_of(config, kMaxConfigDepth) > kMaxConfigDepth) {
     return invalid_data_error(prefix(id) + "nests arrays and objects deeper than " + std::to_string(kMaxConfigDepth) +
                                   " levels (published configs nest 3)",
                               "config");
@@ -695,6 +695,9 @@ Result<Model> parse_hf_config(const nlohmann::ordered_json& config, std::string 
 Result<Model> parse_hf_config(const nlohmann::json& config, std::string id) { return parse_any(config, std::move(id)); }
 
 Status finish_model(Model& m) { return finish(m); }
+
+int json_depth(const nlohmann::ordered_json& j, int limit) { return json_depth_of(j, limit); }
+int json_depth(const nlohmann::json& j, int limit) { return json_depth_of(j, limit); }
 
 Status check_json_depth(std::string_view text, int max_depth, const std::string& field) {
   int depth = 0;

@@ -194,6 +194,28 @@ TEST(HostileConfig, DeepNestingIsRefusedWithoutRecursion) {
   EXPECT_EQ(m.error().field, "config");
 }
 
+TEST(HostileConfig, DeepInlineConfigsAreRefusedByEveryCommand) {
+  // run_command copies its request (a recursive copy): a 10^5-deep inline config crashed it before.
+  std::string text;
+  for (int i = 0; i < 100000; ++i) text += "{\"a\":";
+  text += "1" + std::string(100000, '}');
+  for (const char* command : {"fit", "perf", "plan"}) {
+    SCOPED_TRACE(command);
+    Json request = Json::object();
+    request["model"] = "deep";
+    request["config"] = Json::parse(text);  // moved in: building the request must not recurse either
+    auto r = run_command(context(), command, request);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, ErrorCode::kLimit) << r.error().message;
+    EXPECT_EQ(r.error().field, "request");
+  }
+  // 64 levels inside a config are fine for the request path and refused by the config reader at 65.
+  Json c = base_config();
+  Json* at = &c;
+  for (int i = 0; i < 64; ++i) at = &((*at)["extra"] = Json::object());
+  expect_refused(fit_config(c), ErrorCode::kInvalidData, "config", "64");
+}
+
 TEST(HostileConfig, ZooModelsStillParse) {
   for (const auto& e : zoo_entries()) {
     auto m = zoo_model(e.id);
