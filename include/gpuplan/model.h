@@ -111,8 +111,24 @@ struct Model {
   double forward_flops_per_token(int64_t context) const;
 };
 
+// Nesting bound of a config.json: published configs nest 3 levels (rope_scaling, quantization_config);
+// 64 keeps recursive JSON walks (dump, copy, compare) far from the end of a thread's stack.
+inline constexpr int kMaxConfigDepth = 64;
+// Whether the JSON text `text` nests arrays and objects deeper than `max_depth`, by a scan of its bytes
+// (strings skipped), so that a hostile file is refused before anything recursive touches it. An
+// invalid-data error naming `field` when it does.
+Status check_json_depth(std::string_view text, int max_depth, const std::string& field);
+// The nesting depth of arrays and objects in `j` (a scalar is 0, {} is 1), walked with an explicit
+// stack; stops counting once past `limit`.
+int json_depth(const nlohmann::ordered_json& j, int limit);
+int json_depth(const nlohmann::json& j, int limit);
+
 // Parses a Hugging Face config.json. `id` names the model in messages and results. An architecture
 // the parser does not know, or a config missing a key it needs, is an invalid-data error naming them.
+// Every number it reads is checked first (a whole number where a count, within generous bounds:
+// layers <= 1024, hidden <= 131072, ...), then the shape's consistency (heads divide the hidden size
+// unless head_dim is given, KV heads divide heads, windows within layers, experts per token within
+// experts); parameter counts are bounded at 10^14. Nesting deeper than kMaxConfigDepth is refused.
 Result<Model> parse_hf_config(const nlohmann::ordered_json& config, std::string id);
 Result<Model> parse_hf_config(const nlohmann::json& config, std::string id);
 // Parses a layer-shape YAML (data/models/resnet-50.yaml).

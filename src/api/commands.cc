@@ -3,6 +3,7 @@
 
 #include "gpuplan/cancel.h"
 #include "gpuplan/catalog.h"
+#include "gpuplan/model.h"
 
 namespace gpuplan {
 
@@ -25,6 +26,14 @@ const api::CommandTable& table() {
 
 Result<Json> run_command(const Context& ctx, std::string_view command, const Json& request) {
   if (!ctx.catalog) return Error{ErrorCode::kInternal, "no catalog loaded", ""};
+  // Copying or printing JSON recurses: a request nested 10^5 deep would overflow the stack below.
+  // 96 levels: an inline config.json (kMaxConfigDepth, 64) under the deepest request (mig.pack, 5).
+  constexpr int kMaxRequestDepth = 96;
+  if (json_depth(request, kMaxRequestDepth) > kMaxRequestDepth) {
+    return limit_error(
+        "the request nests arrays and objects deeper than " + std::to_string(kMaxRequestDepth) + " levels, the limit",
+        "request");
+  }
   for (const auto& c : table()) {
     if (c.name == command) {
       try {

@@ -35,9 +35,17 @@ Result<std::vector<Target>> fit_targets(const Catalog& catalog, const Json& requ
           name.find_first_not_of("0123456789", x + 1) == std::string::npos) {
         auto base = catalog.resolve(name.substr(0, x));
         if (base) {
+          // Devices of one target: 1 to 1024, the largest plan (PlanOptions::max_gpus) and the largest
+          // tensor/pipeline degree a workload takes. Read digit by digit: stoi throws past 2^31.
+          constexpr long long kMaxDevices = 1024;
+          long long n = 0;
+          for (size_t i = x + 1; i < name.size() && n <= kMaxDevices; ++i) n = n * 10 + (name[i] - '0');
+          if (n < 1 || n > kMaxDevices) {
+            return usage_error(
+                "'" + name + "': the device count after 'x' must be from 1 to " + std::to_string(kMaxDevices), "gpu");
+          }
           ref = base;
-          count = std::stoi(name.substr(x + 1));
-          if (count < 1) return usage_error("'" + name + "': the device count must be at least 1", "gpu");
+          count = static_cast<int>(n);
         }
       }
     }

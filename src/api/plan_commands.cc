@@ -2,6 +2,8 @@
 // "Planning".
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <utility>
 
 #include "api/commands.h"
 #include "api/offer_request.h"
@@ -13,6 +15,11 @@ namespace gpuplan::api {
 namespace {
 
 constexpr double kSecondsPerHour = 3600.0;
+// Serving rate: a million requests per second, ~1000x what the largest plan (1024 GPUs) serves of even
+// a small model; past it no offer could carry the rate and the counts leave the range of an int.
+constexpr double kMaxRateRequestsPerSecond = 1e6;
+// Training tokens: 10^15, ~25x the largest published pretraining runs (Qwen3, 36T tokens).
+constexpr double kMaxTrainTokens = 1e15;
 
 Json money(double v) { return std::isfinite(v) ? Json(std::round(v * 1e4) / 1e4) : Json(nullptr); }
 Json sig(double v) {
@@ -129,6 +136,10 @@ Result<Json> plan_command(const Context& ctx, const Json& body) {
   if (!deadline) return deadline.error();
   if (!budget) return budget.error();
   if (!gpus) return gpus.error();
+  for (auto [key, value] :
+       {std::pair{"ttft_slo", &*ttft}, std::pair{"tpot_slo", &*tpot}, std::pair{"budget", &*budget}}) {
+    if (*value && **value <= 0) return usage_error(std::string("'") + key + "' must be above 0", key);
+  }
   PlanOptions options;
   options.spot = filter->spot;
   options.max_instances = static_cast<int>(*max_instances);
@@ -162,6 +173,14 @@ Result<Json> plan_command(const Context& ctx, const Json& body) {
   Json goal;
   if (serving) {
     if (setup->rate <= 0) return usage_error("serving needs --rate (requests per second) > 0", "rate");
+    if (setup->rate > kMaxRateRequestsPerSecond) {
+      char rate[32];
+      std::snprintf(rate, sizeof rate, "%g", setup->rate);
+      return usage_error("'rate' " + std::string(rate) +
+                             " is over the bound of 1e6 requests per second (1000x what the largest plan, 1024 GPUs, "
+                             "serves); give a rate above 0 and at most 1e6",
+                         "rate");
+    }
     ServeGoal g;
     g.rate_requests_per_second = setup->rate;
     g.input_tokens = static_cast<int>(setup->perf.input_tokens);
@@ -177,6 +196,12 @@ Result<Json> plan_command(const Context& ctx, const Json& body) {
                 {"tpot_slo_seconds", *tpot ? Json(**tpot) : Json(nullptr)}};
   } else {
     if (setup->train_tokens <= 0) return usage_error("training needs --train-tokens > 0", "train_tokens");
+    if (setup->train_tokens > kMaxTrainTokens) {
+      return usage_error(
+          "'train_tokens' is over the bound of 1e15 tokens (25x the largest published pretraining "
+          "run); give from above 0 to 1e15",
+          "train_tokens");
+    }
     TrainGoal g;
     g.train_tokens = setup->train_tokens;
     g.deadline_seconds = *deadline;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/decimal.h"
+
 namespace gpuplan::api {
 
 namespace {
@@ -44,12 +46,11 @@ Result<std::optional<double>> Request::number(const char* key) const {
   if (v.is_number()) {
     d = v.get<double>();
   } else if (v.is_string()) {
+    // Decimal text only: strtod would also read "0x10", "inf", "nan" and leading blanks.
     const std::string s = v.get<std::string>();
-    char* end = nullptr;
-    d = std::strtod(s.c_str(), &end);
-    if (s.empty() || end != s.c_str() + s.size()) {
-      return usage_error(std::string("'") + key + "' must be a number, got '" + s + "'", key);
-    }
+    const auto parsed = parse_decimal(s);
+    if (!parsed) return usage_error(std::string("'") + key + "' must be a number, got '" + s + "'", key);
+    d = *parsed;
   } else {
     return usage_error(std::string("'") + key + "' must be a number, got " + type_name(v), key);
   }

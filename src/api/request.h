@@ -21,6 +21,7 @@ class Request {
   const Json& raw(const char* key) const { return j_.at(key); }
 
   Result<std::string> string(const char* key, std::string fallback = {}) const;
+  // A finite number: a JSON number, or a string of decimal digits ("2.5", "1e3"; not "0x10", "inf").
   Result<std::optional<double>> number(const char* key) const;
   Result<double> number(const char* key, double fallback) const;
   // A whole number in [min, max].

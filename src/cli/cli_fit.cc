@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/cli.h"
+#include "gpuplan/model.h"
 
 namespace gpuplan::cli {
 
@@ -102,7 +103,12 @@ Result<Json> read_model_file(Json request) {
                            "model");
   std::stringstream ss;
   ss << in.rdbuf();
-  Json config = Json::parse(ss.str(), nullptr, false);
+  const std::string text = ss.str();
+  // A 10^5-deep file would overflow the stack in the recursive walks after parsing: refuse it first.
+  if (auto depth = check_json_depth(text, kMaxConfigDepth, path.string()); !depth) {
+    return Error{depth.error().code, depth.error().message, "model"};
+  }
+  Json config = Json::parse(text, nullptr, false);
   if (config.is_discarded()) return invalid_data_error("'" + path.string() + "' is not valid JSON", "model");
   std::string id = path.filename() == "config.json" ? path.parent_path().filename().string() : path.stem().string();
   request["model"] = id.empty() ? "config.json" : id;

@@ -51,8 +51,9 @@ int run(int argc, char** argv) {
         err.message.replace(pos, err.field.size() + 2, option);
       }
     }
+    // Bytes that are not UTF-8 (from a file or an argument) print as U+FFFD instead of making dump throw.
     if (fmt.json)
-      std::cerr << error_json(err).dump(2) << "\n";
+      std::cerr << error_json(err).dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
     else
       std::cerr << "gpuplan: error: " << err.message << "\n";
     return exit_code(err.code);
@@ -76,7 +77,7 @@ int run(int argc, char** argv) {
     auto result = run_command(ctx, c->command, request);
     if (!result) return report(result.error());
     if (fmt.json)
-      std::cout << result->dump(2) << "\n";
+      std::cout << result->dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
     else
       std::cout << c->render(*result, request, fmt);
     return c->status ? c->status(*result) : 0;

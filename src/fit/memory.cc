@@ -370,6 +370,17 @@ Result<PreparedWorkload> prepare(const Workload& w) {
   if (w.task == Task::kLora || w.task == Task::kQlora) {
     p.adapter_parameters = lora_parameters(m, w.lora_targets, w.lora_rank) / tp * (w.pp > 1 ? p.layer_fraction : 1.0);
   }
+  // Results count bytes in 64-bit integers: a workload whose own memory is beyond 2^53 bytes (8 PiB per
+  // GPU, 50,000x an H200; where doubles stop counting bytes exactly) has no answer to print.
+  constexpr double kMaxMemoryBytes = 9007199254740992.0;  // 2^53
+  const double total = estimate_memory(p).total_bytes;
+  if (!std::isfinite(total) || total > kMaxMemoryBytes) {
+    return usage_error("the workload needs " + std::to_string(total / kBytesPerGib) +
+                           " GiB per GPU, over the bound of 2^53 bytes (8 PiB) gpuplan can count; lower --batch or "
+                           "--context (batch " +
+                           std::to_string(w.batch) + ", context " + std::to_string(w.context) + ")",
+                       "context");
+  }
   return p;
 }
 

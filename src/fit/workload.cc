@@ -3,6 +3,8 @@
 #include <cctype>
 #include <cmath>
 
+#include "core/decimal.h"
+
 namespace gpuplan {
 
 namespace {
@@ -76,12 +78,11 @@ Result<int64_t> get_int(const Json& j, const char* key, int64_t fallback, int64_
   if (v->is_number()) {
     d = v->get<double>();
   } else if (v->is_string()) {
+    // Decimal text only: strtod would also read "0x10", "inf" and "nan".
     const std::string s = v->get<std::string>();
-    char* end = nullptr;
-    d = std::strtod(s.c_str(), &end);
-    if (s.empty() || end != s.c_str() + s.size()) {
-      return usage_error(std::string("'") + key + "' must be a whole number, got '" + s + "'", key);
-    }
+    const auto parsed = parse_decimal(s);
+    if (!parsed) return usage_error(std::string("'") + key + "' must be a whole number, got '" + s + "'", key);
+    d = *parsed;
   } else {
     return usage_error(std::string("'") + key + "' must be a whole number", key);
   }
@@ -97,14 +98,11 @@ Result<int64_t> get_int(const Json& j, const char* key, int64_t fallback, int64_
 Result<double> get_double(const Json& j, const char* key, double fallback) {
   const Json* v = field(j, key);
   if (!v) return fallback;
-  if (v->is_number()) return v->get<double>();
+  if (v->is_number() && std::isfinite(v->get<double>())) return v->get<double>();
   if (v->is_string()) {
-    const std::string s = v->get<std::string>();
-    char* end = nullptr;
-    const double d = std::strtod(s.c_str(), &end);
-    if (!s.empty() && end == s.c_str() + s.size() && std::isfinite(d)) return d;
+    if (const auto d = parse_decimal(v->get<std::string>())) return *d;
   }
-  return usage_error(std::string("'") + key + "' must be a number", key);
+  return usage_error(std::string("'") + key + "' must be a finite decimal number", key);
 }
 
 Result<bool> get_bool(const Json& j, const char* key, bool fallback) {
@@ -278,6 +276,16 @@ Result<Workload> parse_workload(const Json& r) {
   auto context = get_int(r, "context", *seq_len, 1, kMaxTokens);
   if (!context) return context.error();
   w.context = *context;
+  // Tokens in flight (batch x context): 2^32, 256x a vLLM server's 256 sequences of 64k tokens and 250x
+  // the largest published training batches (16M tokens). Beyond it byte counts leave the range where a
+  // double counts bytes exactly and the answer is no longer one.
+  constexpr int64_t kMaxBatchTokens = int64_t{1} << 32;
+  if (w.batch * w.context > kMaxBatchTokens) {
+    return usage_error("batch x context = " + std::to_string(w.batch) + " x " + std::to_string(w.context) + " = " +
+                           std::to_string(w.batch * w.context) + " tokens is over the bound of " +
+                           std::to_string(kMaxBatchTokens) + " (2^32) tokens in flight; lower --batch or --context",
+                       "batch");
+  }
 
   auto tp = get_int(r, "tp", 1, 1, 1024);
   auto pp = get_int(r, "pp", 1, 1, 1024);

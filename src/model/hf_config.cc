@@ -1,7 +1,9 @@
 // Hugging Face config.json -> Model. One builder per family; every tensor the published checkpoint
 // holds is listed with its shape, so that parameter counts come out of the shapes.
 #include <algorithm>
+#include <cmath>
 #include <string>
+#include <utility>
 
 #include "gpuplan/model.h"
 
@@ -10,6 +12,104 @@ namespace gpuplan {
 namespace {
 
 using Json = nlohmann::json;
+
+// ---- bounds on config.json numbers ------------------------------------------------------------
+// Generous (several times the largest published model) but finite: a typo or a hostile file must not
+// allocate without bound, divide by zero or overflow the 64-bit counts into negative answers.
+
+// Layers: 8x the deepest published decoder (Llama-3.1-405B, 126 layers); one AttentionLayer each.
+constexpr int64_t kMaxLayers = 1024;
+// Hidden size: 8x Llama-3.1-405B's 16384.
+constexpr int64_t kMaxHidden = int64_t{1} << 17;
+// MLP inner size (per expert): ~20x Llama-3.1-405B's 53248.
+constexpr int64_t kMaxIntermediate = int64_t{1} << 20;
+// Vocabulary: 16x Gemma's 256000, the largest published.
+constexpr int64_t kMaxVocab = int64_t{1} << 22;
+// Attention heads (query or KV): 32x Llama-3.1-405B's 128.
+constexpr int64_t kMaxHeads = int64_t{1} << 12;
+// Head size: 16x the largest published (Gemma, 256).
+constexpr int64_t kMaxHeadDim = int64_t{1} << 12;
+// Routed experts per layer: 16x DeepSeek-V3's 256.
+constexpr int64_t kMaxExperts = int64_t{1} << 12;
+// Positions and attention windows: 2^26 = 67M tokens, 6x the longest published context (Llama-4
+// Scout, 10M), and 4x the largest context a workload takes (2^24).
+constexpr int64_t kMaxPositions = int64_t{1} << 26;
+// MPT's MLP width over hidden: published MPTs use 4.
+constexpr double kMaxExpansionRatio = 64;
+// Parameters: 10^14, 50x the largest published models (~2T); keeps the bytes of weights, gradients
+// and optimizer states (<= 20 B per parameter) below 2^53, where doubles still count bytes exactly.
+constexpr int64_t kMaxParameters = 100'000'000'000'000;
+
+// The integer keys the builders read, with their allowed ranges. Every one present (not null) must be
+// a whole JSON number in range: "4096" (a string), 4096.5 and -1 are refused before any arithmetic.
+struct IntKey {
+  const char* name;
+  int64_t min;
+  int64_t max;
+};
+constexpr IntKey kIntKeys[] = {
+    {"hidden_size", 1, kMaxHidden},
+    {"n_embd", 1, kMaxHidden},
+    {"n_embed", 1, kMaxHidden},
+    {"d_model", 1, kMaxHidden},
+    {"word_embed_proj_dim", 1, kMaxHidden},
+    {"num_hidden_layers", 1, kMaxLayers},
+    {"n_layer", 1, kMaxLayers},
+    {"n_layers", 1, kMaxLayers},
+    {"num_attention_heads", 1, kMaxHeads},
+    {"n_head", 1, kMaxHeads},
+    {"n_heads", 1, kMaxHeads},
+    {"num_key_value_heads", 1, kMaxHeads},
+    {"num_kv_heads", 1, kMaxHeads},
+    {"n_head_kv", 1, kMaxHeads},
+    {"kv_n_heads", 1, kMaxHeads},  // MPT attn_config
+    {"head_dim", 1, kMaxHeadDim},
+    {"vocab_size", 1, kMaxVocab},
+    {"type_vocab_size", 0, kMaxVocab},
+    {"intermediate_size", 1, kMaxIntermediate},
+    {"moe_intermediate_size", 1, kMaxIntermediate},
+    {"ffn_dim", 1, kMaxIntermediate},
+    {"ffn_hidden_size", 1, kMaxIntermediate},
+    {"n_inner", 1, kMaxIntermediate},
+    {"shared_expert_intermediate_size", 0, kMaxIntermediate},
+    {"max_position_embeddings", 1, kMaxPositions},
+    {"n_positions", 1, kMaxPositions},
+    {"max_seq_len", 1, kMaxPositions},
+    {"sliding_window", 0, kMaxPositions},
+    {"max_window_layers", 0, kMaxLayers},
+    {"num_local_experts", 0, kMaxExperts},
+    {"num_experts", 0, kMaxExperts},
+    {"num_experts_per_tok", 0, kMaxExperts},
+};
+
+// Messages name config keys unquoted: they are keys of the file, not request keys the CLI would print
+// as --options.
+std::string prefix(const std::string& id) { return "config.json of '" + id + "': "; }
+
+// Checks every key of kIntKeys present in `obj` (one level: the top, or MPT's attn_config).
+Status check_numbers(const Json& obj, const std::string& id) {
+  for (const IntKey& key : kIntKeys) {
+    if (!obj.contains(key.name) || obj.at(key.name).is_null()) continue;
+    const Json& v = obj.at(key.name);
+    const std::string range = "a whole number from " + std::to_string(key.min) + " to " + std::to_string(key.max);
+    bool ok = false;
+    if (v.is_number_unsigned()) {
+      ok = v.get<uint64_t>() <= static_cast<uint64_t>(key.max) && static_cast<int64_t>(v.get<uint64_t>()) >= key.min;
+    } else if (v.is_number_integer()) {
+      ok = v.get<int64_t>() >= key.min && v.get<int64_t>() <= key.max;
+    } else if (v.is_number_float()) {
+      const double d = v.get<double>();
+      ok = std::isfinite(d) && d == std::floor(d) && d >= static_cast<double>(key.min) &&
+           d <= static_cast<double>(key.max);
+    }
+    if (!ok) {
+      return invalid_data_error(prefix(id) + key.name + " is " + v.dump() + "; it must be " + range +
+                                    " (gpuplan bounds each dimension at several times the largest published model)",
+                                key.name);
+    }
+  }
+  return Status::Ok();
+}
 
 // Reads integer keys, collecting the names of the ones that are missing so that one error names all.
 class Keys {
@@ -91,17 +191,39 @@ struct Builder {
   }
 };
 
-void finish(Model& m) {
-  m.parameters = 0;
-  int64_t expert_params = 0;
-  for (const auto& t : m.tensors) {
-    m.parameters += t.elements();
-    if (t.expert) expert_params += t.elements();
+// The head size hidden / heads, when the heads divide the hidden size (the families without head_dim).
+// Runs after check_numbers and Keys::check, so heads >= 1.
+Result<int64_t> split_heads(const Model& m, const char* heads_key) {
+  if (m.heads < 1 || m.hidden % m.heads != 0) {
+    return invalid_data_error(prefix(m.id) + heads_key + " " + std::to_string(m.heads) +
+                                  " does not divide the hidden size " + std::to_string(m.hidden) +
+                                  "; heads must divide it (or give head_dim, for the families that read it)",
+                              heads_key);
   }
+  return m.hidden / m.heads;
+}
+
+// Parameter counts from the shapes, in checked 64-bit arithmetic bounded by kMaxParameters.
+Status finish(Model& m) {
+  int64_t total = 0, expert_params = 0;
+  for (const auto& t : m.tensors) {
+    int64_t n = 0;
+    const bool overflow = __builtin_mul_overflow(t.rows, t.cols, &n) || __builtin_mul_overflow(n, t.count, &n) ||
+                          __builtin_add_overflow(total, n, &total) || total > kMaxParameters;
+    if (overflow) {
+      return invalid_data_error(prefix(m.id) + "the shapes give more than " + std::to_string(kMaxParameters) +
+                                    " parameters (at tensor " + t.name +
+                                    "), over gpuplan's bound of 50x the largest published model; check the sizes",
+                                "config");
+    }
+    if (t.expert) expert_params += n;
+  }
+  m.parameters = total;
   m.active_parameters = m.parameters;
   if (m.experts > 0 && m.experts_per_token > 0) {
     m.active_parameters = m.parameters - expert_params + expert_params / m.experts * m.experts_per_token;
   }
+  return Status::Ok();
 }
 
 // Llama and its descendants: llama, mistral, mixtral, qwen2, qwen2_moe, gemma, gemma2, phi3.
@@ -115,7 +237,11 @@ Result<Model> llama_like(const Json& j, Model m, const std::string& type) {
   m.intermediate = qwen_moe ? k.need({"moe_intermediate_size"}) : k.need({"intermediate_size"});
   if (auto s = k.check(m.id, type); !s) return s.error();
   m.kv_heads = k.get({"num_key_value_heads"}, m.heads);
-  m.head_dim = k.get({"head_dim"}, m.hidden / m.heads);
+  m.head_dim = k.get({"head_dim"}, 0);
+  if (m.head_dim == 0) {
+    GPUPLAN_TRY(head_dim, split_heads(m, "num_attention_heads"));
+    m.head_dim = head_dim;
+  }
   m.max_positions = k.get({"max_position_embeddings"}, 0);
   m.gated_mlp = true;
   const bool gemma = type == "gemma" || type == "gemma2";
@@ -179,6 +305,12 @@ Result<Model> llama_like(const Json& j, Model m, const std::string& type) {
     } else if (type == "qwen2" || qwen_moe) {
       if (k.flag("use_sliding_window", false)) {
         const int64_t from = k.get({"max_window_layers"}, 0);
+        if (from < 0 || from > m.layers) {
+          return invalid_data_error(prefix(m.id) + "max_window_layers " + std::to_string(from) +
+                                        " is outside [0, num_hidden_layers = " + std::to_string(m.layers) +
+                                        "]: it is the first layer with a sliding window",
+                                    "max_window_layers");
+        }
         for (int64_t i = from; i < m.layers; ++i) m.attention[static_cast<size_t>(i)].window_tokens = window;
       }
     } else if (type != "llama" && type != "gemma") {
@@ -195,7 +327,10 @@ Result<Model> falcon(const Json& j, Model m, const std::string& type) {
   m.heads = k.need({"num_attention_heads", "n_head"});
   m.vocab = k.need({"vocab_size"});
   if (auto s = k.check(m.id, type); !s) return s.error();
-  m.head_dim = m.hidden / m.heads;
+  {
+    GPUPLAN_TRY(head_dim, split_heads(m, "num_attention_heads"));
+    m.head_dim = head_dim;
+  }
   // Old RefinedWeb configs: "RefinedWeb" (40B) is the new decoder architecture with n_head_kv groups,
   // "RefinedWebModel" (7B) the multi-query one.
   const bool new_arch = k.flag("new_decoder_architecture", type == "RefinedWeb");
@@ -238,7 +373,10 @@ Result<Model> bloom(const Json& j, Model m, const std::string& type) {
   m.vocab = k.need({"vocab_size"});
   if (auto s = k.check(m.id, type); !s) return s.error();
   m.kv_heads = m.heads;
-  m.head_dim = m.hidden / m.heads;
+  {
+    GPUPLAN_TRY(head_dim, split_heads(m, "num_attention_heads"));
+    m.head_dim = head_dim;
+  }
   m.intermediate = 4 * m.hidden;
   m.tied_embeddings = k.flag("tie_word_embeddings", true);
   m.fused_qkv = true;
@@ -265,7 +403,10 @@ Result<Model> gpt_family(const Json& j, Model m, const std::string& type) {
   m.heads = k.need({"n_head", "num_attention_heads"});
   m.vocab = k.need({"vocab_size"});
   if (auto s = k.check(m.id, type); !s) return s.error();
-  m.head_dim = m.hidden / m.heads;
+  {
+    GPUPLAN_TRY(head_dim, split_heads(m, "n_head"));
+    m.head_dim = head_dim;
+  }
   m.intermediate = k.get({"n_inner"}, 4 * m.hidden);
   m.max_positions = k.get({"n_positions", "max_position_embeddings"}, 0);
   Builder b{m};
@@ -306,7 +447,10 @@ Result<Model> opt(const Json& j, Model m, const std::string& type) {
   m.vocab = k.need({"vocab_size"});
   if (auto s = k.check(m.id, type); !s) return s.error();
   m.kv_heads = m.heads;
-  m.head_dim = m.hidden / m.heads;
+  {
+    GPUPLAN_TRY(head_dim, split_heads(m, "num_attention_heads"));
+    m.head_dim = head_dim;
+  }
   m.max_positions = k.get({"max_position_embeddings"}, 2048);
   m.tied_embeddings = k.flag("tie_word_embeddings", true);
   const bool bias = k.flag("enable_bias", true);
@@ -341,7 +485,10 @@ Result<Model> mpt(const Json& j, Model m, const std::string& type) {
   m.heads = k.need({"n_heads"});
   m.vocab = k.need({"vocab_size"});
   if (auto s = k.check(m.id, type); !s) return s.error();
-  m.head_dim = m.hidden / m.heads;
+  {
+    GPUPLAN_TRY(head_dim, split_heads(m, "n_heads"));
+    m.head_dim = head_dim;
+  }
   m.kv_heads = m.heads;
   if (j.contains("attn_config") && j["attn_config"].is_object()) {
     const Json& a = j["attn_config"];
@@ -350,8 +497,19 @@ Result<Model> mpt(const Json& j, Model m, const std::string& type) {
     else if (a.value("attn_type", "") == "multiquery_attention")
       m.kv_heads = 1;
   }
-  const double ratio =
-      j.contains("expansion_ratio") && j["expansion_ratio"].is_number() ? j["expansion_ratio"].get<double>() : 4.0;
+  double ratio = 4.0;
+  if (j.contains("expansion_ratio") && !j["expansion_ratio"].is_null()) {
+    const Json& r = j["expansion_ratio"];
+    ratio = r.is_number() ? r.get<double>() : -1.0;
+    if (!std::isfinite(ratio) || ratio <= 0 || ratio > kMaxExpansionRatio ||
+        ratio * static_cast<double>(m.hidden) < 1) {
+      return invalid_data_error(prefix(m.id) + "expansion_ratio is " + r.dump() +
+                                    "; it must be a number above 0 and at most " +
+                                    std::to_string(static_cast<int>(kMaxExpansionRatio)) +
+                                    " (the MLP width over d_model; published MPTs use 4)",
+                                "expansion_ratio");
+    }
+  }
   m.intermediate = static_cast<int64_t>(ratio * static_cast<double>(m.hidden));
   m.max_positions = k.get({"max_seq_len"}, 2048);
   m.tied_embeddings = true;
@@ -379,7 +537,10 @@ Result<Model> bert(const Json& j, Model m, const std::string& type, const std::s
   if (auto s = k.check(m.id, type); !s) return s.error();
   m.kind = ModelKind::kEncoder;
   m.kv_heads = m.heads;
-  m.head_dim = m.hidden / m.heads;
+  {
+    GPUPLAN_TRY(head_dim, split_heads(m, "num_attention_heads"));
+    m.head_dim = head_dim;
+  }
   m.max_positions = k.get({"max_position_embeddings"}, 512);
   m.tied_embeddings = true;
   Builder b{m};
@@ -418,10 +579,34 @@ Result<Model> bert(const Json& j, Model m, const std::string& type, const std::s
   return m;
 }
 
+// The deepest nesting of arrays and objects in `j`, walked with an explicit stack (a recursive walk is what
+// a hostile config would overflow). Stops counting past `limit`.
+template <typename J>
+int json_depth_of(const J& j, int limit) {
+  std::vector<std::pair<const J*, int>> stack{{&j, 1}};
+  int deepest = 0;
+  while (!stack.empty()) {
+    auto [node, depth] = stack.back();
+    stack.pop_back();
+    if (!node->is_structured()) continue;
+    deepest = std::max(deepest, depth);
+    if (deepest > limit) return deepest;
+    for (const auto& child : *node) stack.emplace_back(&child, depth + 1);
+  }
+  return deepest;
+}
+
 template <typename J>
 Result<Model> parse_any(const J& config, std::string id) {
   if (!config.is_object()) return invalid_data_error("config.json of '" + id + "' is not a JSON object", "config");
+  if (json_depth_of(config, kMaxConfigDepth) > kMaxConfigDepth) {
+    return invalid_data_error(prefix(id) + "nests arrays and objects deeper than " + std::to_string(kMaxConfigDepth) +
+                                  " levels (published configs nest 3)",
+                              "config");
+  }
   const Json j = Json::parse(config.dump());
+  GPUPLAN_CHECK(check_numbers(j, id));
+  if (j.contains("attn_config") && j["attn_config"].is_object()) GPUPLAN_CHECK(check_numbers(j["attn_config"], id));
   Model m;
   m.id = std::move(id);
   std::string type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
@@ -480,7 +665,25 @@ Result<Model> parse_any(const J& config, std::string id) {
   if (out.heads <= 0 || out.head_dim <= 0 || out.layers <= 0) {
     return invalid_data_error("config.json of '" + out.id + "' gives zero heads, head size or layers", "config");
   }
-  finish(out);
+  // Consistency of the shape, each family's values read: KV heads are groups of query heads (GQA/MQA),
+  // a token picks its experts among the experts, and the MLP has a width.
+  if (out.kv_heads < 1 || out.kv_heads > out.heads || out.heads % out.kv_heads != 0) {
+    return invalid_data_error(prefix(out.id) + "num_key_value_heads " + std::to_string(out.kv_heads) +
+                                  " must divide the " + std::to_string(out.heads) + " attention heads (1 to " +
+                                  std::to_string(out.heads) + ")",
+                              "num_key_value_heads");
+  }
+  if (out.experts > 0 && (out.experts_per_token < 1 || out.experts_per_token > out.experts)) {
+    return invalid_data_error(prefix(out.id) + "num_experts_per_tok " + std::to_string(out.experts_per_token) +
+                                  " must be from 1 to the " + std::to_string(out.experts) + " experts",
+                              "num_experts_per_tok");
+  }
+  if (out.intermediate < 1 || out.intermediate > kMaxIntermediate) {
+    return invalid_data_error(prefix(out.id) + "the MLP width " + std::to_string(out.intermediate) +
+                                  " must be from 1 to " + std::to_string(kMaxIntermediate),
+                              "intermediate_size");
+  }
+  GPUPLAN_CHECK(finish(out));
   return out;
 }
 
@@ -491,6 +694,37 @@ Result<Model> parse_hf_config(const nlohmann::ordered_json& config, std::string 
 }
 Result<Model> parse_hf_config(const nlohmann::json& config, std::string id) { return parse_any(config, std::move(id)); }
 
-void finish_model(Model& m) { finish(m); }
+Status finish_model(Model& m) { return finish(m); }
+
+int json_depth(const nlohmann::ordered_json& j, int limit) { return json_depth_of(j, limit); }
+int json_depth(const nlohmann::json& j, int limit) { return json_depth_of(j, limit); }
+
+Status check_json_depth(std::string_view text, int max_depth, const std::string& field) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character, whatever it is
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        return invalid_data_error("'" + field + "' nests arrays and objects deeper than " + std::to_string(max_depth) +
+                                      " levels (published configs nest 3); refused before parsing",
+                                  field);
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return Status::Ok();
+}
 
 }  // namespace gpuplan

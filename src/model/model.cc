@@ -13,7 +13,7 @@
 
 namespace gpuplan {
 
-void finish_model(Model& m);  // hf_config.cc
+Status finish_model(Model& m);  // hf_config.cc
 
 std::string_view tensor_role_name(TensorRole role) {
   switch (role) {
@@ -163,7 +163,7 @@ Result<Model> parse_layer_yaml(std::string_view yaml_text, std::string id) {
     m.cnn_activation_elements_per_sample += out;
     m.cnn_max_layer_elements_per_sample = std::max(m.cnn_max_layer_elements_per_sample, out);
   }
-  finish_model(m);
+  GPUPLAN_CHECK(finish_model(m));
   return m;
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "catalog/yaml_util.h"
+#include "core/decimal.h"
 #include "gpuplan/embedded.h"
 
 namespace gpuplan {
@@ -70,6 +71,48 @@ std::vector<std::pair<int, std::vector<std::string>>> split_csv(std::string_view
   return out;
 }
 
+// Prices per instance-hour: at most a million (the dearest listed 8-GPU instances cost ~100/h); past it
+// a figure is a typo or a hostile file, and a product of it with instance counts need not be finite.
+constexpr double kMaxPriceHour = 1e6;
+// vCPUs of one instance: 65536, 64x the largest cloud instances (~900 vCPUs).
+constexpr double kMaxVcpus = 65536;
+// RAM of one instance: a petabyte, 30x the largest cloud instances (32 TB).
+constexpr double kMaxRamGb = 1e6;
+// Instances available: a million, beyond any provider's stock of one offer in one region.
+constexpr long long kMaxAvailable = 1'000'000;
+
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF), the
+// encoding the JSON results need: an offer with other bytes is skipped with this reason.
+bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int extra = 0;
+    unsigned min = 0, cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      extra = 1, min = 0x80, cp = c & 0x1Fu;
+    } else if ((c & 0xF0) == 0xE0) {
+      extra = 2, min = 0x800, cp = c & 0x0Fu;
+    } else if ((c & 0xF8) == 0xF0) {
+      extra = 3, min = 0x10000, cp = c & 0x07u;
+    } else {
+      return false;
+    }
+    if (i + static_cast<size_t>(extra) >= s.size()) return false;  // truncated sequence
+    for (int k = 1; k <= extra; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
+      if ((d & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3Fu);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += static_cast<size_t>(extra) + 1;
+  }
+  return true;
+}
+
 std::string trim(std::string s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
   size_t b = 0;
@@ -83,6 +126,11 @@ Result<Offer> make_offer(const Catalog& catalog, const std::map<std::string, std
     auto it = f.find(k);
     return it == f.end() ? std::string() : trim(it->second);
   };
+  for (const auto& [key, value] : f) {
+    if (!valid_utf8(key) || !valid_utf8(value))
+      return invalid_data_error("the line holds bytes that are not UTF-8 (column '" + (valid_utf8(key) ? key : "?") +
+                                "'); save the file as UTF-8");
+  }
   Offer o;
   o.provider = get("provider");
   o.region = get("region");
@@ -92,31 +140,35 @@ Result<Offer> make_offer(const Catalog& catalog, const std::map<std::string, std
   auto ref = catalog.resolve(gpu);
   if (!ref) return Error{ref.error().code, "gpu '" + gpu + "': " + ref.error().message, "gpu"};
   o.target = *ref;
-  auto number = [&](const char* k, bool required, double& out) -> Status {
+  // Decimal numbers only (no hex, inf or nan), from 0 to `max`.
+  auto number = [&](const char* k, bool required, double& out, double max) -> Status {
     const std::string s = get(k);
     if (s.empty()) {
       if (required) return usage_error(std::string(k) + " is required");
       return Status::Ok();
     }
-    char* end = nullptr;
-    out = std::strtod(s.c_str(), &end);
-    if (end != s.c_str() + s.size() || !std::isfinite(out) || out < 0) {
-      return usage_error(std::string(k) + " '" + s + "' is not a non-negative number");
+    const auto parsed = parse_decimal(s);
+    if (!parsed || *parsed < 0) return usage_error(std::string(k) + " '" + s + "' is not a non-negative number");
+    if (*parsed > max) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", max);
+      return usage_error(std::string(k) + " '" + s + "' is over the bound of " + buf);
     }
+    out = *parsed;
     return Status::Ok();
   };
   double gpus = 1, vcpus = 0;
-  if (auto s = number("gpus", true, gpus); !s) return s.error();
+  if (auto s = number("gpus", true, gpus, 1024); !s) return s.error();
   if (gpus < 1 || gpus != std::floor(gpus) || gpus > 1024)
     return usage_error("gpus must be a whole number from 1 to 1024");
   o.gpus = static_cast<int>(gpus);
-  if (auto s = number("vcpus", false, vcpus); !s) return s.error();
+  if (auto s = number("vcpus", false, vcpus, kMaxVcpus); !s) return s.error();
   o.vcpus = static_cast<int>(vcpus);
-  if (auto s = number("ram_gb", false, o.ram_gb); !s) return s.error();
+  if (auto s = number("ram_gb", false, o.ram_gb, kMaxRamGb); !s) return s.error();
   for (auto [key, slot] : {std::pair{"price_hour", &o.price_hour}, std::pair{"spot_price_hour", &o.spot_price_hour}}) {
     if (get(key).empty()) continue;
     double v = 0;
-    if (auto s = number(key, false, v); !s) return s.error();
+    if (auto s = number(key, false, v, kMaxPriceHour); !s) return s.error();
     *slot = v;
   }
   if (!o.price_hour && !o.spot_price_hour) return usage_error("neither price_hour nor spot_price_hour is given");
@@ -134,10 +186,14 @@ Result<Offer> make_offer(const Catalog& catalog, const std::map<std::string, std
   } else if (avail == "no" || avail == "false") {
     o.available = false;
   } else {
-    char* end = nullptr;
-    const long n = std::strtol(avail.c_str(), &end, 10);
-    if (end != avail.c_str() + avail.size() || n < 0)
-      return usage_error("available '" + avail + "' is not yes, no or a count");
+    // A count: decimal digits only, at most kMaxAvailable (strtol's long would wrap through an int).
+    long long n = 0;
+    const bool digits = avail.find_first_not_of("0123456789") == std::string::npos;
+    for (size_t i = 0; digits && i < avail.size() && n <= kMaxAvailable; ++i) n = n * 10 + (avail[i] - '0');
+    if (!digits) return usage_error("available '" + avail + "' is not yes, no or a count");
+    if (n > kMaxAvailable)
+      return usage_error("available '" + avail + "' is over the bound of " + std::to_string(kMaxAvailable) +
+                         " instances");
     o.available_count = static_cast<int>(n);
     o.available = n > 0;
   }
@@ -192,7 +248,8 @@ Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_na
       std::string unknown;
       for (const auto& kv : n) {
         const std::string k = kv.first.as<std::string>();
-        if (std::find(std::begin(kColumns), std::end(kColumns), k) == std::end(kColumns)) unknown = k;
+        if (std::find(std::begin(kColumns), std::end(kColumns), k) == std::end(kColumns))
+          unknown = valid_utf8(k) ? k : "(not UTF-8)";
         fields[k] = kv.second.IsScalar() ? kv.second.Scalar() : "";
       }
       if (!unknown.empty()) {
@@ -203,12 +260,18 @@ Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_na
     }
     return set;
   }
+  // A UTF-8 byte order mark (spreadsheets write one) is not part of the first column's name.
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
   auto records = split_csv(text);
   if (records.empty())
     return invalid_data_error(file_name + ": empty offers file; the first line must be the header", file_name);
   const auto& header = records.front().second;
   std::vector<std::string> cols;
-  for (const auto& h : header) cols.push_back(trim(h));
+  for (const auto& h : header) {
+    if (!valid_utf8(h))
+      return invalid_data_error(file_name + ":1: the header holds bytes that are not UTF-8", file_name);
+    cols.push_back(trim(h));
+  }
   for (const char* required : kColumns) {
     if (std::find(cols.begin(), cols.end(), required) == cols.end()) {
       std::string expected;

@@ -37,6 +37,17 @@ double replica_capacity(const ServePoint& p, int batch, int output_tokens) {
   return seconds > 0 ? batch / seconds : 0;
 }
 
+// A plan's figures are an answer only when finite and not negative: an overflowed count or an
+// infinite price must never read as a plan that meets the goal.
+bool is_answer(const Plan& p) {
+  const double figures[] = {p.cost_per_hour, p.cost_total,   p.cost_per_million_tokens, p.seconds_total,
+                            p.ttft_seconds,  p.tpot_seconds, p.tokens_per_second,       p.capacity_requests_per_second};
+  for (double v : figures) {
+    if (!std::isfinite(v) || v < 0) return false;
+  }
+  return p.instances >= 1 && p.gpus >= 1;
+}
+
 bool meets_slo(const ServePoint& p, const ServeGoal& g) {
   if (g.ttft_slo_seconds && p.ttft_seconds > *g.ttft_slo_seconds) return false;
   if (g.tpot_slo_seconds && p.tpot_seconds > *g.tpot_slo_seconds) return false;
@@ -97,14 +108,17 @@ PlanResult plan_serving(const PlanModel& model, const std::vector<const Offer*>&
         const ServePoint at_max = model.serve(t, tp, pp, lo);
         const double cap = replica_capacity(at_max, lo, goal.output_tokens);
         if (cap <= 0) continue;
-        const int replicas = std::max(1, static_cast<int>(std::ceil(goal.rate_requests_per_second / cap - 1e-9)));
-        const int gpus_needed = replicas * devices;
-        const int instances = (gpus_needed + offer->gpus - 1) / offer->gpus;
-        if (instances > options.max_instances || instances * offer->gpus > options.max_gpus) {
-          why = "needs " + std::to_string(instances) + " instances for the rate, more than the limit of " +
-                std::to_string(options.max_instances);
+        // Counts in doubles, checked against the limits before they become ints: a huge rate must not
+        // wrap around into one replica or a negative instance count.
+        const double replicas = std::max(1.0, std::ceil(goal.rate_requests_per_second / cap - 1e-9));
+        const double instances_needed = std::ceil(replicas * devices / offer->gpus - 1e-9);
+        if (!std::isfinite(instances_needed) || instances_needed > options.max_instances ||
+            instances_needed * offer->gpus > options.max_gpus) {
+          why = "needs " + fmt(instances_needed < 1e15 ? "%.0f" : "%.4g", instances_needed) +
+                " instances for the rate, more than the limit of " + std::to_string(options.max_instances);
           continue;
         }
+        const int instances = static_cast<int>(instances_needed);
         if (offer->available_count && *offer->available_count < instances) {
           why = "needs " + std::to_string(instances) + " instances, only " + std::to_string(*offer->available_count) +
                 " available";
@@ -143,7 +157,11 @@ PlanResult plan_serving(const PlanModel& model, const std::vector<const Offer*>&
         p.ttft_seconds = at.ttft_seconds;
         p.tpot_seconds = at.tpot_seconds;
         p.tokens_per_second = goal.rate_requests_per_second * goal.output_tokens;
-        p.meets_goal = true;
+        p.meets_goal = is_answer(p);
+        if (!p.meets_goal) {
+          why = "gives no finite cost or capacity (price " + fmt("%.4g", price) + " per hour)";
+          continue;
+        }
         p.reason = std::to_string(total_replicas) + " replica(s) of TP" + std::to_string(tp) + " x PP" +
                    std::to_string(pp) + " at batch " + std::to_string(batch) + " carry " +
                    fmt("%.3g", goal.rate_requests_per_second) + " req/s (capacity " +
@@ -203,6 +221,10 @@ PlanResult plan_training(const PlanModel& model, const std::vector<const Offer*>
           p.seconds_total = goal.train_tokens / tpt.tokens_per_second;
           p.cost_total = p.cost_per_hour * p.seconds_total / kSecondsPerHour;
           p.cost_per_million_tokens = p.cost_total / goal.train_tokens * 1e6;
+          if (!is_answer(p)) {
+            if (not_fit.empty()) not_fit = "gives no finite time or cost (price " + fmt("%.4g", price) + " per hour)";
+            continue;
+          }
           const bool in_time = !goal.deadline_seconds || p.seconds_total <= *goal.deadline_seconds;
           const bool in_budget = !goal.budget || p.cost_total <= *goal.budget;
           p.meets_goal = in_time && in_budget;

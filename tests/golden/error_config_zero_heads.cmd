@@ -1,0 +1,1 @@
+fit --model tests/fixtures/hostile/zero_heads.json --gpu a40
