@@ -10,6 +10,7 @@
 
 #include "gpuplan/mig_pack.h"
 
+#include "gpuplan/cancel.h"
 #include "gpuplan/memory.h"
 #include "gpuplan/target.h"
 #include "gpuplan/workload.h"
@@ -186,6 +187,7 @@ Built build(const Fleet& fleet, const std::vector<PackRequest>& requests, bool k
   }
   b.reasons.assign(requests.size(), "");
   for (size_t r = 0; r < requests.size(); ++r) {
+    if (cancel_requested()) break;  // the command's result is dropped; stop building
     const PackRequest& rq = requests[r];
     std::vector<std::pair<int, int>> opts;
     std::string why;
@@ -409,8 +411,10 @@ namespace {
 Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const std::vector<PackRequest>& requests,
                              const PackOptions& options) {
   Built built = build(fleet, requests, options.keep_existing);
+  if (cancel_requested()) return cancelled_error();  // build may have stopped part-way
   const PackModel& M = built.model;
   SolveOutcome sol = solve_packing(M, options.exact_state_limit);
+  if (cancel_requested()) return cancelled_error();
   PackResult out;
   out.exact = sol.exact;
   const std::vector<int> bin_of = match_bins(M, fleet, sol.bins);
@@ -640,6 +644,7 @@ Result<PackResult> pack(const Catalog& catalog, const Fleet& fleet, const std::v
     }
   }
   auto moved = pack_once(catalog, fleet, requests, options);
+  if (cancel_requested()) return cancelled_error();
   if (!moved || options.keep_existing || moved->disturbed == 0) return moved;
   // Busy instances may move, but only when that places more or saves GPUs: a plan that keeps them
   // all and is as good on those objectives wins (fewest disturbed instances is the next objective).

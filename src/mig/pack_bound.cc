@@ -16,6 +16,7 @@
 #include <numeric>
 
 #include "mig/lp.h"
+#include "gpuplan/cancel.h"
 #include "mig/pack_model.h"
 
 namespace gpuplan::mig {
@@ -100,6 +101,7 @@ class Bound {
     best_ = lagrangian(zero, nullptr);
     center_ = zero;
     for (int round = 0; round < kMaxRounds; ++round) {
+      if (cancel_requested()) break;
       Prices duals;
       double rmp = 0;
       if (!master(&duals, &rmp)) break;
