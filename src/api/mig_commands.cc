@@ -106,17 +106,18 @@ Result<Json> mig_layouts(const Context& ctx, const Json& body) {
     }
     if (dead_end >= 0) {
       const auto& st = model->stranded[dead_end];
-      dead_ends.push_back(Json{{"layout", layouts.size()},
-                               {"placement", placements_json(t, model->layouts[dead_end])},
-                               {"stranded", Json{{"memory_slices", st.memory_slices},
-                                                 {"compute_slices", st.compute_slices}}}});
+      dead_ends.push_back(
+          Json{{"layout", layouts.size()},
+               {"placement", placements_json(t, model->layouts[dead_end])},
+               {"stranded", Json{{"memory_slices", st.memory_slices}, {"compute_slices", st.compute_slices}}}});
     }
     const auto& st = model->stranded[best];
     stranded.push_back(Json{{"memory_slices", st.memory_slices}, {"compute_slices", st.compute_slices}});
     layouts.push_back(placements_json(t, model->layouts[best]));
   }
-  return Json{{"target", ref->gpu->id},   {"table", t.id},           {"count", layouts.size()},
-              {"layouts", std::move(layouts)}, {"stranded", std::move(stranded)}, {"dead_ends", std::move(dead_ends)}};
+  return Json{{"target", ref->gpu->id},          {"table", t.id},
+              {"count", layouts.size()},         {"layouts", std::move(layouts)},
+              {"stranded", std::move(stranded)}, {"dead_ends", std::move(dead_ends)}};
 }
 
 // A fleet or requests input: an inline object, YAML text, or one file as [{name, text}] (what the

@@ -9,6 +9,8 @@
 #include <optional>
 #include <sstream>
 
+#include "gpuplan/cancel.h"
+
 namespace gpuplan::yaml {
 
 std::string where(const std::string& file, const YAML::Node& node) {
@@ -33,7 +35,8 @@ Status check_keys(const std::string& file, const YAML::Node& map, const std::str
                   std::initializer_list<std::string_view> allowed) {
   if (!map.IsMap()) return data_error(file, map, entry, "", "expected a mapping of keys to values");
   for (const auto& kv : map) {
-    if (!kv.first.IsScalar()) return data_error(file, kv.first, entry, "", "a key must be a single value, not a list or a mapping");
+    if (!kv.first.IsScalar())
+      return data_error(file, kv.first, entry, "", "a key must be a single value, not a list or a mapping");
     const std::string key = kv.first.Scalar();
     bool known = false;
     for (std::string_view a : allowed) known = known || a == key;
@@ -140,6 +143,10 @@ class BudgetCheck : public YAML::EventHandler {
 
   std::optional<Error> error;
 
+  // Thrown through yaml-cpp's parser to stop it when the command is cancelled (parsing a 1 MiB
+  // document takes a few hundred ms; yaml-cpp itself never looks at the deadline).
+  struct Cancelled {};
+
   void OnDocumentStart(const YAML::Mark&) override {}
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { leaf(mark, anchor); }
@@ -194,9 +201,17 @@ class BudgetCheck : public YAML::EventHandler {
     bool scalar = true;
   };
 
+  // Events between deadline checks: a few microseconds of parsing each.
+  static constexpr uint32_t kEventsPerCancelCheck = 1024;
+
+  void tick() {
+    if (++events_ % kEventsPerCancelCheck == 0 && cancel_requested()) throw Cancelled{};
+  }
+
   bool key_position() const { return !stack_.empty() && stack_.back().map && stack_.back().children % 2 == 0; }
 
   void add_child(uint64_t nodes) {
+    tick();
     if (stack_.empty()) return;
     ++stack_.back().children;
     stack_.back().nodes = saturating_add(stack_.back().nodes, nodes);
@@ -232,6 +247,7 @@ class BudgetCheck : public YAML::EventHandler {
   std::map<YAML::anchor_t, Size> sizes_;
   uint64_t aliases_ = 0;
   uint64_t added_ = 0;
+  uint32_t events_ = 0;
 };
 
 Error yaml_exception_error(const std::string& file, const YAML::Exception& e) {
@@ -248,7 +264,11 @@ Result<YAML::Node> parse(const std::string& file, std::string_view text) {
       std::istringstream in{std::string(text)};
       YAML::Parser parser(in);
       BudgetCheck check(file);
-      parser.HandleNextDocument(check);
+      try {
+        parser.HandleNextDocument(check);
+      } catch (const BudgetCheck::Cancelled&) {
+        return cancelled_error();
+      }
       if (check.error) return *check.error;
     }
     return YAML::Load(std::string(text));

@@ -56,7 +56,8 @@ constexpr uint64_t kMaxJsonNodes = 5000000;
 // position. Before loading, one pass over the parser's events refuses (kLimit, naming the limit)
 // more than kMaxAliases aliases or more than kMaxAliasExpandedNodes nodes added by them, and
 // (kInvalidData) a key that is a list or a mapping (`? [a, b] : 1`) or an alias to an anchor that is
-// not complete yet (a cycle). Nodes from parse() are safe for every reader and for to_json.
+// not complete yet (a cycle). Nodes from parse() are safe for every reader and for to_json. The
+// pass also stops with kCancelled once the thread's command is cancelled (include/gpuplan/cancel.h).
 Result<YAML::Node> parse(const std::string& file, std::string_view text);
 
 }  // namespace gpuplan::yaml

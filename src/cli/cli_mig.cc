@@ -60,9 +60,9 @@ std::string render_layouts(const Json& r, const Json& request, const OutputForma
   std::vector<std::string> dead_end(r["layouts"].size());
   if (r.contains("dead_ends")) {
     for (const auto& d : r["dead_ends"]) {
-      dead_end[d["layout"].get<size_t>()] = layout_text(d["placement"]) + " (leaves " +
-                                            std::to_string(d["stranded"]["memory_slices"].get<int>()) + " memory and " +
-                                            std::to_string(d["stranded"]["compute_slices"].get<int>()) + " compute slices unusable)";
+      dead_end[d["layout"].get<size_t>()] =
+          layout_text(d["placement"]) + " (leaves " + std::to_string(d["stranded"]["memory_slices"].get<int>()) +
+          " memory and " + std::to_string(d["stranded"]["compute_slices"].get<int>()) + " compute slices unusable)";
     }
   }
   std::vector<std::vector<std::string>> rows;

@@ -15,8 +15,8 @@
 #include <map>
 #include <numeric>
 
-#include "mig/lp.h"
 #include "gpuplan/cancel.h"
+#include "mig/lp.h"
 #include "mig/pack_model.h"
 
 namespace gpuplan::mig {

@@ -11,8 +11,8 @@
 #include <numeric>
 #include <unordered_set>
 
-#include "mig/lp.h"
 #include "gpuplan/cancel.h"
+#include "mig/lp.h"
 #include "mig/pack_model.h"
 
 namespace gpuplan::mig {

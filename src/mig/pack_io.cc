@@ -2,6 +2,7 @@
 #include <set>
 
 #include "catalog/yaml_util.h"
+#include "gpuplan/cancel.h"
 #include "gpuplan/mig_pack.h"
 
 namespace gpuplan::mig {
@@ -16,10 +17,10 @@ namespace {
 constexpr int kMaxFleetGpus = 100000;
 // Nodes in a fleet: every node holds at least one GPU in practice; 100,000 GPUs at 8 a node is 12,500.
 constexpr size_t kMaxFleetNodes = 20000;
-// Request lines: the packer builds each line's options against every fleet GPU (lines x GPUs steps)
-// and a workload line runs the fit model once per target; 1,000 lines of 100,000 GPUs is 10^8 steps
-// (about 0.3 s), far inside the server's 10 s command time.
-constexpr size_t kMaxRequestLines = 1000;
+// Request lines: twice the 4,800 lines of the fleet benchmark (bench/mig_bench.cc), and about what a
+// 1 MiB server body holds; the packer handles each line once per fleet target, but a workload line
+// runs the fit model once per target, which the server's deadline (cancellation) bounds.
+constexpr size_t kMaxRequestLines = 10000;
 // Instances requested over all lines: a fleet of kMaxFleetGpus holds at most 7 instances a GPU
 // (700,000), so more can never be placed; the solver works on counts per class, so the bound only
 // keeps the plan's unplaced counts and priority sums inside int.
@@ -63,8 +64,7 @@ Status parse_gpu_entry(const Catalog& catalog, const std::string& file, const YA
   if (*count < 1) return yaml::data_error(file, n["count"], entry, "count", "must be at least 1");
   if (*count > kMaxFleetGpus - gpus_total) {
     return limit_error(yaml::where(file, n["count"]) + ": " + entry + ": field 'count': the fleet has more than " +
-                           std::to_string(kMaxFleetGpus) +
-                           " GPUs (limit kMaxFleetGpus); split it into several plans",
+                           std::to_string(kMaxFleetGpus) + " GPUs (limit kMaxFleetGpus); split it into several plans",
                        file + ": " + entry + ": count");
   }
   auto ref = catalog.resolve(*target);
@@ -131,6 +131,7 @@ Result<Fleet> parse_fleet(const Catalog& catalog, const std::string& file, std::
   std::set<std::string> names;
   int gpus_total = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
+    if (cancel_requested()) return cancelled_error();
     const YAML::Node n = nodes[i];
     std::string entry = "nodes[" + std::to_string(i) + "]";
     if (auto s = yaml::check_keys(file, n, entry, {"name", "gpus"}); !s) return s.error();
@@ -169,6 +170,7 @@ Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const st
   std::set<std::string> names;
   long long instances_total = 0;
   for (size_t i = 0; i < list.size(); ++i) {
+    if (cancel_requested()) return cancelled_error();
     const YAML::Node n = list[i];
     std::string entry = "requests[" + std::to_string(i) + "]";
     if (auto s = yaml::check_keys(

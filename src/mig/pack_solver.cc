@@ -10,8 +10,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "mig/lp.h"
 #include "gpuplan/cancel.h"
+#include "mig/lp.h"
 #include "mig/pack_model.h"
 
 namespace gpuplan::mig {

@@ -132,7 +132,8 @@ std::string check_expect(const Json& e, const std::string& path) {
         const Json& v = it.value();
         if ((op == "$approx" || op == "$rel" || op == "$ge" || op == "$le") && !v.is_number())
           return path + ": " + op + " needs a number";
-        if (op == "$len" && !(v.is_number_integer() && v.get<long long>() >= 0)) return path + ": $len needs a whole number >= 0";
+        if (op == "$len" && !(v.is_number_integer() && v.get<long long>() >= 0))
+          return path + ": $len needs a whole number >= 0";
         if (op == "$rel" && !e.contains("$approx")) return path + ": $rel only goes with $approx";
         if (op == "$contains") {
           if (auto m = check_expect(v, path + ".$contains"); !m.empty()) return m;
@@ -264,7 +265,8 @@ int register_cases() {
     auto cases = text ? load_cases(rel, *text) : Result<std::vector<Json>>(text.error());
     if (!cases) {
       testing::RegisterTest("Cases", test_name(rel + "/unreadable_case_file").c_str(), nullptr, nullptr, __FILE__,
-                            __LINE__, [msg = cases.error().message]() -> testing::Test* { return new FailingTest(msg); });
+                            __LINE__,
+                            [msg = cases.error().message]() -> testing::Test* { return new FailingTest(msg); });
       continue;
     }
     for (const auto& c : *cases) {
@@ -318,7 +320,8 @@ TEST(CaseRunner, RefusesWhatItCannotCheck) {
     ASSERT_FALSE(cases.ok()) << b.text;
     EXPECT_NE(cases.error().message.find(b.says), std::string::npos) << b.text << " -> " << cases.error().message;
   }
-  auto good = load_cases("t.yaml", "cases: [{name: a, command: fit, request: {}, expect: {x: {$approx: 1, $rel: 0.1}}}]");
+  auto good =
+      load_cases("t.yaml", "cases: [{name: a, command: fit, request: {}, expect: {x: {$approx: 1, $rel: 0.1}}}]");
   EXPECT_TRUE(good.ok()) << good.error().message;
 }
 
