@@ -1,5 +1,6 @@
 // `fit`: will a workload fit, on which targets, with what headroom, largest batch and context.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <map>
 
@@ -45,8 +46,11 @@ Result<std::vector<Target>> fit_targets(const Catalog& catalog, const Json& requ
         auto base = catalog.resolve(name.substr(0, x));
         if (base) {
           ref = base;
-          count = std::stoi(name.substr(x + 1));
-          if (count < 1) return usage_error("'" + name + "': the device count must be at least 1", "gpu");
+          const char* digits = name.data() + x + 1;
+          const auto [end, ec] = std::from_chars(digits, name.data() + name.size(), count);
+          if (ec != std::errc() || end != name.data() + name.size() || count < 1) {
+            return usage_error("'" + name + "': the device count must be a whole number from 1", "gpu");
+          }
         }
       }
     }

@@ -186,6 +186,10 @@ TEST(CommandLimits, CompareAndFitTargets) {
   auto p = run("perf", Json{{"model", "llama-2-7b"}, {"gpu", targets}});
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error().code, ErrorCode::kLimit);
+  // A device count past int was std::stoi's out_of_range: an internal error (HTTP 500).
+  auto huge = run("fit", Json{{"model", "llama-2-7b"}, {"gpu", "a100-80gb-sxm4x99999999999"}});
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.error().code, ErrorCode::kUsage) << huge.error().message;
 }
 
 TEST(CommandLimits, OfferRows) {
