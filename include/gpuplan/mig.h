@@ -67,8 +67,14 @@ Rule first_broken_rule(const MigTable& table, const std::vector<Placed>& layout,
 // few thousand per table; computed on demand, cache the result.
 std::vector<std::vector<Placed>> all_layouts(const MigTable& table);
 
-// A layout is maximal when no further instance of any profile fits.
+// A layout is maximal when no valid layout, as a multiset of profiles, strictly contains its
+// combination: no instance of any profile can be added, whatever the placement (the notion the
+// packer uses for its configurations). Placements do not matter.
 bool is_maximal(const MigTable& table, const std::vector<Placed>& layout);
+
+// This placement admits no further instance where it stands, although (unless the layout is also
+// maximal) another placement of the same combination would: capacity stranded by placement.
+bool is_dead_end(const MigTable& table, const std::vector<Placed>& layout);
 
 // Free capacity that no additional instance can use: free memory slices minus the most an extension
 // could still cover, and the same for compute slices.

@@ -103,6 +103,10 @@ struct Derived {
   const char* explain;
 };
 
+// Targets one compare takes: every GPU and MIG slice of the catalog is about 60, and a table wider
+// than that is unreadable; 50,000 copies of one GPU made a 96 MB answer.
+constexpr size_t kMaxCompareTargets = 64;
+
 Result<Json> compare(const Context& ctx, const Json& body) {
   Request req(body);
   // Only `gpu` is the comparison's own; offers and workload keys add value metrics (compare_value.cc).
@@ -118,6 +122,11 @@ Result<Json> compare(const Context& ctx, const Json& body) {
   auto names = req.strings("gpu");
   if (!names) return names.error();
   if (names->empty()) return usage_error("compare needs at least one GPU or MIG profile", "gpu");
+  if (names->size() > kMaxCompareTargets) {
+    return limit_error("compare takes at most " + std::to_string(kMaxCompareTargets) + " GPUs or MIG profiles, got " +
+                           std::to_string(names->size()) + " (limit kMaxCompareTargets); compare fewer at a time",
+                       "gpu");
+  }
   std::vector<TargetRef> refs;
   for (const auto& n : *names) {
     auto r = ctx.catalog->resolve(n);

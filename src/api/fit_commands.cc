@@ -1,11 +1,13 @@
 // `fit`: will a workload fit, on which targets, with what headroom, largest batch and context.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <map>
 
 #include "api/commands.h"
 #include "api/fit_common.h"
 #include "api/request.h"
+#include "gpuplan/cancel.h"
 #include "gpuplan/memory.h"
 
 namespace gpuplan::api {
@@ -21,6 +23,14 @@ Result<std::vector<Target>> fit_targets(const Catalog& catalog, const Json& requ
   Request req(request);
   auto names = req.strings("gpu");
   if (!names) return names.error();
+  // Targets one fit or perf request names: each costs a fit (and a perf sweep); the whole catalog
+  // with MIG slices is about 60, so 256 leaves room for NAMExN variants.
+  constexpr size_t kMaxGpuTargets = 256;
+  if (names->size() > kMaxGpuTargets) {
+    return limit_error("at most " + std::to_string(kMaxGpuTargets) + " targets in 'gpu', got " +
+                           std::to_string(names->size()) + " (limit kMaxGpuTargets); omit 'gpu' for every target",
+                       "gpu");
+  }
   if (names->empty()) {
     for (const auto& ref : catalog.all_targets(true)) out.push_back(Target::linked(ref, default_count));
     return out;
@@ -133,6 +143,7 @@ Result<Json> fit(const Context& ctx, const Json& body) {
   result["explain"] = std::move(lines);
   Json tj = Json::array();
   for (const auto& t : *targets) {
+    if (cancel_requested()) return cancelled_error();
     auto p = prepared_for(t.count);
     if (!p) return p.error();
     const TargetFit f = fit_target(**p, t);

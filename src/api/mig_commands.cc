@@ -86,20 +86,38 @@ Result<Json> mig_layouts(const Context& ctx, const Json& body) {
   const MigTable& t = *ref->mig_table;
   auto model = mig::table_model(t);
   if (!model) return Error{ErrorCode::kInternal, "MIG table " + t.id + " is too large", ""};
-  // One entry per combination (profile counts), placed with the least stranded capacity; with
-  // --maximal, only combinations with a placement that leaves room for no further instance.
+  // One entry per combination (profile counts), placed with the least stranded capacity. With
+  // --maximal, only combinations that no valid combination strictly contains (what the packer uses:
+  // a second 1g.5gb still joins 3g.20gb + 2g.10gb + 1g.5gb on an A100, so that one is not maximal).
+  // A combination that is not maximal but has a placement admitting no further instance gets that
+  // placement as a dead end: capacity stranded by placement, not by the combination.
   Json layouts = Json::array();
+  Json stranded = Json::array();
+  Json dead_ends = Json::array();
   for (const auto& [counts, indices] : model->by_counts) {
     if (std::all_of(counts.begin(), counts.end(), [](int c) { return c == 0; })) continue;
-    int best = -1;
+    const bool combination_maximal = mig::is_maximal(t, model->layouts[indices.front()]);
+    if (*maximal && !combination_maximal) continue;
+    int best = indices.front();
+    int dead_end = -1;
     for (int i : indices) {
-      if (*maximal && !mig::is_maximal(t, model->layouts[i])) continue;
-      if (best < 0 || model->stranded_total(i) < model->stranded_total(best)) best = i;
+      if (model->stranded_total(i) < model->stranded_total(best)) best = i;
+      if (!combination_maximal && dead_end < 0 && mig::is_dead_end(t, model->layouts[i])) dead_end = i;
     }
-    if (best < 0) continue;
+    if (dead_end >= 0) {
+      const auto& st = model->stranded[dead_end];
+      dead_ends.push_back(
+          Json{{"layout", layouts.size()},
+               {"placement", placements_json(t, model->layouts[dead_end])},
+               {"stranded", Json{{"memory_slices", st.memory_slices}, {"compute_slices", st.compute_slices}}}});
+    }
+    const auto& st = model->stranded[best];
+    stranded.push_back(Json{{"memory_slices", st.memory_slices}, {"compute_slices", st.compute_slices}});
     layouts.push_back(placements_json(t, model->layouts[best]));
   }
-  return Json{{"target", ref->gpu->id}, {"table", t.id}, {"count", layouts.size()}, {"layouts", std::move(layouts)}};
+  return Json{{"target", ref->gpu->id},          {"table", t.id},
+              {"count", layouts.size()},         {"layouts", std::move(layouts)},
+              {"stranded", std::move(stranded)}, {"dead_ends", std::move(dead_ends)}};
 }
 
 // A fleet or requests input: an inline object, YAML text, or one file as [{name, text}] (what the

@@ -6,6 +6,7 @@
 #include "api/commands.h"
 #include "api/fit_common.h"
 #include "api/request.h"
+#include "gpuplan/cancel.h"
 #include "gpuplan/perf.h"
 #include "perf/perf_request.h"
 
@@ -66,6 +67,7 @@ Result<Json> perf_command(const Context& ctx, const Json& body) {
 
   Json rows = Json::array();
   for (const Target& given : *targets) {
+    if (cancel_requested()) return cancelled_error();
     if (given.count < wl.tp * wl.pp) {
       if (!body.contains("gpu")) continue;
       return usage_error("a target of " + std::to_string(given.count) +

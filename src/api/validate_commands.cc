@@ -10,6 +10,7 @@
 #include "api/fit_common.h"
 #include "api/request.h"
 #include "catalog/yaml_util.h"
+#include "gpuplan/cancel.h"
 #include "gpuplan/embedded.h"
 #include "gpuplan/memory.h"
 #include "validate/perf_rows.h"
@@ -228,7 +229,10 @@ Result<Json> validate(const Context& ctx, const Json& body) {
       return invalid_data_error(std::string(k.file) + ": " + e.what(), k.file);
     }
     for (const auto& rn : root["rows"]) {
-      const Json row = yaml::to_json(rn);
+      if (cancel_requested()) return cancelled_error();
+      auto converted = yaml::to_json(rn, k.file);
+      if (!converted) return converted.error();
+      const Json row = std::move(*converted);
       Json out{{"id", row.value("id", "")},
                {"kind", k.name},
                {"metric", row.value("metric", "")},

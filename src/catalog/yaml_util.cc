@@ -1,6 +1,15 @@
 #include "catalog/yaml_util.h"
 
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
+
+#include <cerrno>
 #include <cmath>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "gpuplan/cancel.h"
 
 namespace gpuplan::yaml {
 
@@ -26,7 +35,9 @@ Status check_keys(const std::string& file, const YAML::Node& map, const std::str
                   std::initializer_list<std::string_view> allowed) {
   if (!map.IsMap()) return data_error(file, map, entry, "", "expected a mapping of keys to values");
   for (const auto& kv : map) {
-    const std::string key = kv.first.as<std::string>();
+    if (!kv.first.IsScalar())
+      return data_error(file, kv.first, entry, "", "a key must be a single value, not a list or a mapping");
+    const std::string key = kv.first.Scalar();
     bool known = false;
     for (std::string_view a : allowed) known = known || a == key;
     if (!known) {
@@ -120,13 +131,149 @@ Result<std::vector<int>> get_int_list(const std::string& file, const YAML::Node&
   return out;
 }
 
+namespace {
+
+uint64_t saturating_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+// One pass over the parser's events of the first document: the expanded size of every anchored node
+// (so that an alias costs what walking it costs), alias uses, and keys that are collections.
+class BudgetCheck : public YAML::EventHandler {
+ public:
+  explicit BudgetCheck(std::string file) : file_(std::move(file)) {}
+
+  std::optional<Error> error;
+
+  // Thrown through yaml-cpp's parser to stop it when the command is cancelled (parsing a 1 MiB
+  // document takes a few hundred ms; yaml-cpp itself never looks at the deadline).
+  struct Cancelled {};
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { leaf(mark, anchor); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, const std::string&) override {
+    leaf(mark, anchor);
+  }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    if (error) return;
+    if (++aliases_ > kMaxAliases) {
+      fail(ErrorCode::kLimit, mark,
+           "more than " + std::to_string(kMaxAliases) + " aliases (*name) in one document (limit kMaxAliases)");
+      return;
+    }
+    auto it = sizes_.find(anchor);
+    if (it == sizes_.end()) {
+      fail(ErrorCode::kInvalidData, mark, "an alias refers to an anchor that is not complete here (a cycle)");
+      return;
+    }
+    if (key_position() && !it->second.scalar) {
+      fail(ErrorCode::kInvalidData, mark, "a key must be a single value, not a list or a mapping");
+      return;
+    }
+    added_ = saturating_add(added_, it->second.nodes);
+    if (added_ > kMaxAliasExpandedNodes) {
+      fail(ErrorCode::kLimit, mark,
+           "aliases expand the document by more than " + std::to_string(kMaxAliasExpandedNodes) +
+               " nodes (limit kMaxAliasExpandedNodes); write the repeated blocks out or shorten them");
+      return;
+    }
+    add_child(it->second.nodes);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    open(mark, anchor);
+  }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    open(mark, anchor, true);
+  }
+  void OnSequenceEnd() override { close(); }
+  void OnMapEnd() override { close(); }
+
+ private:
+  struct Frame {
+    YAML::anchor_t anchor = 0;
+    bool map = false;
+    uint64_t children = 0;  // events directly inside (keys and values for maps)
+    uint64_t nodes = 1;     // expanded size, itself included
+  };
+  struct Size {
+    uint64_t nodes = 1;
+    bool scalar = true;
+  };
+
+  // Events between deadline checks: a few microseconds of parsing each.
+  static constexpr uint32_t kEventsPerCancelCheck = 1024;
+
+  void tick() {
+    if (++events_ % kEventsPerCancelCheck == 0 && cancel_requested()) throw Cancelled{};
+  }
+
+  bool key_position() const { return !stack_.empty() && stack_.back().map && stack_.back().children % 2 == 0; }
+
+  void add_child(uint64_t nodes) {
+    tick();
+    if (stack_.empty()) return;
+    ++stack_.back().children;
+    stack_.back().nodes = saturating_add(stack_.back().nodes, nodes);
+  }
+  void leaf(const YAML::Mark&, YAML::anchor_t anchor) {
+    if (error) return;
+    if (anchor != YAML::NullAnchor) sizes_[anchor] = Size{1, true};
+    add_child(1);
+  }
+  void open(const YAML::Mark& mark, YAML::anchor_t anchor, bool map = false) {
+    if (error) return;
+    if (key_position()) {
+      fail(ErrorCode::kInvalidData, mark, "a key must be a single value, not a list or a mapping");
+      return;
+    }
+    stack_.push_back(Frame{anchor, map, 0, 1});
+  }
+  void close() {
+    if (error || stack_.empty()) return;
+    const Frame f = stack_.back();
+    stack_.pop_back();
+    if (f.anchor != YAML::NullAnchor) sizes_[f.anchor] = Size{f.nodes, false};
+    add_child(f.nodes);
+  }
+  void fail(ErrorCode code, const YAML::Mark& mark, const std::string& message) {
+    std::string where = file_;
+    if (mark.line >= 0) where += ":" + std::to_string(mark.line + 1);
+    error = Error{code, where + ": " + message, file_};
+  }
+
+  std::string file_;
+  std::vector<Frame> stack_;
+  std::map<YAML::anchor_t, Size> sizes_;
+  uint64_t aliases_ = 0;
+  uint64_t added_ = 0;
+  uint32_t events_ = 0;
+};
+
+Error yaml_exception_error(const std::string& file, const YAML::Exception& e) {
+  std::string msg = file;
+  if (e.mark.line >= 0) msg += ":" + std::to_string(e.mark.line + 1);
+  return Error{ErrorCode::kInvalidData, msg + ": not valid YAML: " + e.msg, file};
+}
+
+}  // namespace
+
 Result<YAML::Node> parse(const std::string& file, std::string_view text) {
   try {
+    {
+      std::istringstream in{std::string(text)};
+      YAML::Parser parser(in);
+      BudgetCheck check(file);
+      try {
+        parser.HandleNextDocument(check);
+      } catch (const BudgetCheck::Cancelled&) {
+        return cancelled_error();
+      }
+      if (check.error) return *check.error;
+    }
     return YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
-    std::string msg = file;
-    if (e.mark.line >= 0) msg += ":" + std::to_string(e.mark.line + 1);
-    return Error{ErrorCode::kInvalidData, msg + ": not valid YAML: " + e.msg, file};
+    return yaml_exception_error(file, e);
   }
 }
 
@@ -134,38 +281,69 @@ Result<YAML::Node> parse(const std::string& file, std::string_view text) {
 
 namespace gpuplan::yaml {
 
-nlohmann::ordered_json to_json(const YAML::Node& node) {
-  using J = nlohmann::ordered_json;
+namespace {
+
+using OJson = nlohmann::ordered_json;
+
+Result<OJson> convert(const YAML::Node& node, const std::string& file, uint64_t max_nodes, uint64_t& walked) {
+  if (++walked > max_nodes) {
+    return limit_error(file + ": more than " + std::to_string(max_nodes) +
+                           " nodes to convert (limit kMaxJsonNodes; aliases count each time they are used)",
+                       file);
+  }
   switch (node.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined:
-      return nullptr;
+      return OJson(nullptr);
     case YAML::NodeType::Sequence: {
-      J arr = J::array();
-      for (const auto& item : node) arr.push_back(to_json(item));
+      OJson arr = OJson::array();
+      for (const auto& item : node) {
+        auto v = convert(item, file, max_nodes, walked);
+        if (!v) return v.error();
+        arr.push_back(std::move(*v));
+      }
       return arr;
     }
     case YAML::NodeType::Map: {
-      J obj = J::object();
-      for (const auto& kv : node) obj[kv.first.as<std::string>()] = to_json(kv.second);
+      OJson obj = OJson::object();
+      for (const auto& kv : node) {
+        if (!kv.first.IsScalar()) {
+          return data_error(file, kv.first, "", "", "a key must be a single value, not a list or a mapping");
+        }
+        auto v = convert(kv.second, file, max_nodes, walked);
+        if (!v) return v.error();
+        obj[kv.first.Scalar()] = std::move(*v);
+      }
       return obj;
     }
     case YAML::NodeType::Scalar:
       break;
   }
   const std::string& s = node.Scalar();
-  if (node.Tag() == "!") return s;  // quoted: always a string
-  if (s == "true" || s == "True" || s == "TRUE") return true;
-  if (s == "false" || s == "False" || s == "FALSE") return false;
-  if (s == "null" || s == "~" || s == "Null" || s == "NULL") return nullptr;
+  if (node.Tag() == "!") return OJson(s);  // quoted: always a string
+  if (s == "true" || s == "True" || s == "TRUE") return OJson(true);
+  if (s == "false" || s == "False" || s == "FALSE") return OJson(false);
+  if (s == "null" || s == "~" || s == "Null" || s == "NULL") return OJson(nullptr);
   if (!s.empty()) {
     char* end = nullptr;
+    errno = 0;
     const long long i = std::strtoll(s.c_str(), &end, 10);
-    if (end == s.c_str() + s.size()) return i;
+    if (end == s.c_str() + s.size() && errno != ERANGE) return OJson(i);
     const double d = std::strtod(s.c_str(), &end);
-    if (end == s.c_str() + s.size() && std::isfinite(d)) return d;
+    if (end == s.c_str() + s.size() && std::isfinite(d)) return OJson(d);
   }
-  return s;
+  return OJson(s);
+}
+
+}  // namespace
+
+Result<nlohmann::ordered_json> to_json(const YAML::Node& node, const std::string& file, uint64_t max_nodes) {
+  uint64_t walked = 0;
+  try {
+    return convert(node, file, max_nodes, walked);
+  } catch (const YAML::Exception& e) {
+    return yaml_exception_error(file, e);
+  }
 }
 
 }  // namespace gpuplan::yaml

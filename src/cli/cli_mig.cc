@@ -57,14 +57,29 @@ std::string render_check(const Json& r, const Json&, const OutputFormat&) {
 }
 
 std::string render_layouts(const Json& r, const Json& request, const OutputFormat& fmt) {
+  std::vector<std::string> dead_end(r["layouts"].size());
+  if (r.contains("dead_ends")) {
+    for (const auto& d : r["dead_ends"]) {
+      dead_end[d["layout"].get<size_t>()] =
+          layout_text(d["placement"]) + " (leaves " + std::to_string(d["stranded"]["memory_slices"].get<int>()) +
+          " memory and " + std::to_string(d["stranded"]["compute_slices"].get<int>()) + " compute slices unusable)";
+    }
+  }
   std::vector<std::vector<std::string>> rows;
-  for (const auto& l : r["layouts"]) rows.push_back({layout_text(l)});
-  if (fmt.csv) return render_csv({"layout"}, rows);
-  std::ostringstream os;
+  for (size_t i = 0; i < r["layouts"].size(); ++i) rows.push_back({layout_text(r["layouts"][i]), dead_end[i]});
   const bool maximal = request.contains("maximal") && request["maximal"].get<bool>();
+  if (fmt.csv && maximal) {
+    for (auto& row : rows) row.pop_back();
+    return render_csv({"layout"}, rows);
+  }
+  if (fmt.csv) return render_csv({"layout", "dead_end_placement"}, rows);
+  std::ostringstream os;
   os << r["count"].get<size_t>() << (maximal ? " maximal" : "") << " combinations on " << r["target"].get<std::string>()
      << " (each with the placement that strands the least):\n";
-  for (const auto& row : rows) os << "  " << row[0] << "\n";
+  for (const auto& row : rows) {
+    os << "  " << row[0] << "\n";
+    if (!row[1].empty()) os << "    dead-end placement, admits no further instance: " << row[1] << "\n";
+  }
   return os.str();
 }
 
@@ -139,7 +154,7 @@ void add_mig_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& c
   layouts->command = "mig.layouts";
   layouts->app = mig->add_subcommand("layouts", "Every valid combination of instances, with placements");
   layouts->value("gpu", "GPU id or alias", true).option->required();
-  layouts->flag("maximal", "Only combinations to which no instance can be added");
+  layouts->flag("maximal", "Only combinations to which no instance can be added in any placement");
   layouts->render = render_layouts;
   commands.push_back(std::move(layouts));
 

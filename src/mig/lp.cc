@@ -1,4 +1,5 @@
 #include "mig/lp.h"
+#include "gpuplan/cancel.h"
 
 #include <cmath>
 #include <limits>
@@ -43,6 +44,7 @@ class Tableau {
   // Runs simplex on the objective row m_ (reduced costs); columns >= `allowed` may not enter.
   bool optimize(int allowed) {
     for (int it = 0; it < kMaxIterations; ++it) {
+      if (cancel_requested()) return false;  // the caller sees an infeasible LP; run_command drops the result
       const bool bland = it >= kDantzigIterations;
       int pc = -1;
       double best = -kEps;

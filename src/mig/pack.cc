@@ -10,6 +10,7 @@
 
 #include "gpuplan/mig_pack.h"
 
+#include "gpuplan/cancel.h"
 #include "gpuplan/memory.h"
 #include "gpuplan/target.h"
 #include "gpuplan/workload.h"
@@ -185,15 +186,26 @@ Built build(const Fleet& fleet, const std::vector<PackRequest>& requests, bool k
     }
   }
   b.reasons.assign(requests.size(), "");
-  for (size_t r = 0; r < requests.size(); ++r) {
-    const PackRequest& rq = requests[r];
-    std::vector<std::pair<int, int>> opts;
-    std::string why;
+  // The first fleet GPU of each target, in fleet order: a request's options are per target, so each
+  // line costs targets (not fleet GPUs) steps; 10,000 lines on 100,000 GPUs stay cheap.
+  std::vector<size_t> first_of_target;
+  {
     std::vector<bool> seen(m.targets.size(), false);
     for (size_t i = 0; i < fleet.gpus.size(); ++i) {
       const int t = b.target_of_gpu[i];
       if (t < 0 || seen[t]) continue;
       seen[t] = true;
+      first_of_target.push_back(i);
+    }
+  }
+  std::string fleet_targets;  // for messages, built once
+  for (size_t r = 0; r < requests.size(); ++r) {
+    if (cancel_requested()) break;  // the command's result is dropped; stop building
+    const PackRequest& rq = requests[r];
+    std::vector<std::pair<int, int>> opts;
+    std::string why;
+    for (size_t i : first_of_target) {
+      const int t = b.target_of_gpu[i];
       std::string w;
       const int p = profile_on(rq, fleet.gpus[i], &w);
       if (p >= 0)
@@ -204,8 +216,8 @@ Built build(const Fleet& fleet, const std::vector<PackRequest>& requests, bool k
     if (opts.empty()) {
       b.reasons[r] = why.empty() ? "the fleet has no MIG-capable GPU" : why;
       if (rq.kind == PackRequest::Kind::kProfile && rq.target.empty()) {
-        b.reasons[r] = "no GPU in the fleet has profile " + rq.profile +
-                       " (fleet targets: " + target_list(fleet, b.target_of_gpu) + ")";
+        if (fleet_targets.empty()) fleet_targets = target_list(fleet, b.target_of_gpu);
+        b.reasons[r] = "no GPU in the fleet has profile " + rq.profile + " (fleet targets: " + fleet_targets + ")";
       }
       continue;
     }
@@ -409,8 +421,10 @@ namespace {
 Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const std::vector<PackRequest>& requests,
                              const PackOptions& options) {
   Built built = build(fleet, requests, options.keep_existing);
+  if (cancel_requested()) return cancelled_error();  // build may have stopped part-way
   const PackModel& M = built.model;
   SolveOutcome sol = solve_packing(M, options.exact_state_limit);
+  if (cancel_requested()) return cancelled_error();
   PackResult out;
   out.exact = sol.exact;
   const std::vector<int> bin_of = match_bins(M, fleet, sol.bins);
@@ -640,6 +654,7 @@ Result<PackResult> pack(const Catalog& catalog, const Fleet& fleet, const std::v
     }
   }
   auto moved = pack_once(catalog, fleet, requests, options);
+  if (cancel_requested()) return cancelled_error();
   if (!moved || options.keep_existing || moved->disturbed == 0) return moved;
   // Busy instances may move, but only when that places more or saves GPUs: a plan that keeps them
   // all and is as good on those objectives wins (fewest disturbed instances is the next objective).

@@ -15,6 +15,7 @@
 #include <map>
 #include <numeric>
 
+#include "gpuplan/cancel.h"
 #include "mig/lp.h"
 #include "mig/pack_model.h"
 
@@ -100,6 +101,7 @@ class Bound {
     best_ = lagrangian(zero, nullptr);
     center_ = zero;
     for (int round = 0; round < kMaxRounds; ++round) {
+      if (cancel_requested()) break;
       Prices duals;
       double rmp = 0;
       if (!master(&duals, &rmp)) break;

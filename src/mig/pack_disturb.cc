@@ -11,6 +11,7 @@
 #include <numeric>
 #include <unordered_set>
 
+#include "gpuplan/cancel.h"
 #include "mig/lp.h"
 #include "mig/pack_model.h"
 
@@ -132,6 +133,7 @@ class ClassRepack {
     bool lo_ok = false;
     std::vector<Bin> lo_rest;
     while (hi - lo > 1) {
+      if (cancel_requested()) return false;
       const size_t mid = (lo + hi) / 2;
       std::vector<Bin> r;
       if (residual(mid, &r)) {
@@ -295,6 +297,7 @@ class ClassRepack {
     // Pass 0: keep layouts that cost the LP nothing. Pass 1: the rest, while the LP's slack lasts.
     for (int pass = 0; pass < 2; ++pass) {
       for (size_t gi : busy_gpus_) {
+        if (cancel_requested()) return;
         if (done[gi]) continue;
         if (static_cast<int>(keeps_.size()) >= budget_) return;
         // In the second pass a GPU may also take busy units that GPUs still waiting would keep (they
@@ -381,6 +384,7 @@ bool try_move(const PackModel& M, TargetShare& to, TargetShare& from, const std:
   // The largest share of the movable units that pays off, halving on failure.
   const int total = to.budget + from.budget;
   for (int step = 0; step < kMoveHalvings; ++step) {
+    if (cancel_requested()) return false;
     std::vector<int> mv(movable.size());
     for (size_t k = 0; k < mv.size(); ++k) mv[k] = movable[k] >> step;
     // Both LPs must fit in the two targets' GPUs after rounding up; when they do not, trim the move by

@@ -2,15 +2,29 @@
 #include <set>
 
 #include "catalog/yaml_util.h"
+#include "gpuplan/cancel.h"
 #include "gpuplan/mig_pack.h"
 
 namespace gpuplan::mig {
 
 namespace {
 
-// Upper bounds that catch typos (a count of 1e9) before they cost memory; far above real fleets.
-constexpr int kMaxGpusPerEntry = 100000;
-constexpr int kMaxRequestCount = 10000000;
+// Upper bounds that catch typos (a count of 1e9) and hostile inputs before they cost memory or time;
+// each is refused with ErrorCode::kLimit naming it.
+// GPUs in a whole fleet (sum of counts, non-MIG entries included): ten times the largest public
+// single-site clusters' GPU counts in MIG-capable parts is far less; the packer's model is per class
+// of equal GPUs, so 100,000 GPUs cost it milliseconds, and the plan lists each used GPU once.
+constexpr int kMaxFleetGpus = 100000;
+// Nodes in a fleet: every node holds at least one GPU in practice; 100,000 GPUs at 8 a node is 12,500.
+constexpr size_t kMaxFleetNodes = 20000;
+// Request lines: twice the 4,800 lines of the fleet benchmark (bench/mig_bench.cc), and about what a
+// 1 MiB server body holds; the packer handles each line once per fleet target, but a workload line
+// runs the fit model once per target, which the server's deadline (cancellation) bounds.
+constexpr size_t kMaxRequestLines = 10000;
+// Instances requested over all lines: a fleet of kMaxFleetGpus holds at most 7 instances a GPU
+// (700,000), so more can never be placed; the solver works on counts per class, so the bound only
+// keeps the plan's unplaced counts and priority sums inside int.
+constexpr long long kMaxRequestedInstances = 1000000;
 
 Result<ExistingInstance> parse_instance(const std::string& file, const YAML::Node& n, const std::string& entry,
                                         const MigTable& table) {
@@ -41,15 +55,17 @@ Result<ExistingInstance> parse_instance(const std::string& file, const YAML::Nod
 }
 
 Status parse_gpu_entry(const Catalog& catalog, const std::string& file, const YAML::Node& n, const std::string& node,
-                       const std::string& entry, Fleet& fleet, int& next_index) {
+                       const std::string& entry, Fleet& fleet, int& next_index, int& gpus_total) {
   if (auto s = yaml::check_keys(file, n, entry, {"target", "count", "instances"}); !s) return s;
   auto target = yaml::get_string(file, n, entry, "target", true);
   if (!target) return target.error();
   auto count = yaml::get_int(file, n, entry, "count", false, 1);
   if (!count) return count.error();
-  if (*count < 1 || *count > kMaxGpusPerEntry) {
-    return yaml::data_error(file, n["count"], entry, "count",
-                            "must be between 1 and " + std::to_string(kMaxGpusPerEntry));
+  if (*count < 1) return yaml::data_error(file, n["count"], entry, "count", "must be at least 1");
+  if (*count > kMaxFleetGpus - gpus_total) {
+    return limit_error(yaml::where(file, n["count"]) + ": " + entry + ": field 'count': the fleet has more than " +
+                           std::to_string(kMaxFleetGpus) + " GPUs (limit kMaxFleetGpus); split it into several plans",
+                       file + ": " + entry + ": count");
   }
   auto ref = catalog.resolve(*target);
   if (!ref) return yaml::data_error(file, n["target"], entry, "target", ref.error().message);
@@ -62,6 +78,7 @@ Status parse_gpu_entry(const Catalog& catalog, const std::string& file, const YA
   if (!ref->mig_table) {
     fleet.warnings.push_back(entry + ": " + ref->gpu->id + " does not support MIG; left out");
     next_index += *count;
+    gpus_total += *count;
     return Status::Ok();
   }
   FleetGpu g;
@@ -70,6 +87,11 @@ Status parse_gpu_entry(const Catalog& catalog, const std::string& file, const YA
   g.table = ref->mig_table;
   if (instances) {
     if (!instances.IsSequence()) return yaml::data_error(file, instances, entry, "instances", "expected a list");
+    if (instances.size() > static_cast<size_t>(g.table->max_instances)) {
+      return yaml::data_error(file, instances, entry, "instances",
+                              std::to_string(instances.size()) + " instances; a " + g.gpu->id + " holds at most " +
+                                  std::to_string(g.table->max_instances));
+    }
     for (size_t i = 0; i < instances.size(); ++i) {
       auto inst = parse_instance(file, instances[i], entry + ": instances[" + std::to_string(i) + "]", *g.table);
       if (!inst) return inst.error();
@@ -87,6 +109,7 @@ Status parse_gpu_entry(const Catalog& catalog, const std::string& file, const YA
     g.index = next_index++;
     fleet.gpus.push_back(g);
   }
+  gpus_total += *count;
   return Status::Ok();
 }
 
@@ -98,9 +121,17 @@ Result<Fleet> parse_fleet(const Catalog& catalog, const std::string& file, std::
   if (auto s = yaml::check_keys(file, *doc, "fleet", {"nodes"}); !s) return s.error();
   const YAML::Node nodes = (*doc)["nodes"];
   if (!nodes || !nodes.IsSequence()) return yaml::data_error(file, *doc, "fleet", "nodes", "expected a list of nodes");
+  if (nodes.size() > kMaxFleetNodes) {
+    return limit_error(yaml::where(file, nodes) + ": fleet: field 'nodes': " + std::to_string(nodes.size()) +
+                           " nodes, more than " + std::to_string(kMaxFleetNodes) +
+                           " (limit kMaxFleetNodes); split the fleet into several plans",
+                       file + ": fleet: nodes");
+  }
   Fleet fleet;
   std::set<std::string> names;
+  int gpus_total = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
+    if (cancel_requested()) return cancelled_error();
     const YAML::Node n = nodes[i];
     std::string entry = "nodes[" + std::to_string(i) + "]";
     if (auto s = yaml::check_keys(file, n, entry, {"name", "gpus"}); !s) return s.error();
@@ -113,7 +144,7 @@ Result<Fleet> parse_fleet(const Catalog& catalog, const std::string& file, std::
     int next_index = 0;
     for (size_t j = 0; j < gpus.size(); ++j) {
       if (auto s = parse_gpu_entry(catalog, file, gpus[j], *name, entry + ": gpus[" + std::to_string(j) + "]", fleet,
-                                   next_index);
+                                   next_index, gpus_total);
           !s) {
         return s.error();
       }
@@ -129,9 +160,17 @@ Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const st
   if (auto s = yaml::check_keys(file, *doc, "requests file", {"requests"}); !s) return s.error();
   const YAML::Node list = (*doc)["requests"];
   if (!list || !list.IsSequence()) return yaml::data_error(file, *doc, "", "requests", "expected a list of requests");
+  if (list.size() > kMaxRequestLines) {
+    return limit_error(yaml::where(file, list) + ": field 'requests': " + std::to_string(list.size()) +
+                           " requests, more than " + std::to_string(kMaxRequestLines) +
+                           " (limit kMaxRequestLines); merge lines that ask for the same profile with 'count'",
+                       file + ": requests");
+  }
   std::vector<PackRequest> out;
   std::set<std::string> names;
+  long long instances_total = 0;
   for (size_t i = 0; i < list.size(); ++i) {
+    if (cancel_requested()) return cancelled_error();
     const YAML::Node n = list[i];
     std::string entry = "requests[" + std::to_string(i) + "]";
     if (auto s = yaml::check_keys(
@@ -161,9 +200,14 @@ Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const st
     if (!memory) return memory.error();
     if (!compute) return compute.error();
     if (!target) return target.error();
-    if (*count < 1 || *count > kMaxRequestCount) {
-      return yaml::data_error(file, n["count"], entry, "count",
-                              "must be between 1 and " + std::to_string(kMaxRequestCount));
+    if (*count < 1) return yaml::data_error(file, n["count"], entry, "count", "must be at least 1");
+    instances_total += *count;
+    if (instances_total > kMaxRequestedInstances) {
+      return limit_error(yaml::where(file, n["count"]) + ": " + entry + ": field 'count': more than " +
+                             std::to_string(kMaxRequestedInstances) +
+                             " instances requested in all (limit kMaxRequestedInstances; a fleet of at most " +
+                             std::to_string(kMaxFleetGpus) + " GPUs holds at most 7 each)",
+                         file + ": " + entry + ": count");
     }
     if (*memory < 0) return yaml::data_error(file, n["memory_gb"], entry, "memory_gb", "must not be negative");
     if (*compute < 0)
@@ -193,7 +237,9 @@ Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const st
       if (!n["workload"].IsMap())
         return yaml::data_error(file, n["workload"], entry, "workload", "expected the options of gpuplan fit");
       rq.kind = PackRequest::Kind::kWorkload;
-      rq.workload = yaml::to_json(n["workload"]);
+      auto workload = yaml::to_json(n["workload"], file);
+      if (!workload) return workload.error();
+      rq.workload = std::move(*workload);
     }
     out.push_back(std::move(rq));
   }

@@ -10,6 +10,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "gpuplan/cancel.h"
 #include "mig/lp.h"
 #include "mig/pack_model.h"
 
@@ -189,7 +190,7 @@ class Exact {
     if (auto it = memo_.find(k); it != memo_.end()) return it->second.value;
     Entry best;
     best.value = zero();
-    if (aborted_ || memo_.size() > static_cast<size_t>(limit_) || work_ > kExactWorkLimit) {
+    if (aborted_ || memo_.size() > static_cast<size_t>(limit_) || work_ > kExactWorkLimit || cancel_requested()) {
       aborted_ = true;
       return memo_.emplace(k, best).first->second.value;
     }
@@ -562,6 +563,7 @@ bool commit_keeping_feasible(const PackModel& M, const LpRun& lp, std::vector<in
   std::vector<int> best_r, best_n;
   std::vector<Bin> best_bins;
   for (const auto& [g, c] : dive_candidates(M, lp, r, n)) {
+    if (cancel_requested()) return false;
     LpRun one;
     one.xcols = {{g, c}};
     one.x = {1.0};
@@ -677,6 +679,7 @@ SolveOutcome solve_packing_for(const PackModel& M, const std::vector<int>& deman
     std::vector<double> floors(M.tiers, 0.0);
     LpRun last;
     for (int t = 0; t < M.tiers; ++t) {
+      if (cancel_requested()) return finish(r);
       last = run_lp(M, r, n, Goal::kMaxTier, t, floors);
       if (!last.feasible) break;
       for (size_t k = 0; k < M.demands.size(); ++k) {
@@ -705,6 +708,7 @@ SolveOutcome solve_packing_for(const PackModel& M, const std::vector<int>& deman
     r[k] = demand[k] - placed;
   }
   while (total(r) > 0) {
+    if (cancel_requested()) break;
     std::vector<int> rest = n;
     if (exact_worth_trying(r, rest)) {
       Exact exact(M, exact_state_limit);

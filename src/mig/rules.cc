@@ -333,6 +333,28 @@ std::vector<std::vector<Placed>> all_layouts(const MigTable& t) {
 }
 
 bool is_maximal(const MigTable& table, const std::vector<Placed>& layout) {
+  // Valid layouts are closed under removing an instance, so a strict superset exists exactly when
+  // the combination plus one instance of some profile has a valid placement.
+  const std::vector<int> counts = profile_counts(table, layout);
+  auto model = table_model(table);
+  for (size_t pi = 0; pi < table.profiles.size(); ++pi) {
+    std::vector<int> more = counts;
+    ++more[pi];
+    if (model) {
+      if (model->by_counts.count(more) > 0) return false;
+      continue;
+    }
+    std::vector<LayoutEntry> entries;
+    for (size_t q = 0; q < more.size(); ++q) {
+      for (int k = 0; k < more[q]; ++k) entries.push_back(LayoutEntry{table.profiles[q].name, std::nullopt, {}});
+    }
+    auto r = check_layout(table, entries);
+    if (r && r->valid) return false;
+  }
+  return true;
+}
+
+bool is_dead_end(const MigTable& table, const std::vector<Placed>& layout) {
   const uint32_t occ = occupancy(table, layout);
   for (size_t pi = 0; pi < table.profiles.size(); ++pi) {
     for (int s : table.profiles[pi].placement_starts) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 
+#include "catalog/yaml_util.h"
 #include "gpuplan/catalog.h"
 #include "gpuplan/embedded.h"
 #include "gpuplan/model.h"
@@ -105,12 +106,9 @@ double Model::forward_flops_per_token(int64_t context) const {
 // ---- layer-shape YAML (CNNs) -----------------------------------------------------------------
 
 Result<Model> parse_layer_yaml(std::string_view yaml_text, std::string id) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& e) {
-    return invalid_data_error("layer file of '" + id + "': " + e.what(), "layers");
-  }
+  auto parsed = yaml::parse("layer file of '" + id + "'", yaml_text);  // bounds aliases and keys
+  if (!parsed) return Error{parsed.error().code, parsed.error().message, "layers"};
+  const YAML::Node root = *parsed;
   if (!root["layers"] || !root["layers"].IsSequence()) {
     return invalid_data_error("layer file of '" + id + "' lacks a 'layers' list", "layers");
   }

@@ -228,6 +228,21 @@ std::optional<double> Offer::price_per_gpu_hour(bool spot) const {
 
 std::string Offer::id() const { return provider + "/" + region + "/" + name; }
 
+namespace {
+
+// Offer rows in one file or request: public price lists have a few thousand rows (every provider x
+// region x shape); each row resolves a GPU name and is matched against every target, so the bound
+// keeps offers.list, compare and plan well inside the server's 10 s.
+constexpr size_t kMaxOfferRows = 100000;
+
+Error too_many_offer_rows(const std::string& file_name, size_t rows) {
+  return limit_error(file_name + ": " + std::to_string(rows) + " offer rows, more than " +
+                         std::to_string(kMaxOfferRows) + " (limit kMaxOfferRows); split the file or filter it first",
+                     file_name);
+}
+
+}  // namespace
+
 Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_name, std::string_view text) {
   OfferSet set;
   const bool yaml = file_name.size() >= 5 && (file_name.substr(file_name.size() - 5) == ".yaml" ||
@@ -238,6 +253,7 @@ Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_na
     const YAML::Node offers = (*doc)["offers"];
     if (!offers || !offers.IsSequence())
       return invalid_data_error(file_name + ": expected a list under `offers:`", file_name);
+    if (offers.size() > kMaxOfferRows) return too_many_offer_rows(file_name, offers.size());
     for (const auto& n : offers) {
       std::map<std::string, std::string> fields;
       const int line = n.Mark().line + 1;
@@ -265,6 +281,7 @@ Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_na
   auto records = split_csv(text);
   if (records.empty())
     return invalid_data_error(file_name + ": empty offers file; the first line must be the header", file_name);
+  if (records.size() - 1 > kMaxOfferRows) return too_many_offer_rows(file_name, records.size() - 1);
   const auto& header = records.front().second;
   std::vector<std::string> cols;
   for (const auto& h : header) {

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "gpuplan/cancel.h"
+
 namespace gpuplan {
 
 namespace {
@@ -70,6 +72,7 @@ PlanResult plan_serving(const PlanModel& model, const std::vector<const Offer*>&
                         const PlanOptions& options) {
   PlanResult result;
   for (const Offer* offer : offers) {
+    if (cancel_requested()) break;  // run_command turns the command into kCancelled
     const double price = price_of(*offer, options.spot);
     std::optional<Plan> best;
     std::string why;  // the most informative reason this offer fails
@@ -195,6 +198,7 @@ PlanResult plan_training(const PlanModel& model, const std::vector<const Offer*>
     std::string not_fit;
     std::optional<Plan> fastest;  // for the reason when nothing meets the goal
     for (int n = 1; n <= options.max_instances; ++n) {
+      if (cancel_requested()) break;  // run_command turns the command into kCancelled
       const int total = n * offer->gpus;
       if (total > options.max_gpus) break;
       if (offer->available_count && *offer->available_count < n) break;

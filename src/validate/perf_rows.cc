@@ -123,7 +123,11 @@ Result<std::vector<Json>> perf_rows() {
   std::vector<Json> rows;
   try {
     const YAML::Node root = YAML::Load(std::string(text));
-    for (const auto& r : root["rows"]) rows.push_back(yaml::to_json(r));
+    for (const auto& r : root["rows"]) {
+      auto row = yaml::to_json(r, "validation/perf.yaml");
+      if (!row) return row.error();
+      rows.push_back(std::move(*row));
+    }
   } catch (const YAML::Exception& e) {
     return invalid_data_error(std::string("validation/perf.yaml: ") + e.what(), "validation/perf.yaml");
   }

@@ -110,7 +110,8 @@ TEST(MigRules, CombinationCountsOnA100) {
   const MigTable& t = table("a100-40gb-sxm4");
   auto model = table_model(t);
   ASSERT_TRUE(model);
-  // A combination is maximal when some placement of it leaves room for no further instance.
+  // The reference's counting (shared/reference/mig.md section 3): a combination counts as maximal
+  // when some placement of it leaves room for no further instance (a dead end, in mig.layouts terms).
   auto count = [&](const std::set<std::string>& allowed, bool maximal_only) {
     int n = 0;
     for (const auto& [counts, idx] : model->by_counts) {
@@ -140,6 +141,32 @@ TEST(MigRules, CombinationCountsOnA100) {
   EXPECT_EQ(count(basic, true), 14);
   EXPECT_EQ(count(with_1g10, false), 77);
   EXPECT_EQ(count(with_1g10, true), 38);
+  // Maximal as mig.layouts --maximal and the packer mean it: no valid combination of the allowed
+  // profiles strictly contains it, whatever the placement. The reference's 14 include 3+2+1 and
+  // 3+1+1+1 "with 3g at slot 0": placements that strand slice 7, while 3g at slot 4 takes another 1g.
+  auto multiset_maximal = [&](const std::set<std::string>& allowed) {
+    auto allowed_counts = [&](const std::vector<int>& c) {
+      for (size_t p = 0; p < c.size(); ++p) {
+        if (c[p] > 0 && !allowed.count(t.profiles[p].name)) return false;
+      }
+      return std::any_of(c.begin(), c.end(), [](int x) { return x > 0; });
+    };
+    int n = 0;
+    for (const auto& [counts, idx] : model->by_counts) {
+      if (!allowed_counts(counts)) continue;
+      bool contained = false;
+      for (const auto& [other, oidx] : model->by_counts) {
+        if (other == counts || !allowed_counts(other)) continue;
+        bool ge = true;
+        for (size_t p = 0; p < counts.size(); ++p) ge = ge && other[p] >= counts[p];
+        contained = contained || ge;
+      }
+      n += contained ? 0 : 1;
+    }
+    return n;
+  };
+  EXPECT_EQ(multiset_maximal(basic), 12);
+  EXPECT_EQ(multiset_maximal(with_1g10), 28);
 }
 
 TEST(MigLp, SolvesASmallProblem) {

@@ -1,0 +1,1 @@
+mig layouts a100-40gb-sxm4 --maximal
