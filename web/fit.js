@@ -211,10 +211,10 @@ function memoryChart(d, targets) {
       const cx = left + scale(t.capacity_bytes);
       body.push(svg('line', { x1: cx, x2: cx, y1: y - 4, y2: y + barH + 4, class: 'capacity' }, svg('title', { text: `capacity ${bytes(t.capacity_bytes)}` })));
     }
-    body.push(svg('text', { x: width - right + 10, y: y + barH - 6, class: 'chart-value', text: `${t.fits ? '✓' : '✗'} ${bytes(t.total_bytes)} of ${bytes(t.capacity_bytes)}` }));
+    body.push(svg('text', { x: width - right + 10, y: y + barH - 6, class: 'chart-value', text: `${t.fits ? '✓' : t.refusal ? '✗ cannot run:' : '✗'} ${bytes(t.total_bytes)} of ${bytes(t.capacity_bytes)}` }));
   });
   const h = top + targets.length * (barH + gap) + 10;
   return el('figure', { class: 'chart-box' }, el('figcaption', { text: 'Memory needed per target; the thick vertical line is the capacity' }),
-    svg('svg', { viewBox: `0 0 ${width} ${h}`, class: 'chart memory-chart', role: 'img', 'aria-label': targets.map((t) => `${t.target}: ${t.fits ? 'fits' : 'does not fit'}, needs ${bytes(t.total_bytes)} of ${bytes(t.capacity_bytes)}`).join('; ') },
+    svg('svg', { viewBox: `0 0 ${width} ${h}`, class: 'chart memory-chart', role: 'img', 'aria-label': targets.map((t) => `${t.target}: ${t.fits ? 'fits' : t.refusal ? 'cannot run' : 'does not fit'}, needs ${bytes(t.total_bytes)} of ${bytes(t.capacity_bytes)}`).join('; ') },
       patternDefs(), ...body));
 }

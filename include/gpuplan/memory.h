@@ -79,7 +79,7 @@ struct TargetFit {
   double limit_bytes = 0;     // what the engine may use of it (vLLM: gpu_memory_utilization x capacity)
   double total_bytes = 0;     // per GPU
   double headroom_bytes = 0;  // limit - total
-  bool fits = false;  // false when refused: a configuration no engine runs does not fit
+  bool fits = false;          // false when refused: a configuration no engine runs does not fit
   // Set when no engine can run the workload on this target (refusal.h); then fits is false and
   // max_batch, max_context and the KV pool are 0. The memory figures are still those of the workload.
   std::optional<RefusalCode> refusal;

@@ -26,8 +26,10 @@ std::string render_fit(const Json& r, const Json&, const OutputFormat& fmt) {
   for (const auto& t : r["targets"]) {
     const bool refused = t.contains("refusal");
     rows.push_back({t["target"].get<std::string>(), std::to_string(t["count"].get<int>()),
-                    refused ? "refused" : t["fits"].get<bool>() ? "yes" : "no", gib(t["capacity_bytes"]),
-                    gib(t["total_bytes"]), gib(t["headroom_bytes"]),
+                    refused                 ? "refused"
+                    : t["fits"].get<bool>() ? "yes"
+                                            : "no",
+                    gib(t["capacity_bytes"]), gib(t["total_bytes"]), gib(t["headroom_bytes"]),
                     refused ? "-" : std::to_string(t["max_batch"].get<long long>()),
                     refused ? "-" : std::to_string(t["max_context"].get<long long>())});
     if (refused) refusals += "  " + t["target"].get<std::string>() + ": " + t["reason"].get<std::string>() + "\n";

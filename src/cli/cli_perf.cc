@@ -44,8 +44,7 @@ std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
     right = {false, true, false, false, true, true, true, true, true, true, true};
     for (const auto& t : r["targets"]) {
       const Json& s = t["serving"];
-      rows.push_back({t["target"].get<std::string>(), std::to_string(t["count"].get<int>()),
-                      fits(t), str(t["bound"]),
+      rows.push_back({t["target"].get<std::string>(), std::to_string(t["count"].get<int>()), fits(t), str(t["bound"]),
                       banded(t, "ttft_seconds", "%.4g", 1e3), banded(t, "tpot_seconds", "%.4g", 1e3),
                       banded(t, "decode_tokens_per_second", "%.4g"), num(t["prefill_tokens_per_second"], "%.4g"),
                       num(t["tokens_per_second"], "%.4g"),
@@ -56,18 +55,17 @@ std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
     header = {"target", "count", "fits", "bound", "step_ms", "samples/s"};
     right = {false, true, false, false, true, true};
     for (const auto& t : r["targets"]) {
-      rows.push_back({t["target"].get<std::string>(), std::to_string(t["count"].get<int>()),
-                      fits(t), str(t["bound"]),
+      rows.push_back({t["target"].get<std::string>(), std::to_string(t["count"].get<int>()), fits(t), str(t["bound"]),
                       banded(t, "step_seconds", "%.4g", 1e3), banded(t, "samples_per_second", "%.4g")});
     }
   } else {
     header = {"target", "count", "fits", "bound", "step_s", "tokens/s", "samples/s", "mfu_%", "train_hours"};
     right = {false, true, false, false, true, true, true, true, true};
     for (const auto& t : r["targets"]) {
-      rows.push_back({t["target"].get<std::string>(), std::to_string(t["count"].get<int>()),
-                      fits(t), str(t["bound"]),
+      rows.push_back({t["target"].get<std::string>(), std::to_string(t["count"].get<int>()), fits(t), str(t["bound"]),
                       banded(t, "step_seconds", "%.4g"), banded(t, "tokens_per_second", "%.4g"),
-                      num(t["samples_per_second"], "%.4g"), t["mfu"].is_number() ? num(Json(t["mfu"].get<double>() * 100), "%.1f") : "-",
+                      num(t["samples_per_second"], "%.4g"),
+                      t["mfu"].is_number() ? num(Json(t["mfu"].get<double>() * 100), "%.1f") : "-",
                       t.contains("train_seconds") ? banded(t, "train_seconds", "%.4g", 1.0 / 3600) : "-"});
     }
   }

@@ -249,12 +249,13 @@ Refusal explain_refusal(RefusalCode code, const Workload& w, const Target* t) {
       break;
     case RefusalCode::kContext:
       r.field = "context";
-      r.message = "context " + num(w.context) + " tokens is beyond the " + num(supported_context(m)) + " that " +
-                  m.id + " supports (max_position_embeddings, rope_scaling included); " +
+      r.message = "context " + num(w.context) + " tokens is beyond the " + num(supported_context(m)) + " that " + m.id +
+                  " supports (max_position_embeddings, rope_scaling included); " +
                   (learned_positions(m) ? std::string("its learned position table has no rows beyond it")
                                         : std::string("vLLM refuses it (max_model_len greater than the derived "
                                                       "max_model_len)")) +
-                  "; give a context <= " + num(supported_context(m)) + " or a config.json whose rope_scaling extends it";
+                  "; give a context <= " + num(supported_context(m)) +
+                  " or a config.json whose rope_scaling extends it";
       break;
     case RefusalCode::kTaskEngine:
       r.field = "engine";
@@ -265,8 +266,9 @@ Refusal explain_refusal(RefusalCode code, const Workload& w, const Target* t) {
       r.field = "weights";
       const FormatFamily family = weight_format_info(w.weights).family;
       if (family == FormatFamily::kGguf && w.task != Task::kInfer) {
-        r.message = weights + " is a GGUF inference format; no engine trains on it (transformers dequantizes GGUF "
-                              "to fp32/fp16 when loading); for " +
+        r.message = weights +
+                    " is a GGUF inference format; no engine trains on it (transformers dequantizes GGUF "
+                    "to fp32/fp16 when loading); for " +
                     std::string(task_name(w.task)) + " use a bitsandbytes base (nf4-dq) or bf16";
       } else if (family == FormatFamily::kGguf) {
         r.message = weights + " is a GGUF format: llama.cpp (or vLLM's GGUF loader) runs it, " + engine +
@@ -310,14 +312,15 @@ Refusal explain_refusal(RefusalCode code, const Workload& w, const Target* t) {
     case RefusalCode::kWeightsHardware:
       r.field = "weights";
       if (w.weights == WeightFormat::kInt4Awq) {
-        r.message = "int4-awq kernels need compute capability 7.5 or newer (vLLM AWQConfig, AutoAWQ); " + gpu +
-                    " is " + cc + "; use int4-gptq or fp16 weights";
+        r.message = "int4-awq kernels need compute capability 7.5 or newer (vLLM AWQConfig, AutoAWQ); " + gpu + " is " +
+                    cc + "; use int4-gptq or fp16 weights";
       } else {
         r.message = "fp8 weights on " + gpu + " (compute capability " + cc +
                     "): fp8 tensor cores exist on Ada (8.9) and Hopper (9.0) and later; " +
                     (compute_capability(*t->ref.gpu) >= kFp8MarlinCapability
-                         ? engine + " has no fp8 fallback here (vLLM and TGI run fp8 as weight-only FP8 Marlin on "
-                                    "Ampere: use --engine vllm)"
+                         ? engine +
+                               " has no fp8 fallback here (vLLM and TGI run fp8 as weight-only FP8 Marlin on "
+                               "Ampere: use --engine vllm)"
                          : std::string("vLLM's FP8 Marlin fallback needs 8.0")) +
                     "; or use int8 / fp16 weights";
       }

@@ -50,7 +50,7 @@ Engine rules_engine(const PerfSetup& s);
 // serving engine holds (paged KV: pool tokens / (input + output / 2); else the largest static batch at
 // input + output / 2 tokens).
 struct MemoryVerdict {
-  bool fits = false;  // false when refused
+  bool fits = false;               // false when refused
   std::optional<Refusal> refusal;  // why no engine runs it (refusal.h); then serving_max_batch is 0
   int64_t serving_max_batch = 0;
   double total_bytes = 0;

@@ -5,6 +5,8 @@
 #include "gpuplan/api.h"
 #include "gpuplan/catalog.h"
 #include "gpuplan/memory.h"
+#include "gpuplan/mig_pack.h"
+#include "gpuplan/perf.h"
 #include "gpuplan/refusal.h"
 
 namespace gpuplan {
@@ -114,11 +116,9 @@ TEST(Refusal, RopeScalingExtendsTheContext) {
   EXPECT_EQ(positions(Json{{"type", "linear"}, {"factor", 2.0}}), 8192);
   EXPECT_EQ(positions(Json{{"rope_type", "dynamic"}, {"factor", 4.0}}), 16384);
   // YaRN: original_max_position_embeddings x factor (vLLM _get_and_verify_max_len).
-  EXPECT_EQ(positions(Json{{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 2048}}),
-            8192);
+  EXPECT_EQ(positions(Json{{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 2048}}), 8192);
   // llama3 scaling: max_position_embeddings already states the extended length.
-  EXPECT_EQ(positions(Json{{"rope_type", "llama3"}, {"factor", 8.0}, {"original_max_position_embeddings", 512}}),
-            4096);
+  EXPECT_EQ(positions(Json{{"rope_type", "llama3"}, {"factor", 8.0}, {"original_max_position_embeddings", 512}}), 4096);
 }
 
 TEST(Refusal, Bf16OnVoltaInVllm) {
@@ -145,8 +145,7 @@ TEST(Refusal, Fp8WeightsNeedAdaOrHopperExceptMarlin) {
 }
 
 TEST(Refusal, AwqNeedsTuring) {
-  EXPECT_EQ(refused("llama-2-7b", {{"weights", "int4-awq"}, {"engine", "vllm"}}, "v100-32gb-sxm2"),
-            "weights_hardware");
+  EXPECT_EQ(refused("llama-2-7b", {{"weights", "int4-awq"}, {"engine", "vllm"}}, "v100-32gb-sxm2"), "weights_hardware");
   EXPECT_EQ(refused("llama-2-7b", {{"weights", "int4-awq"}, {"engine", "vllm"}}, "a10"), "");
 }
 
@@ -190,6 +189,38 @@ TEST(Refusal, MessagesNameTheLimitAndTheWayOut) {
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->field, "gpu");
   EXPECT_NE(m->message.find("at most 2"), std::string::npos) << m->message;
+}
+
+TEST(Refusal, MigPackWorkloadsSkipRefusedProfiles) {
+  const Target a100 = target("a100-80gb-sxm4");
+  std::string why;
+  // tp 2 on one slice: every profile is refused, and the reason says so (not "needs more memory").
+  auto none = mig::smallest_profile_for_workload(*a100.ref.gpu, *a100.ref.mig_table,
+                                                 Json{{"model", "llama-2-7b"}, {"tp", 2}}, &why);
+  EXPECT_FALSE(none.has_value());
+  EXPECT_NE(why.find("refused"), std::string::npos) << why;
+  auto some = mig::smallest_profile_for_workload(*a100.ref.gpu, *a100.ref.mig_table,
+                                                 Json{{"model", "llama-2-7b"}, {"weights", "int4-awq"}}, &why);
+  EXPECT_TRUE(some.has_value()) << why;
+}
+
+TEST(Refusal, PerfGivesNoSpeedWhereItDoesNotRun) {
+  Context ctx{Catalog::embedded()};
+  auto r = run_command(
+      ctx, "perf",
+      Json{{"model", "llama-2-7b"}, {"engine", "vllm"}, {"gpu", Json::array({"v100-32gb-sxm2", "a100-80gb-sxm4"})}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const Json& v100 = (*r)["targets"][0];
+  EXPECT_FALSE(v100["fits"].get<bool>());
+  EXPECT_EQ(v100["refusal"], "bf16_hardware");
+  EXPECT_TRUE(v100["tpot_seconds"].is_null());
+  EXPECT_TRUE(v100["ttft_seconds"].is_null());
+  EXPECT_TRUE(v100["serving"].is_null());
+  EXPECT_TRUE(v100["low"]["tpot_seconds"].is_null());
+  const Json& a100 = (*r)["targets"][1];
+  EXPECT_TRUE(a100["fits"].get<bool>());
+  EXPECT_FALSE(a100.contains("reason"));
+  EXPECT_GT(a100["tpot_seconds"].get<double>(), 0);
 }
 
 TEST(Refusal, ComputeCapabilities) {
