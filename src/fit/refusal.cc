@@ -193,6 +193,10 @@ std::optional<RefusalCode> refusal_code(const Workload& w, const Target& t) {
     // NVIDIA MIG user guide: CUDA IPC and peer-to-peer are not supported between MIG instances, so
     // NCCL cannot split one model over several instances.
     if (w.tp * w.pp > 1) return RefusalCode::kMigParallel;
+    // Data-parallel training all-reduces gradients through NCCL, which does not run on MIG instances
+    // (one rank per PCI device, no P2P: NVIDIA/nccl issue 1716, maintainer's answer). Inference
+    // replicas are independent processes and run.
+    if (w.task != Task::kInfer && t.count > 1) return RefusalCode::kMigParallel;
     if (t.ref.profile->max_count > 0 && t.count > t.ref.profile->max_count) return RefusalCode::kMigCount;
   }
   if (!t.ref.gpu) return std::nullopt;
@@ -295,11 +299,13 @@ Refusal explain_refusal(RefusalCode code, const Workload& w, const Target* t) {
                   ")";
       break;
     case RefusalCode::kMigParallel:
-      r.field = "tp";
-      r.message = "tp " + num(w.tp) + " x pp " + num(w.pp) + " across MIG instances of " + gpu +
-                  ": MIG instances have no peer-to-peer path for NCCL (NVIDIA MIG user guide: CUDA IPC / "
-                  "peer-to-peer is not supported between MIG instances); use tp 1 and pp 1 on a slice that holds "
-                  "the model, or whole GPUs";
+      r.field = w.tp * w.pp > 1 ? "tp" : "gpu";
+      r.message = (w.tp * w.pp > 1 ? "tp " + num(w.tp) + " x pp " + num(w.pp) + " across MIG instances of " + gpu
+                                   : std::string(task_name(w.task)) + " data-parallel over " + num(t ? t->count : 0) +
+                                         " MIG instances of " + gpu) +
+                  ": MIG instances have no peer-to-peer path and NCCL does not run across them (NVIDIA MIG user "
+                  "guide: CUDA IPC / peer-to-peer is not supported between MIG instances; NVIDIA/nccl issue 1716); "
+                  "use one slice that holds the model, or whole GPUs";
       break;
     case RefusalCode::kMigCount: {
       r.field = "gpu";

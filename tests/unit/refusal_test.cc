@@ -49,6 +49,10 @@ TEST(Refusal, TensorParallelAcrossMigSlices) {
   EXPECT_EQ(refused("llama-2-7b", {{"tp", 2}}, "a100-80gb-sxm4/3g.40gb"), "mig_parallel");
   EXPECT_EQ(refused("llama-2-7b", {{"pp", 2}}, "a100-80gb-sxm4/3g.40gb"), "mig_parallel");
   EXPECT_EQ(refused("llama-2-7b", {{"tp", 2}}, "a100-80gb-sxm4", 2), "");
+  // Data-parallel training needs NCCL between the slices; inference replicas do not talk.
+  EXPECT_EQ(refused("llama-2-7b", {{"task", "qlora"}}, "a100-80gb-sxm4/3g.40gb", 2), "mig_parallel");
+  EXPECT_EQ(refused("llama-2-7b", {{"task", "qlora"}}, "a100-80gb-sxm4/3g.40gb", 1), "");
+  EXPECT_EQ(refused("llama-2-7b", {{"weights", "int4-awq"}}, "a100-80gb-sxm4/1g.10gb", 7), "");
 }
 
 TEST(Refusal, MoreMigSlicesThanOneGpuHolds) {
