@@ -127,7 +127,8 @@ async function run() {
   if (isUnavailable(fit)) { clear(results, unavailable('Fit', fit.error)); status.textContent = ''; return; }
   if (!fit.ok) { clear(results, errorBox(fit.error)); status.textContent = 'Not computed: see the error.'; return; }
   const targets = fit.data.targets || [];
-  status.textContent = `${targets.filter((t) => t.fits).length} of ${targets.length} targets fit.`;
+  const refused = targets.filter((t) => t.refusal).length;
+  status.textContent = `${targets.filter((t) => t.fits).length} of ${targets.length} targets fit${refused ? `; ${refused} cannot run the configuration` : ''}.`;
   clear(results, ...render(fit.data, perf && perf.ok ? perf.data : null, perf && !perf.ok && !isUnavailable(perf) ? perf.error : null));
 }
 
@@ -162,13 +163,16 @@ function render(d, perf, perfError) {
       const p = perfBy.get(`${t.target}x${t.count || 1}`);
       return el('tr', { class: t.fits ? 'fits' : 'nofit', 'data-target': t.target },
         el('th', { scope: 'row' }, el('a', { href: `#/gpu/${t.target}`, text: t.target }), (t.count || 1) > 1 ? ` × ${t.count}` : ''),
-        el('td', { class: 'verdict' }, el('span', { class: t.fits ? 'ok' : 'bad', text: t.fits ? '✓ fits' : '✗ does not fit' })),
+        // A refused target (no engine runs it there) shows the reason instead of a verdict on memory.
+        el('td', { class: 'verdict' }, el('span', { class: t.fits ? 'ok' : 'bad', text: t.fits ? '✓ fits' : t.refusal ? '✗ cannot run' : '✗ does not fit' }),
+          t.refusal && t.reason ? el('span', { class: 'reason', 'data-refusal': t.refusal, text: ` ${t.reason}` }) : ''),
         el('td', { class: 'num', text: bytes(t.total_bytes) }),
         el('td', { class: 'num', text: bytes(t.capacity_bytes) }),
         el('td', { class: 'num', text: bytes(t.headroom_bytes) }),
-        el('td', { class: 'num', text: fmt(t.max_batch) }),
-        el('td', { class: 'num', text: fmt(t.max_context) }),
-        speedCols.map(([k, , f]) => el('td', { class: k === 'bound' ? '' : 'num', text: p && p[k] !== undefined && p[k] !== null ? f(p[k]) : '–' })));
+        el('td', { class: 'num', text: t.refusal ? '–' : fmt(t.max_batch) }),
+        el('td', { class: 'num', text: t.refusal ? '–' : fmt(t.max_context) }),
+        // No speed where it does not run: perf gives null and its reason (shown on hover).
+        speedCols.map(([k, , f]) => el('td', { class: k === 'bound' ? '' : 'num', ...(p && p.reason ? { title: p.reason } : {}), text: p && p[k] !== undefined && p[k] !== null ? f(p[k]) : '–' })));
     })))));
   if (perfError) out.push(errorBox({ ...perfError, message: `Speed: ${perfError.message}` }));
   return out;
@@ -207,10 +211,10 @@ function memoryChart(d, targets) {
       const cx = left + scale(t.capacity_bytes);
       body.push(svg('line', { x1: cx, x2: cx, y1: y - 4, y2: y + barH + 4, class: 'capacity' }, svg('title', { text: `capacity ${bytes(t.capacity_bytes)}` })));
     }
-    body.push(svg('text', { x: width - right + 10, y: y + barH - 6, class: 'chart-value', text: `${t.fits ? '✓' : '✗'} ${bytes(t.total_bytes)} of ${bytes(t.capacity_bytes)}` }));
+    body.push(svg('text', { x: width - right + 10, y: y + barH - 6, class: 'chart-value', text: `${t.fits ? '✓' : t.refusal ? '✗ cannot run:' : '✗'} ${bytes(t.total_bytes)} of ${bytes(t.capacity_bytes)}` }));
   });
   const h = top + targets.length * (barH + gap) + 10;
   return el('figure', { class: 'chart-box' }, el('figcaption', { text: 'Memory needed per target; the thick vertical line is the capacity' }),
-    svg('svg', { viewBox: `0 0 ${width} ${h}`, class: 'chart memory-chart', role: 'img', 'aria-label': targets.map((t) => `${t.target}: ${t.fits ? 'fits' : 'does not fit'}, needs ${bytes(t.total_bytes)} of ${bytes(t.capacity_bytes)}`).join('; ') },
+    svg('svg', { viewBox: `0 0 ${width} ${h}`, class: 'chart memory-chart', role: 'img', 'aria-label': targets.map((t) => `${t.target}: ${t.fits ? 'fits' : t.refusal ? 'cannot run' : 'does not fit'}, needs ${bytes(t.total_bytes)} of ${bytes(t.capacity_bytes)}`).join('; ') },
       patternDefs(), ...body));
 }

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "gpuplan/refusal.h"
 #include "gpuplan/target.h"
 #include "gpuplan/workload.h"
 
@@ -77,7 +79,10 @@ struct TargetFit {
   double limit_bytes = 0;     // what the engine may use of it (vLLM: gpu_memory_utilization x capacity)
   double total_bytes = 0;     // per GPU
   double headroom_bytes = 0;  // limit - total
-  bool fits = false;
+  bool fits = false;          // false when refused: a configuration no engine runs does not fit
+  // Set when no engine can run the workload on this target (refusal.h); then fits is false and
+  // max_batch, max_context and the KV pool are 0. The memory figures are still those of the workload.
+  std::optional<RefusalCode> refusal;
   int64_t max_batch = 0;       // at the workload's context
   int64_t max_context = 0;     // at the workload's batch, capped at the model's max positions
   double kv_pool_bytes = 0;    // vLLM: KV cache it allocates
@@ -85,7 +90,11 @@ struct TargetFit {
   MemoryBreakdown memory;
 };
 
+// The fit of `p` on `t`, refusals (refusal.h) included. Does not allocate.
 TargetFit fit_target(const PreparedWorkload& p, const Target& t);
+// The same, with the refusal rules of `rules_engine` (the performance model's "auto" engine is sized with
+// the transformers memory profile but runs as a tuned serving engine, vLLM).
+TargetFit fit_target(const PreparedWorkload& p, const Target& t, Engine rules_engine);
 
 // The breakdown as lines with their arithmetic ("KV cache: 2 x 40 layers x 40 heads x 128 x 2 B x
 // 4096 tokens = 3.13 GiB"). Allocates: for display, not for sweeps.

@@ -65,6 +65,10 @@ Result<std::vector<Target>> fit_targets(const Catalog& catalog, const Json& requ
   return out;
 }
 
+std::string out_of_memory_reason(double total_bytes, double limit_bytes) {
+  return "does not fit: needs " + format_gib(total_bytes) + " per GPU, " + format_gib(limit_bytes) + " usable";
+}
+
 Json model_json(const Model& m) {
   return Json{{"id", m.id},
               {"architecture", m.architecture},
@@ -160,6 +164,14 @@ Result<Json> fit(const Context& ctx, const Json& body) {
       row["limit_bytes"] = bytes_json(f.limit_bytes);
       row["kv_pool_bytes"] = bytes_json(f.kv_pool_bytes);
       row["kv_pool_tokens"] = f.kv_pool_tokens;
+    }
+    if (f.refusal) {
+      Workload wt = (**p).workload;
+      const Refusal r = explain_refusal(*f.refusal, wt, &t);
+      row["refusal"] = refusal_code_name(r.code);
+      row["reason"] = r.message;
+    } else if (!f.fits) {
+      row["reason"] = out_of_memory_reason(f.total_bytes, f.limit_bytes);
     }
     tj.push_back(std::move(row));
   }

@@ -167,6 +167,26 @@ Result<Json> perf_command(const Context& ctx, const Json& body) {
     }
     row["low"] = std::move(low);
     row["high"] = std::move(high);
+    if (!verdict->fits) {
+      // No speed for a target that does not run it: every figure null, with the reason.
+      for (auto it = row.begin(); it != row.end(); ++it) {
+        const std::string& k = it.key();
+        if (k == "target" || k == "name" || k == "count" || k == "fits") continue;
+        if (k == "low" || k == "high") {
+          for (auto jt = it.value().begin(); jt != it.value().end(); ++jt) jt.value() = nullptr;
+        } else if (k == "breakdown") {
+          for (auto jt = it.value().begin(); jt != it.value().end(); ++jt) jt.value() = nullptr;
+        } else {
+          it.value() = nullptr;
+        }
+      }
+      if (verdict->refusal) {
+        row["refusal"] = refusal_code_name(verdict->refusal->code);
+        row["reason"] = verdict->refusal->message;
+      } else {
+        row["reason"] = out_of_memory_reason(verdict->total_bytes, verdict->limit_bytes);
+      }
+    }
     rows.push_back(std::move(row));
   }
   Json result;

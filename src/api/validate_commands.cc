@@ -62,6 +62,15 @@ Prediction predict_memory_row(const Context& ctx, const Json& row) {
     p.note = prepared.error().message;
     return p;
   }
+  if (!gpu.empty()) {
+    // A row the refusal rules reject did not run what it says, or a rule is wrong: skip it, with why.
+    if (auto ref = ctx.catalog->resolve(gpu)) {
+      if (auto r = refusal(*w, Target::linked(*ref, w->gpus())); r && metric != "fits") {
+        p.note = "refused: " + r->message;
+        return p;
+      }
+    }
+  }
   const MemoryBreakdown m = estimate_memory(*prepared);
   if (metric == "weights_bytes") {
     p.ok = true;

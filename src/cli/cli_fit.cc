@@ -23,11 +23,17 @@ std::string render_fit(const Json& r, const Json&, const OutputFormat& fmt) {
   std::vector<std::string> header = {"target",    "count",        "fits",      "capacity_gib",
                                      "total_gib", "headroom_gib", "max_batch", "max_context"};
   std::vector<std::vector<std::string>> rows;
+  std::string refusals;
   for (const auto& t : r["targets"]) {
+    const bool refused = t.contains("refusal");
     rows.push_back({t["target"].get<std::string>(), std::to_string(t["count"].get<int>()),
-                    t["fits"].get<bool>() ? "yes" : "no", gib(t["capacity_bytes"]), gib(t["total_bytes"]),
-                    gib(t["headroom_bytes"]), std::to_string(t["max_batch"].get<long long>()),
-                    std::to_string(t["max_context"].get<long long>())});
+                    refused                 ? "refused"
+                    : t["fits"].get<bool>() ? "yes"
+                                            : "no",
+                    gib(t["capacity_bytes"]), gib(t["total_bytes"]), gib(t["headroom_bytes"]),
+                    refused ? "-" : std::to_string(t["max_batch"].get<long long>()),
+                    refused ? "-" : std::to_string(t["max_context"].get<long long>())});
+    if (refused) refusals += "  " + t["target"].get<std::string>() + ": " + t["reason"].get<std::string>() + "\n";
   }
   if (fmt.csv) return render_csv(header, rows);
   std::ostringstream os;
@@ -46,6 +52,7 @@ std::string render_fit(const Json& r, const Json&, const OutputFormat& fmt) {
      << render_table(header, rows, {false, true, false, true, true, true, true, true})
      << "\ncapacity = what the device offers (NVML total less the driver's reserve); max_batch at this context, "
         "max_context at this batch (capped at the model's positions).\n";
+  if (!refusals.empty()) os << "\nRefused (no engine runs this configuration there):\n" << refusals;
   return os.str();
 }
 

@@ -15,6 +15,9 @@ std::string num(const Json& v, const char* fmt) {
   return buf;
 }
 
+std::string str(const Json& v) { return v.is_string() ? v.get<std::string>() : "-"; }
+std::string fits(const Json& t) { return t.contains("refusal") ? "refused" : t["fits"].get<bool>() ? "yes" : "no"; }
+
 std::string ms(const Json& v) { return v.is_number() ? num(Json(v.get<double>() * 1e3), "%.4g") : "-"; }
 
 // "12.3 (10.1-14.2)": a figure with its band.
@@ -41,8 +44,7 @@ std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
     right = {false, true, false, false, true, true, true, true, true, true, true};
     for (const auto& t : r["targets"]) {
       const Json& s = t["serving"];
-      rows.push_back({t["target"].get<std::string>(), std::to_string(t["count"].get<int>()),
-                      t["fits"].get<bool>() ? "yes" : "no", t["bound"].get<std::string>(),
+      rows.push_back({t["target"].get<std::string>(), std::to_string(t["count"].get<int>()), fits(t), str(t["bound"]),
                       banded(t, "ttft_seconds", "%.4g", 1e3), banded(t, "tpot_seconds", "%.4g", 1e3),
                       banded(t, "decode_tokens_per_second", "%.4g"), num(t["prefill_tokens_per_second"], "%.4g"),
                       num(t["tokens_per_second"], "%.4g"),
@@ -53,18 +55,17 @@ std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
     header = {"target", "count", "fits", "bound", "step_ms", "samples/s"};
     right = {false, true, false, false, true, true};
     for (const auto& t : r["targets"]) {
-      rows.push_back({t["target"].get<std::string>(), std::to_string(t["count"].get<int>()),
-                      t["fits"].get<bool>() ? "yes" : "no", t["bound"].get<std::string>(),
+      rows.push_back({t["target"].get<std::string>(), std::to_string(t["count"].get<int>()), fits(t), str(t["bound"]),
                       banded(t, "step_seconds", "%.4g", 1e3), banded(t, "samples_per_second", "%.4g")});
     }
   } else {
     header = {"target", "count", "fits", "bound", "step_s", "tokens/s", "samples/s", "mfu_%", "train_hours"};
     right = {false, true, false, false, true, true, true, true, true};
     for (const auto& t : r["targets"]) {
-      rows.push_back({t["target"].get<std::string>(), std::to_string(t["count"].get<int>()),
-                      t["fits"].get<bool>() ? "yes" : "no", t["bound"].get<std::string>(),
+      rows.push_back({t["target"].get<std::string>(), std::to_string(t["count"].get<int>()), fits(t), str(t["bound"]),
                       banded(t, "step_seconds", "%.4g"), banded(t, "tokens_per_second", "%.4g"),
-                      num(t["samples_per_second"], "%.4g"), num(Json(t["mfu"].get<double>() * 100), "%.1f"),
+                      num(t["samples_per_second"], "%.4g"),
+                      t["mfu"].is_number() ? num(Json(t["mfu"].get<double>() * 100), "%.1f") : "-",
                       t.contains("train_seconds") ? banded(t, "train_seconds", "%.4g", 1.0 / 3600) : "-"});
     }
   }
@@ -104,6 +105,12 @@ std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
                          {false, false, true, true, true, true, true, true});
     }
   }
+  std::string reasons;
+  for (const auto& t : r["targets"]) {
+    if (t.contains("reason") && t["reason"].is_string())
+      reasons += "  " + t["target"].get<std::string>() + ": " + t["reason"].get<std::string>() + "\n";
+  }
+  if (!reasons.empty()) os << "\nNo figures (\"-\") where it does not run:\n" << reasons;
   os << "\nIn parentheses: where measurements fell relative to the model's predictions (10th-90th percentile over the\n"
         "published rows of that kind, gpuplan validate --kind perf); a band that excludes the figure is a known "
         "bias.\n";

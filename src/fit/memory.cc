@@ -522,7 +522,9 @@ int64_t largest(int64_t lo, int64_t hi, F ok) {
 
 }  // namespace
 
-TargetFit fit_target(const PreparedWorkload& p, const Target& t) {
+TargetFit fit_target(const PreparedWorkload& p, const Target& t) { return fit_target(p, t, p.workload.engine); }
+
+TargetFit fit_target(const PreparedWorkload& p, const Target& t, Engine rules_engine) {
   const Workload& w = p.workload;
   TargetFit f;
   f.capacity_bytes = capacity_bytes(t);
@@ -531,6 +533,18 @@ TargetFit fit_target(const PreparedWorkload& p, const Target& t) {
   f.total_bytes = f.memory.total_bytes;
   f.headroom_bytes = f.limit_bytes - f.total_bytes;
   f.fits = f.headroom_bytes >= 0;
+  if (rules_engine == w.engine) {
+    f.refusal = refusal_code(w, t);
+  } else {
+    Workload as = w;  // copies a shared_ptr, allocates nothing
+    as.engine = rules_engine;
+    f.refusal = refusal_code(as, t);
+  }
+  if (f.refusal) {
+    // Nothing runs: no batch, no context, no pool.
+    f.fits = false;
+    return f;
+  }
   const double limit = f.limit_bytes;
   if (w.engine == Engine::kVllm && w.model->kind == ModelKind::kDecoder) {
     // The pool vLLM hands the KV cache: its budget less weights, non-torch memory and the profile peak.

@@ -396,9 +396,11 @@ std::optional<int> smallest_profile_for_workload(const Gpu& gpu, const MigTable&
            std::tie(y.media_extensions, y.memory_slices, y.compute_slices);
   });
   double needed = 0, largest = 0;
+  std::string refused;
   for (int i : order) {
     const Target t{TargetRef{&gpu, &table, &table.profiles[i]}, 1, Link::kPcie};
     const TargetFit f = fit_target(*prepared, t);
+    if (f.refusal && refused.empty()) refused = explain_refusal(*f.refusal, prepared->workload, &t).message;
     needed = f.total_bytes;
     largest = std::max(largest, f.limit_bytes);
     if (f.fits) {
@@ -409,7 +411,9 @@ std::optional<int> smallest_profile_for_workload(const Gpu& gpu, const MigTable&
       return i;
     }
   }
-  if (why) {
+  if (why && !refused.empty()) {
+    *why = "refused: " + refused;
+  } else if (why) {
     *why = "the workload needs " + format_gib(needed) + " per GPU; the largest MIG instance of " + gpu.id + " offers " +
            format_gib(largest);
   }

@@ -226,6 +226,31 @@ Status finish(Model& m) {
   return Status::Ok();
 }
 
+// The context a RoPE model supports, as vLLM derives max_model_len (vllm/config.py
+// _get_and_verify_max_len): rope_scaling of type linear, dynamic or yarn multiplies the positions by its
+// factor (yarn: original_max_position_embeddings x factor); llama3, longrope/su and mrope configs already
+// state the extended length in max_position_embeddings.
+int64_t rope_scaled_positions(const Json& j, int64_t max_positions) {
+  if (max_positions <= 0 || !j.contains("rope_scaling") || !j["rope_scaling"].is_object()) return max_positions;
+  const Json& r = j["rope_scaling"];
+  std::string type;
+  if (r.contains("rope_type") && r["rope_type"].is_string()) type = r["rope_type"].get<std::string>();
+  if (type.empty() && r.contains("type") && r["type"].is_string()) type = r["type"].get<std::string>();
+  if (type != "linear" && type != "dynamic" && type != "yarn") return max_positions;
+  if (!r.contains("factor") || !r["factor"].is_number()) return max_positions;
+  const double factor = r["factor"].get<double>();
+  // A factor outside [1, 1024] is not a context extension anyone ships: keep the stated positions.
+  constexpr double kMaxRopeFactor = 1024;
+  if (!(factor >= 1 && factor <= kMaxRopeFactor)) return max_positions;
+  int64_t base = max_positions;
+  if (type == "yarn" && r.contains("original_max_position_embeddings") &&
+      r["original_max_position_embeddings"].is_number_integer()) {
+    const int64_t original = r["original_max_position_embeddings"].get<int64_t>();
+    if (original > 0 && original <= max_positions) base = original;
+  }
+  return static_cast<int64_t>(static_cast<double>(base) * factor);
+}
+
 // Llama and its descendants: llama, mistral, mixtral, qwen2, qwen2_moe, gemma, gemma2, phi3.
 Result<Model> llama_like(const Json& j, Model m, const std::string& type) {
   Keys k(j);
@@ -242,7 +267,7 @@ Result<Model> llama_like(const Json& j, Model m, const std::string& type) {
     GPUPLAN_TRY(head_dim, split_heads(m, "num_attention_heads"));
     m.head_dim = head_dim;
   }
-  m.max_positions = k.get({"max_position_embeddings"}, 0);
+  m.max_positions = rope_scaled_positions(j, k.get({"max_position_embeddings"}, 0));
   m.gated_mlp = true;
   const bool gemma = type == "gemma" || type == "gemma2";
   // transformers' defaults when the key is absent: Gemma ties, the others do not.

@@ -562,7 +562,9 @@ PerfWeights perf_weights(WeightFormat format, const Model& model, const PerfDevi
       pw.head_bits = 32;
       break;
     case WeightFormat::kBf16:
-      pw.compute = half;
+      // Without bf16 tensor cores (Volta, Turing) PyTorch still runs bf16 matmuls, on the CUDA cores
+      // (emulated: torch.cuda.is_bf16_supported(including_emulation=True)); vLLM refuses (refusal.h).
+      pw.compute = has_bf16 || device.peak(Precision::kFp32) <= 0 ? half : Precision::kFp32;
       break;
     case WeightFormat::kFp16:
       pw.compute = device.peak(Precision::kFp16) > 0 ? Precision::kFp16 : half;

@@ -170,6 +170,11 @@ PerfWorkload workload_for(const PerfSetup& s, const PerfDevice& device, int coun
 // memory (up to 8192 with CUDA graphs), so neither is capped here.
 constexpr int64_t kVllmMaxNumSeqs = 256;
 
+Engine rules_engine(const PerfSetup& s) {
+  if (s.perf.engine == PerfEngine::kAuto && s.workload.task == Task::kInfer) return Engine::kVllm;
+  return s.workload.engine;
+}
+
 Result<MemoryVerdict> MemoryCache::verdict(const Target& t) {
   const int count = std::max(t.count, s_.workload.tp * s_.workload.pp);
   auto prepared = [&](std::map<int, PreparedWorkload>& cache, bool serving) -> Result<const PreparedWorkload*> {
@@ -190,14 +195,23 @@ Result<MemoryVerdict> MemoryCache::verdict(const Target& t) {
   if (!base) return base.error();
   Target tc = t;
   tc.count = count;
-  const TargetFit f = fit_target(**base, tc);
+  const Engine engine = rules_engine(s_);
+  const TargetFit f = fit_target(**base, tc, engine);
   v.fits = f.fits;
   v.total_bytes = f.total_bytes;
   v.capacity_bytes = f.capacity_bytes;
+  v.limit_bytes = f.limit_bytes;
+  if (f.refusal) {
+    Workload as = s_.workload;
+    as.engine = engine;
+    as.count = count;
+    v.refusal = explain_refusal(*f.refusal, as, &tc);
+    return v;
+  }
   if (s_.workload.task == Task::kInfer && s_.workload.model->kind != ModelKind::kCnn) {
     auto serve = prepared(serving_, true);
     if (!serve) return serve.error();
-    const TargetFit sf = fit_target(**serve, tc);
+    const TargetFit sf = fit_target(**serve, tc, engine);
     const double mean_tokens =
         static_cast<double>(s_.perf.input_tokens) + static_cast<double>(s_.perf.output_tokens) / 2;
     v.serving_max_batch = sf.kv_pool_tokens > 0

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "gpuplan/memory.h"
 #include "gpuplan/model.h"
 #include "gpuplan/perf.h"
+#include "gpuplan/refusal.h"
 #include "gpuplan/target.h"
 #include "gpuplan/workload.h"
 
@@ -40,14 +42,20 @@ Result<PerfSetup> parse_perf_setup(const Json& request);
 // unless the request gave dp).
 PerfWorkload workload_for(const PerfSetup& s, const PerfDevice& device, int count);
 
+// The engine whose refusal rules apply to this setup: the workload's, except that "auto" inference is a
+// tuned serving engine (vLLM) and exllama runs the transformers rules (GPTQ checkpoints).
+Engine rules_engine(const PerfSetup& s);
+
 // What the memory model says for this setup on a target: whether it fits, and the largest batch a
 // serving engine holds (paged KV: pool tokens / (input + output / 2); else the largest static batch at
 // input + output / 2 tokens).
 struct MemoryVerdict {
-  bool fits = false;
+  bool fits = false;               // false when refused
+  std::optional<Refusal> refusal;  // why no engine runs it (refusal.h); then serving_max_batch is 0
   int64_t serving_max_batch = 0;
   double total_bytes = 0;
   double capacity_bytes = 0;
+  double limit_bytes = 0;  // what the engine may use of the capacity
 };
 class MemoryCache {
  public:

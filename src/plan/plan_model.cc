@@ -25,10 +25,8 @@ WorkloadPlanModel::Layout& WorkloadPlanModel::layout(int tp, int pp) const {
 bool WorkloadPlanModel::layout_allowed(int tp, int pp) const {
   const Model& m = *base_.workload.model;
   if (m.kind == ModelKind::kCnn) return tp == 1 && pp == 1;
-  // Engines split attention heads evenly across tensor-parallel ranks (KV heads are replicated when
-  // fewer than tp), and give each pipeline stage at least one layer.
-  if (m.heads > 0 && m.heads % tp != 0) return false;
-  return m.layers >= pp;
+  // The refusal rules (refusal.h): heads and KV heads split evenly over tp, a layer per pipeline stage.
+  return !parallel_refusal_code(m, perf::rules_engine(base_), tp, pp);
 }
 
 int WorkloadPlanModel::max_serving_batch(const Target& t, int tp, int pp, std::string* why_not) const {
@@ -36,6 +34,10 @@ int WorkloadPlanModel::max_serving_batch(const Target& t, int tp, int pp, std::s
   auto v = l.memory->verdict(t);
   if (!v) {
     *why_not = v.error().message;
+    return 0;
+  }
+  if (v->refusal) {
+    *why_not = v->refusal->message;
     return 0;
   }
   if (v->serving_max_batch < 1) {
@@ -70,6 +72,10 @@ TrainPoint WorkloadPlanModel::train(const Target& t, int dp, int tp, int pp) con
   auto v = l.memory->verdict(t);
   if (!v) {
     p.why_not = v.error().message;
+    return p;
+  }
+  if (v->refusal) {
+    p.why_not = v->refusal->message;
     return p;
   }
   if (!v->fits) {

@@ -71,6 +71,13 @@ PerfRowPrediction predict_perf_row(const Catalog& catalog, const Json& row) {
     if (setup.error().code == ErrorCode::kNotFound) return skip("model not in zoo: " + model);
     return skip("workload: " + setup.error().message);
   }
+  {
+    // A row that the refusal rules reject either did not run what it says or a rule is wrong: skip it
+    // with the reason, so that `validate` shows it.
+    Workload as = setup->workload;
+    as.engine = perf::rules_engine(*setup);
+    if (auto r = refusal(as, target)) return skip("refused: " + r->message);
+  }
   const PerfWorkload w = perf::workload_for(*setup, device, target.count);
   const PerfArch& a = setup->arch;
   const bool per_gpu = row.value("per_gpu", false);

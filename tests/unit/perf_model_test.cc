@@ -286,3 +286,25 @@ TEST(PerfModel, MicrobenchmarksNearMeasuredCeilings) {
 
 }  // namespace
 }  // namespace gpuplan
+
+namespace gpuplan {
+namespace {
+
+// Volta has no bf16 tensor cores: PyTorch runs bf16 matmuls on the CUDA cores (vLLM refuses them,
+// refusal_test.cc), so a bf16 prefill on a V100 is priced at the fp32 rate, not fp16's 125 TFLOPS.
+TEST(PerfModel, Bf16OnVoltaRunsOnCudaCores) {
+  const Model& m = model("llama-2-7b");
+  const PerfDevice v100 = perf_device(target("v100-32gb-sxm2"));
+  EXPECT_EQ(perf_weights(WeightFormat::kBf16, m, v100, PerfEngine::kTransformers).compute, Precision::kFp32);
+  EXPECT_EQ(perf_weights(WeightFormat::kFp16, m, v100, PerfEngine::kTransformers).compute, Precision::kFp16);
+  const PerfDevice a100 = perf_device(target("a100-80gb-sxm4"));
+  EXPECT_EQ(perf_weights(WeightFormat::kBf16, m, a100, PerfEngine::kTransformers).compute, Precision::kBf16);
+  const PerfArch a = perf_arch(m);
+  const auto run = [&](WeightFormat f) {
+    return predict_inference(a, v100, infer(m, v100, f, 1, 2048, 1, PerfEngine::kTransformers), default_efficiency());
+  };
+  EXPECT_GT(run(WeightFormat::kBf16).ttft_seconds, 4 * run(WeightFormat::kFp16).ttft_seconds);
+}
+
+}  // namespace
+}  // namespace gpuplan

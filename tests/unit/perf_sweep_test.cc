@@ -1,5 +1,6 @@
 // Every zoo model x weight format x task on GPUs of every generation and a MIG slice gives finite,
-// positive figures through the perf command (no NaN, no infinity, no error beyond the documented ones).
+// positive figures through the perf command (no NaN, no infinity, no error beyond the documented ones)
+// where it runs, and null figures with a reason where it does not (refusal.h, or out of memory).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,7 +18,7 @@ TEST(PerfSweep, EveryZooModelFormatAndTaskGivesFiniteFigures) {
   Context ctx{Catalog::embedded()};
   const std::vector<std::string> gpus = {"a100-80gb-sxm4", "h100-80gb-sxm5x2",      "l4",
                                          "v100-16gb-sxm2", "a100-40gb-sxm4/1g.5gb", "rtx-4090"};
-  int checked = 0;
+  int checked = 0, refused = 0;
   for (const auto& entry : zoo_entries()) {
     for (const char* weights : {"bf16", "fp8", "int4-awq", "nf4", "q4_k_m", "fp32"}) {
       for (const char* task : {"infer", "train", "qlora"}) {
@@ -33,6 +34,14 @@ TEST(PerfSweep, EveryZooModelFormatAndTaskGivesFiniteFigures) {
         }
         for (const auto& t : (*r)["targets"]) {
           const std::string where = entry.id + " " + weights + " " + task + " on " + t["target"].get<std::string>();
+          if (!t["fits"].get<bool>()) {
+            // A target that does not run it (refused, or out of memory) gets no figures, and the reason.
+            EXPECT_TRUE(t["reason"].is_string()) << where;
+            EXPECT_TRUE(t.value("step_seconds", Json()).is_null() && t.value("tpot_seconds", Json()).is_null())
+                << where;
+            ++refused;
+            continue;
+          }
           if (t.contains("ttft_seconds")) {
             EXPECT_TRUE(finite_positive(t["ttft_seconds"])) << where;
             EXPECT_TRUE(finite_positive(t["tpot_seconds"])) << where;
@@ -51,6 +60,7 @@ TEST(PerfSweep, EveryZooModelFormatAndTaskGivesFiniteFigures) {
     }
   }
   EXPECT_GT(checked, 500);
+  EXPECT_GT(refused, 0);
 }
 
 }  // namespace

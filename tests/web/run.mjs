@@ -183,6 +183,14 @@ test('fit and speed', async (page) => {
   await page.waitForFunction(() => document.querySelector('#panel-fit')?.textContent.includes('tp 2'), null, { timeout: 10000 });
   await page.fill('#fit-tp', '1');
   await page.selectOption('#fit-engine', 'transformers');
+  // fp8 weights in transformers cannot run on an A100 (no fp8 tensor cores, no fallback kernel): the row
+  // says why instead of a verdict on memory, and has no speed.
+  await page.fill('#fit-weights', 'fp8');
+  await page.waitForFunction(() => document.querySelector('#panel-fit table.verdicts')?.textContent.includes('cannot run'), null, { timeout: 10000 });
+  const refusedRow = page.locator('#panel-fit table.verdicts tr[data-target="a100-80gb-sxm4"]');
+  expect((await refusedRow.locator('.reason[data-refusal="weights_hardware"]').textContent()).includes('fp8 tensor cores'), 'refusal reason shown');
+  await shot(page, 'fit-refused');
+  await page.fill('#fit-weights', 'bf16');
   // An uploaded config.json (read in the browser, sent inline).
   const tiny = { architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 2048, intermediate_size: 5632,
     num_attention_heads: 32, num_hidden_layers: 22, num_key_value_heads: 4, vocab_size: 32000, max_position_embeddings: 2048,
