@@ -3,10 +3,11 @@
 #   make test   installs what is missing, builds, runs every test
 BUILD_DIR ?= build
 ASAN_DIR  ?= build-asan
+FUZZ_DIR  ?= build-fuzz
 JOBS      ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test test-unit test-asan bench format tidy clean
+.PHONY: all deps build run test test-unit test-asan fuzz fuzz-build fuzz-replay bench format tidy clean
 
 all: build
 
@@ -29,11 +30,34 @@ run: build
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
-# AddressSanitizer + UndefinedBehaviorSanitizer build of the library and the unit tests.
+# AddressSanitizer + UndefinedBehaviorSanitizer build of everything, running every test label (unit,
+# golden, web): the golden and browser tests drive the sanitized `gpuplan` binary, so a report there
+# (it goes to stderr and the exit status) fails them too. The browser tests get a longer limit
+# (GPUPLAN_WEB_TIMEOUT_SECONDS): the sanitized Debug server answers several times slower.
+ASAN_WEB_TIMEOUT_SECONDS ?= 900
 test-asan: deps
-	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUPLAN_SANITIZE=ON -DGPUPLAN_BENCH=OFF $(CMAKE_FLAGS)
+	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUPLAN_SANITIZE=ON -DGPUPLAN_BENCH=OFF \
+	  -DGPUPLAN_WEB_TIMEOUT_SECONDS=$(ASAN_WEB_TIMEOUT_SECONDS) $(CMAKE_FLAGS)
 	cmake --build $(ASAN_DIR) -j $(JOBS)
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -L unit
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS)
+
+# libFuzzer targets (fuzz/, CONTRIBUTING.md "Fuzzing"): a clang build with ASan+UBSan in $(FUZZ_DIR),
+# the replay of the seed corpora and saved regressions (ctest label fuzz), then FUZZ_SECONDS of
+# fuzzing per target. A crash fails the target; its input lands in $(FUZZ_DIR)/artifacts/<target>/.
+FUZZ_SECONDS ?= 60
+FUZZ_CXX ?= clang++
+fuzz-build: deps
+	CXX=$(FUZZ_CXX) cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUPLAN_FUZZ=ON \
+	  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
+	  -DGPUPLAN_TESTS=OFF -DGPUPLAN_BENCH=OFF
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzzers
+
+fuzz-replay: fuzz-build
+	ctest --test-dir $(FUZZ_DIR) --output-on-failure -j $(JOBS) -L fuzz
+
+fuzz: fuzz-replay
+	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) ./fuzz/run.sh $(FUZZ_DIR)
 
 bench: build
 	./$(BUILD_DIR)/bench/gpuplan_bench --benchmark_min_time=0.2
@@ -45,4 +69,4 @@ tidy: build
 	clang-tidy -p $(BUILD_DIR) $$(git ls-files 'src/*.cc')
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)
