@@ -100,27 +100,43 @@ HttpResponse own_response(HttpResponse res) {
 
 std::string error_code_for(int status) {
   switch (status) {
-    case 408: return "request_timeout";
-    case 411: return "length_required";
-    case 413: return "payload_too_large";
-    case 414: return "uri_too_long";
-    case 417: return "expectation_failed";
-    case 431: return "headers_too_large";
-    case 501: return "not_implemented";
-    case 505: return "http_version_not_supported";
-    default: return "bad_request";
+    case 408:
+      return "request_timeout";
+    case 411:
+      return "length_required";
+    case 413:
+      return "payload_too_large";
+    case 414:
+      return "uri_too_long";
+    case 417:
+      return "expectation_failed";
+    case 431:
+      return "headers_too_large";
+    case 501:
+      return "not_implemented";
+    case 505:
+      return "http_version_not_supported";
+    default:
+      return "bad_request";
   }
 }
 
 // The field a parser refusal concerns, for the JSON error body.
 std::string error_field_for(int status) {
   switch (status) {
-    case 411: case 501: return "Transfer-Encoding";
-    case 413: return "Content-Length";
-    case 414: return "path";
-    case 417: return "Expect";
-    case 431: return "headers";
-    default: return "request";
+    case 411:
+    case 501:
+      return "Transfer-Encoding";
+    case 413:
+      return "Content-Length";
+    case 414:
+      return "path";
+    case 417:
+      return "Expect";
+    case 431:
+      return "headers";
+    default:
+      return "request";
   }
 }
 
@@ -145,7 +161,7 @@ struct Server::Impl {
     bool close_after = false;
     bool keep_alive = true;
     bool continue_sent = false;
-    std::uint32_t events = 0;            // what epoll watches for it
+    std::uint32_t events = 0;  // what epoll watches for it
     explicit Conn(ParserLimits limits) : parser(limits) {}
   };
 
@@ -316,8 +332,9 @@ struct Server::Impl {
         return;
       case ParseStatus::kError: {
         c.keep_alive = false;
-        respond(c, own_response(error_response(r.http_status, error_code_for(r.http_status), r.message,
-                                               error_field_for(r.http_status))),
+        respond(c,
+                own_response(error_response(r.http_status, error_code_for(r.http_status), r.message,
+                                            error_field_for(r.http_status))),
                 true);
         return;
       }
@@ -344,9 +361,8 @@ struct Server::Impl {
     c.token = std::make_shared<CancelToken>(c.request_deadline);
     c.job = next_job++;
     const bool head = req.method == "HEAD";
-    const bool queued =
-        router.submit(plan.lane, [r = &router, box = mailbox, id = c.id, job = c.job, token = c.token,
-                                  req = std::move(req)] {
+    const bool queued = router.submit(
+        plan.lane, [r = &router, box = mailbox, id = c.id, job = c.job, token = c.token, req = std::move(req)] {
           Completion done{id, job, {}};
           if (!token->cancelled()) {
             done.response = r->respond(req, *token);
@@ -546,8 +562,7 @@ struct Server::Impl {
   Clock::time_point accept_paused_until{};
   std::string read_buffer;
   std::string over_capacity =
-      serialize(own_response(error_response(503, "busy", "the server has too many open connections; try again")),
-                true);
+      serialize(own_response(error_response(503, "busy", "the server has too many open connections; try again")), true);
 };
 
 Server::Server(Router router) : impl_(std::make_unique<Impl>(std::move(router))) {}
@@ -619,6 +634,8 @@ void Server::stop() {
   impl_->stopping.store(true);
   impl_->mailbox->wake();
 }
+
+std::size_t Server::jobs() const { return impl_->router.jobs(); }
 
 int serve(const Context& ctx, const Options& options) {
   std::signal(SIGPIPE, SIG_IGN);

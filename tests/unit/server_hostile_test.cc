@@ -109,8 +109,8 @@ std::size_t rss_bytes() {
 }
 
 // A mig.pack request that takes ~4 s on the loaded 2-core test VM (2,000 nodes of 16 GPUs and 12,000
-// requests of 1-10 instances, a 0.8 MB body and an 11 MB answer): far over the hostile server's 1 s
-// deadline.
+// requests of 1-10 instances, a 0.8 MB body and an 11 MB answer): far over the hostile server's
+// deadline (500 ms).
 std::string expensive_pack() {
   static const std::string body = [] {
     std::string fleet = "nodes:\n";
@@ -143,7 +143,7 @@ class Hostile : public ::testing::Test {
     Options o;
     o.port = 0;
     o.threads = 4;
-    o.request_deadline = 1000ms;
+    o.request_deadline = 500ms;  // a quarter of the expensive pack's time on an idle machine
     o.header_timeout = 1000ms;
     o.keep_alive_timeout = 2000ms;
     o.max_response_bytes = 1 << 20;
@@ -283,7 +283,7 @@ TEST_F(Hostile, SlowlorisGets408AndDoesNotBlockOthers) {
     EXPECT_EQ(status_of(roundtrip(port_, get("/api/v1/health"))), 200);
     EXPECT_LT(Clock::now() - start, 1s);
   }
-  // The header timeout is 1 s: every trickling connection is answered 408 and closed within ~2 s.
+  // The deadline is 500 ms: every trickling connection is answered 408 and closed within ~1.5 s.
   for (int i = 0; i < 40 && slow.closed_by_server() < 50; ++i) std::this_thread::sleep_for(100ms);
   EXPECT_EQ(slow.closed_by_server(), 50);
   EXPECT_GE(slow.got_408(), 45);  // a 408 may be lost to a reset when a byte races the close
@@ -291,16 +291,18 @@ TEST_F(Hostile, SlowlorisGets408AndDoesNotBlockOthers) {
 
 TEST_F(Hostile, ContentLengthMinusOneAndAbcAre400) {
   for (const std::string length : {"-1", "abc", "1.5", ""}) {
-    const std::string res = roundtrip(port_, "POST /api/v1/compare HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
-                                            "application/json\r\nContent-Length: " +
-                                                length + "\r\n\r\n{}");
+    const std::string res = roundtrip(port_,
+                                      "POST /api/v1/compare HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                                      "application/json\r\nContent-Length: " +
+                                          length + "\r\n\r\n{}");
     EXPECT_EQ(status_of(res), 400) << length << ": " << res;
     EXPECT_EQ(error_code_of(res), "bad_request") << res;
   }
 }
 
 TEST_F(Hostile, NonJsonMediaTypeIs415EvenWhenEmpty) {
-  for (const std::string type : {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=b"}) {
+  for (const std::string type :
+       {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=b"}) {
     EXPECT_EQ(status_of(roundtrip(port_, post("/api/v1/compare", "", type))), 415) << type;
     EXPECT_EQ(status_of(roundtrip(port_, post("/api/v1/mig/pack", "--b--\r\n", type))), 415) << type;
   }
@@ -325,8 +327,9 @@ TEST_F(Hostile, HundredThousandKeysAreRefusedAtOnce) {
 }
 
 TEST_F(Hostile, OversizedBodyIs413WithoutReadingIt) {
-  const std::string head = "POST /api/v1/compare HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                           "Content-Length: 2000000\r\n\r\n{\"gpu\": \"";
+  const std::string head =
+      "POST /api/v1/compare HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: 2000000\r\n\r\n{\"gpu\": \"";
   const std::string res = roundtrip(port_, head, 5s);  // the body never comes: the answer does not wait for it
   EXPECT_EQ(status_of(res), 413) << res;
   EXPECT_NE(res.find("Connection: close"), std::string::npos);
@@ -355,14 +358,15 @@ TEST_F(Hostile, PastTheDeadlineIs503TimeoutAtTheDeadline) {
   const auto took = Clock::now() - start;
   EXPECT_EQ(status_of(res), 503) << res.substr(0, 300);
   EXPECT_EQ(error_code_of(res), "timeout");
-  EXPECT_LT(took, 2500ms) << "the answer comes at the 1 s deadline, not when the command ends";
+  EXPECT_LT(took, 2000ms) << "the answer comes at the 500 ms deadline, not when the command ends";
 }
 
 TEST_F(Hostile, PipelinedKeepAliveAndHead) {
   const int fd = connect_to(port_);
   ASSERT_GE(fd, 0);
-  const std::string two = "GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-                          "HEAD /api/v1/gpus/a40 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const std::string two =
+      "GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+      "HEAD /api/v1/gpus/a40 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
   ASSERT_EQ(::send(fd, two.data(), two.size(), MSG_NOSIGNAL), static_cast<ssize_t>(two.size()));
   const std::string first = read_response(fd, 5s);
   EXPECT_EQ(status_of(first), 200) << first;
@@ -382,8 +386,9 @@ TEST_F(Hostile, PipelinedKeepAliveAndHead) {
 TEST_F(Hostile, ExpectContinue) {
   const int fd = connect_to(port_);
   ASSERT_GE(fd, 0);
-  const std::string head = "POST /api/v1/compare HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                           "Expect: 100-continue\r\nContent-Length: 16\r\n\r\n";
+  const std::string head =
+      "POST /api/v1/compare HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Expect: 100-continue\r\nContent-Length: 16\r\n\r\n";
   (void)!::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
   char buf[256];
   pollfd p{fd, POLLIN, 0};
@@ -429,6 +434,8 @@ TEST(HostileCancel, TheDeadlineStopsTheCommandAndFreesTheWorker) {
   const std::string ok = roundtrip(*port, post("/api/v1/fit", "{}"));
   EXPECT_EQ(status_of(ok), 200) << ok;
   EXPECT_EQ(stopped.load(), 3);
+  for (int i = 0; i < 100 && server.jobs() > 0; ++i) std::this_thread::sleep_for(10ms);  // the last job's count
+  EXPECT_EQ(server.jobs(), 0U);
   server.stop();
   t.join();
 }
@@ -490,14 +497,17 @@ TEST_F(Hostile, EveryHostileClassAtOnce) {
         expect("100k keys", roundtrip(port_, post("/api/v1/compare", keys)), {400, 503});
         expect("1e999", roundtrip(port_, post("/api/v1/compare", "{\"gpu\": 1e999}")), {400, 503});
         expect("oversized",
-               roundtrip(port_, "POST /api/v1/fit HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: "
-                               "5000000\r\n\r\n{"),
+               roundtrip(port_,
+                         "POST /api/v1/fit HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: "
+                         "5000000\r\n\r\n{"),
                {413});
         expect("length -1",
-               roundtrip(port_, "POST /api/v1/fit HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: -1\r\n\r\n"),
+               roundtrip(port_,
+                         "POST /api/v1/fit HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: -1\r\n\r\n"),
                {400});
         expect("length abc",
-               roundtrip(port_, "POST /api/v1/fit HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: abc\r\n\r\n"),
+               roundtrip(port_,
+                         "POST /api/v1/fit HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: abc\r\n\r\n"),
                {400});
         std::string garbage(2000, '\0');
         for (auto& c : garbage) c = static_cast<char>(rng());
@@ -527,26 +537,21 @@ TEST_F(Hostile, EveryHostileClassAtOnce) {
       EXPECT_LT(p99, 100.0);
     }
   };
+  // Once the hostile clients are gone, the server's commands end: at once where the library checks
+  // cancel_requested() in its loops, after their own run time (a few seconds here) where it does not.
+  auto settle = [&](const char* after_what) {
+    const auto start = Clock::now();
+    while (server_->jobs() > 0 && Clock::now() - start < 60s) std::this_thread::sleep_for(20ms);
+    EXPECT_EQ(server_->jobs(), 0U);
+    std::printf("  no command left %.0f ms after the %s round\n",
+                std::chrono::duration<double, std::milli>(Clock::now() - start).count(), after_what);
+    EXPECT_EQ(status_of(roundtrip(port_, post("/api/v1/compare", "{\"gpu\": [\"a40\"]}"))), 200);
+  };
   round(false);
-  // The next request on the heavy lane is answered once the timed-out commands are gone (at once
-  // when the library checks cancel_requested(), within their own run time when it does not yet).
-  const auto wait_start = Clock::now();
-  bool free = false;
-  for (int i = 0; i < 100 && !free; ++i) {
-    free = status_of(roundtrip(port_, post("/api/v1/compare", "{\"gpu\": [\"a40\"]}"))) == 200;
-    if (!free) std::this_thread::sleep_for(100ms);
-  }
-  EXPECT_TRUE(free);
-  std::printf("  heavy lane free %.0f ms after the warm-up round\n",
-              std::chrono::duration<double, std::milli>(Clock::now() - wait_start).count());
-  std::this_thread::sleep_for(500ms);
+  settle("warm-up");
   const std::size_t before = rss_bytes();
   round(true);
-  for (int i = 0; i < 100; ++i) {
-    if (status_of(roundtrip(port_, post("/api/v1/compare", "{\"gpu\": [\"a40\"]}"))) == 200) break;
-    std::this_thread::sleep_for(100ms);
-  }
-  std::this_thread::sleep_for(500ms);
+  settle("measured");
   const std::size_t after = rss_bytes();
   std::printf("  RSS after the warm-up round %.1f MiB, after the measured round %.1f MiB\n",
               static_cast<double>(before) / (1 << 20), static_cast<double>(after) / (1 << 20));
