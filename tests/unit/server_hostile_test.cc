@@ -402,6 +402,25 @@ TEST_F(Hostile, PipelinedKeepAliveAndHead) {
   ::close(fd);
 }
 
+TEST_F(Hostile, PageFilesHaveETagsAnd304) {
+  const std::string page = roundtrip(port_, get("/"));
+  ASSERT_EQ(status_of(page), 200);
+  const auto at = page.find("ETag: ");
+  ASSERT_NE(at, std::string::npos);
+  const std::string etag = page.substr(at + 6, page.find("\r\n", at) - at - 6);
+  const std::string again =
+      roundtrip(port_, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: " + etag + "\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(status_of(again), 304) << again;
+  EXPECT_EQ(body_of(again), "");
+  EXPECT_EQ(again.find("Content-Length"), std::string::npos);
+  EXPECT_NE(again.find("X-Frame-Options: DENY"), std::string::npos);
+  const std::string put = roundtrip(port_, "PUT /api/v1/fit HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(status_of(put), 405);
+  EXPECT_NE(put.find("Allow: GET, HEAD, POST"), std::string::npos);
+  const std::string foreign = roundtrip(port_, "GET /api/v1/health HTTP/1.1\r\nHost: evil.example\r\n\r\n");
+  EXPECT_EQ(status_of(foreign), 403);
+}
+
 TEST_F(Hostile, ExpectContinue) {
   const int fd = connect_to(port_);
   ASSERT_GE(fd, 0);
