@@ -593,7 +593,13 @@ TEST_F(Hostile, EveryHostileClassAtOnce) {
   const std::size_t after = rss_bytes();
   std::printf("  RSS after the warm-up round %.1f MiB, after the measured round %.1f MiB\n",
               static_cast<double>(before) / (1 << 20), static_cast<double>(after) / (1 << 20));
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan keeps freed memory in quarantine, so RSS says nothing about leaks there (ASan itself does).
+  (void)before;
+  (void)after;
+#else
   EXPECT_LT(static_cast<double>(after), 1.2 * static_cast<double>(before));
+#endif
 }
 
 }  // namespace
