@@ -304,7 +304,19 @@ struct Server::Impl {
     }
     if (n < 0) return;
     if (c.phase == Phase::kLinger) return;  // dropped: the answer is already on its way
-    if (c.phase != Phase::kIdle && c.phase != Phase::kReading) return;
+    if (c.phase == Phase::kRunning || c.phase == Phase::kWriting) {
+      // The next request (pipelining) waits until this answer is written; past one read chunk of it,
+      // the connection is not read until then.
+      c.pending.append(read_buffer.data(), static_cast<std::size_t>(n));
+      if (c.pending.size() >= kReadChunkBytes) watch(c, c.events & ~static_cast<std::uint32_t>(EPOLLIN));
+      return;
+    }
+    if (!c.pending.empty()) {
+      // Earlier bytes are waiting for run_ready(): these go behind them, in order.
+      c.pending.append(read_buffer.data(), static_cast<std::size_t>(n));
+      ready.push_back(c.id);
+      return;
+    }
     feed(c, std::string_view(read_buffer.data(), static_cast<std::size_t>(n)));
   }
 
@@ -356,7 +368,8 @@ struct Server::Impl {
       return;
     }
     c.phase = Phase::kRunning;
-    watch(c, 0);  // nothing more is read until the answer is written (errors and hang-ups still show)
+    // Still watched for reading: a client that hangs up cancels its command (close_conn), and the bytes
+    // of a pipelined request wait in `pending`.
     set_deadline(c, c.request_deadline);
     c.token = std::make_shared<CancelToken>(c.request_deadline);
     c.job = next_job++;
@@ -396,7 +409,7 @@ struct Server::Impl {
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-          watch(c, EPOLLOUT);
+          watch(c, EPOLLOUT | (c.events & EPOLLIN));
           return;
         }
         close_conn(c.id);
@@ -429,9 +442,8 @@ struct Server::Impl {
   }
 
   void take_completions() {
-    std::uint64_t count = 0;
-    while (::read(mailbox->wake_fd, &count, sizeof count) > 0) {
-    }
+    std::uint64_t count = 0;  // one read takes the whole count and resets it
+    (void)!::read(mailbox->wake_fd, &count, sizeof count);
     std::vector<Completion> items;
     {
       std::lock_guard<std::mutex> lock(mailbox->mu);

@@ -12,10 +12,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "server/server.h"
 
@@ -58,6 +60,37 @@ std::string read_response(int fd, std::chrono::milliseconds timeout) {
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n <= 0) break;
     out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+// `count` responses from one connection (pipelined answers may arrive in one read); the answer number
+// `head_answer` is to a HEAD request (a Content-Length but no body).
+std::vector<std::string> read_responses(int fd, std::size_t count, std::chrono::milliseconds timeout,
+                                        std::size_t head_answer = SIZE_MAX) {
+  std::vector<std::string> out;
+  std::string buf;
+  const auto end = Clock::now() + timeout;
+  char chunk[65536];
+  while (out.size() < count) {
+    const auto head = buf.find("\r\n\r\n");
+    if (head != std::string::npos) {
+      std::size_t length = 0;
+      const auto cl = buf.find("Content-Length: ");
+      if (cl != std::string::npos && cl < head) length = std::stoul(buf.substr(cl + 16));
+      if (out.size() == head_answer) length = 0;
+      if (buf.size() >= head + 4 + length) {
+        out.push_back(buf.substr(0, head + 4 + length));
+        buf.erase(0, head + 4 + length);
+        continue;
+      }
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) break;
+    const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+    if (n <= 0) break;
+    buf.append(chunk, static_cast<std::size_t>(n));
   }
   return out;
 }
@@ -387,10 +420,12 @@ TEST_F(Hostile, PipelinedKeepAliveAndHead) {
       "GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
       "HEAD /api/v1/gpus/a40 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
   ASSERT_EQ(::send(fd, two.data(), two.size(), MSG_NOSIGNAL), static_cast<ssize_t>(two.size()));
-  const std::string first = read_response(fd, 5s);
+  const auto answers = read_responses(fd, 2, 5s, 1);
+  ASSERT_EQ(answers.size(), 2U);
+  const std::string& first = answers[0];
   EXPECT_EQ(status_of(first), 200) << first;
   EXPECT_NE(first.find("Content-Security-Policy: default-src 'self'"), std::string::npos);
-  const std::string second = read_response(fd, 5s);
+  const std::string& second = answers[1];
   EXPECT_EQ(status_of(second), 200) << second;
   EXPECT_EQ(body_of(second), "");
   EXPECT_EQ(second.find("Content-Length: 0\r\n"), std::string::npos) << "HEAD has GET's length";
@@ -399,6 +434,24 @@ TEST_F(Hostile, PipelinedKeepAliveAndHead) {
   pollfd p{fd, POLLIN, 0};
   EXPECT_EQ(::poll(&p, 1, 4000), 1);
   EXPECT_EQ(::recv(fd, buf, sizeof buf, 0), 0);
+  ::close(fd);
+}
+
+TEST_F(Hostile, PipelinedCommandsAreAnsweredInOrder) {
+  const int fd = connect_to(port_);
+  ASSERT_GE(fd, 0);
+  std::string three;
+  for (const char* path : {"/api/v1/gpus/a40", "/api/v1/gpus/l4", "/api/v1/gpus/h100-80gb-sxm5"}) {
+    three += std::string("GET ") + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  }
+  ASSERT_EQ(::send(fd, three.data(), three.size(), MSG_NOSIGNAL), static_cast<ssize_t>(three.size()));
+  const auto answers = read_responses(fd, 3, 5s);
+  ASSERT_EQ(answers.size(), 3U);
+  const char* ids[] = {"a40", "l4", "h100-80gb-sxm5"};
+  for (std::size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(status_of(answers[i]), 200) << answers[i].substr(0, 200);
+    EXPECT_EQ(Json::parse(body_of(answers[i]))["id"], ids[i]);
+  }
   ::close(fd);
 }
 
@@ -474,6 +527,37 @@ TEST(HostileCancel, TheDeadlineStopsTheCommandAndFreesTheWorker) {
   EXPECT_EQ(stopped.load(), 3);
   for (int i = 0; i < 100 && server.jobs() > 0; ++i) std::this_thread::sleep_for(10ms);  // the last job's count
   EXPECT_EQ(server.jobs(), 0U);
+  server.stop();
+  t.join();
+}
+
+// A client that hangs up while its command runs cancels it, long before the deadline.
+TEST(HostileCancel, AClientThatHangsUpCancelsItsCommand) {
+  std::atomic<int> stopped{0};
+  Options o;
+  o.port = 0;
+  o.threads = 1;
+  o.request_deadline = 30s;
+  Router router(
+      [&](std::string_view, const Json&) -> Result<Json> {
+        while (!cancel_requested()) std::this_thread::yield();
+        ++stopped;
+        return cancelled_error();
+      },
+      {"fit"}, o);
+  Server server(std::move(router));
+  auto port = server.bind();
+  ASSERT_TRUE(port.ok());
+  std::thread t([&] { server.run(); });
+  const int fd = connect_to(*port);
+  const std::string req = post("/api/v1/fit", "{}");
+  (void)!::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+  std::this_thread::sleep_for(200ms);
+  const auto start = Clock::now();
+  ::close(fd);
+  for (int i = 0; i < 500 && stopped.load() == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(stopped.load(), 1);
+  EXPECT_LT(Clock::now() - start, 5s);
   server.stop();
   t.join();
 }
