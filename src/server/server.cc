@@ -68,7 +68,7 @@ bool has_header(const HttpResponse& res, std::string_view name) {
   });
 }
 
-// The bytes of a response. `head_only`: a HEAD request (the Router already dropped the body).
+// The bytes of a response (for HEAD the Router already dropped the body and set GET's Content-Length).
 std::string serialize(const HttpResponse& res, bool close) {
   std::string out;
   out.reserve(res.body.size() + 512);
