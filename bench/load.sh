@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Load benchmark of `gpuplan serve` on loopback with wrk: requests/s and p50/p99 latency at 1, 16 and
 # 256 connections for catalog and fit requests, then a stream of malformed requests alongside valid
-# load; the server's RSS before and after, and whether it still answers. Not part of `make test`.
+# load, then valid load beside 300 slowloris connections (a header byte a second); the server's RSS
+# before and after, and whether it still answers. Not part of `make test`. To compare with another
+# build (e.g. main before issue #11): PORT=18232 bench/load.sh /path/to/that/gpuplan
 #   bench/load.sh [build/gpuplan] [seconds per run]      (installs wrk with scripts/install-deps.sh --bench)
 set -euo pipefail
 cd "$(dirname "$0")/.."

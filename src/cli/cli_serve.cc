@@ -38,16 +38,19 @@ void add_serve_command(CLI::App& app) {
   c.app->add_option("--max-body-bytes", c.options.max_body_bytes, "Largest request body accepted (413 beyond)")
       ->capture_default_str()
       ->check(CLI::Range(1024, 64 << 20));
-  c.app->add_option("--max-response-bytes", c.options.max_response_bytes,
-                    "Largest answer sent (413 beyond: ask for fewer results)")
+  c.app
+      ->add_option("--max-response-bytes", c.options.max_response_bytes,
+                   "Largest answer sent (413 beyond: ask for fewer results)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{64} << 10, size_t{1} << 30));
-  c.app->add_option("--deadline-ms,--timeout-ms", c.deadline_ms,
-                    "One deadline a request, from its first byte: reading, running and answering (503 beyond)")
+  c.app
+      ->add_option("--deadline-ms,--timeout-ms", c.deadline_ms,
+                   "One deadline a request, from its first byte: reading, running and answering (503 beyond)")
       ->capture_default_str()
       ->check(CLI::Range(10, 600000));
-  c.app->add_option("--header-timeout-ms", c.header_timeout_ms,
-                    "Time from a request's first byte to the end of its headers (408 beyond)")
+  c.app
+      ->add_option("--header-timeout-ms", c.header_timeout_ms,
+                   "Time from a request's first byte to the end of its headers (408 beyond)")
       ->capture_default_str()
       ->check(CLI::Range(10, 600000));
   c.app->add_option("--keep-alive-ms", c.keep_alive_ms, "An idle keep-alive connection is closed after this")
@@ -56,8 +59,9 @@ void add_serve_command(CLI::App& app) {
   c.app->add_option("--threads", c.options.threads, "Workers that run commands (0: one per core)")
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));
-  c.app->add_option("--max-connections,--connections", c.options.max_connections,
-                    "Open connections at once (503 and close beyond); none holds a thread")
+  c.app
+      ->add_option("--max-connections,--connections", c.options.max_connections,
+                   "Open connections at once (503 and close beyond); none holds a thread")
       ->capture_default_str()
       ->check(CLI::Range(1, 65536));
 }

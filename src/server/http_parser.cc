@@ -21,8 +21,21 @@ constexpr std::size_t kMaxLengthDigits = 18;
 bool is_tchar(char c) {
   if (std::isalnum(static_cast<unsigned char>(c))) return true;
   switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+': case '-': case '.':
-    case '^': case '_': case '`': case '|': case '~':
+    case '!':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '*':
+    case '+':
+    case '-':
+    case '.':
+    case '^':
+    case '_':
+    case '`':
+    case '|':
+    case '~':
       return true;
     default:
       return false;
@@ -93,28 +106,50 @@ bool percent_decode(std::string_view in, bool plus_is_space, std::string& out) {
 
 const char* reason_phrase(int status) {
   switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 304: return "Not Modified";
-    case 400: return "Bad Request";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 415: return "Unsupported Media Type";
-    case 417: return "Expectation Failed";
-    case 422: return "Unprocessable Content";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Unknown";
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 204:
+      return "No Content";
+    case 304:
+      return "Not Modified";
+    case 400:
+      return "Bad Request";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Content Too Large";
+    case 414:
+      return "URI Too Long";
+    case 415:
+      return "Unsupported Media Type";
+    case 417:
+      return "Expectation Failed";
+    case 422:
+      return "Unprocessable Content";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Unknown";
   }
 }
 
@@ -172,8 +207,8 @@ ParseResult HttpParser::feed(std::string_view bytes) {
                              " bytes; send long requests as a JSON body with POST");
       }
       if (head_.size() >= cap) {
-        return fail(431, "the request line and headers are longer than " + std::to_string(limits_.max_head_bytes) +
-                             " bytes");
+        return fail(
+            431, "the request line and headers are longer than " + std::to_string(limits_.max_head_bytes) + " bytes");
       }
       return ParseResult{ParseStatus::kNeedMore, used + take, 0, {}};
     }
@@ -213,8 +248,7 @@ ParseResult HttpParser::parse_head() {
   if (method.empty() || method.size() > kMaxMethodChars || !std::all_of(method.begin(), method.end(), is_tchar)) {
     return fail(400, "the request method is not an HTTP method token");
   }
-  if (target.empty() || target.front() != '/' ||
-      !std::all_of(target.begin(), target.end(), [](char c) {
+  if (target.empty() || target.front() != '/' || !std::all_of(target.begin(), target.end(), [](char c) {
         const auto u = static_cast<unsigned char>(c);
         return u > 0x20 && u < 0x7F;
       })) {
@@ -299,8 +333,7 @@ ParseResult HttpParser::parse_head() {
     } else if (key == "if-none-match") {
       request_.if_none_match = std::string(value);
     } else if (key == "content-length") {
-      if (value.empty() ||
-          !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      if (value.empty() || !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
         return fail(400, "Content-Length must be a number of bytes (digits only), got '" + std::string(value) + "'");
       }
       std::size_t n = 0;

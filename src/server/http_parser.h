@@ -33,10 +33,10 @@ namespace gpuplan::server {
 
 struct HttpRequest {
   std::string method;
-  std::string path;  // percent-decoded, without the query string
+  std::string path;                                        // percent-decoded, without the query string
   std::vector<std::pair<std::string, std::string>> query;  // percent-decoded, '+' is a space
-  std::string host;          // the Host header
-  std::string content_type;  // the Content-Type header
+  std::string host;                                        // the Host header
+  std::string content_type;                                // the Content-Type header
   std::string if_none_match;
   std::string body;
   bool keep_alive = true;        // HTTP/1.1 without `Connection: close`, or 1.0 with `keep-alive`
@@ -93,9 +93,9 @@ class HttpParser {
   ParserLimits limits_;
   State state_ = State::kHead;
   bool started_ = false;
-  std::string head_;              // bytes of the head so far
-  std::size_t scanned_ = 0;       // head_ bytes already searched for the blank line
-  std::size_t body_expected_ = 0; // Content-Length
+  std::string head_;               // bytes of the head so far
+  std::size_t scanned_ = 0;        // head_ bytes already searched for the blank line
+  std::size_t body_expected_ = 0;  // Content-Length
   HttpRequest request_;
   ParseResult error_;
 };

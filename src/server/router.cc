@@ -279,6 +279,12 @@ class ComputePool {
     return true;
   }
 
+  // Jobs queued or running now.
+  size_t jobs() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return queue_.size() + running_;
+  }
+
  private:
   void work() {
     for (;;) {
@@ -289,12 +295,17 @@ class ComputePool {
         if (stop_) return;
         job = std::move(queue_.front());
         queue_.pop_front();
+        ++running_;
       }
       job();
+      job = nullptr;  // what the job held goes before it counts as done
+      std::lock_guard<std::mutex> lock(mu_);
+      --running_;
     }
   }
 
   size_t capacity_;
+  size_t running_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
@@ -386,6 +397,8 @@ HttpResponse Router::respond(const HttpRequest& req, const CancelToken& token) c
   }
   return finish(req, std::move(res));
 }
+
+std::size_t Router::jobs() const { return heavy_->jobs() + light_->jobs(); }
 
 bool Router::submit(Lane lane, std::function<void()> job) const {
   return (lane == Lane::kLight ? light_ : heavy_)->submit(std::move(job));

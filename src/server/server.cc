@@ -68,7 +68,7 @@ bool has_header(const HttpResponse& res, std::string_view name) {
   });
 }
 
-// The bytes of a response. `head_only`: a HEAD request (the Router already dropped the body).
+// The bytes of a response (for HEAD the Router already dropped the body and set GET's Content-Length).
 std::string serialize(const HttpResponse& res, bool close) {
   std::string out;
   out.reserve(res.body.size() + 512);
@@ -100,27 +100,43 @@ HttpResponse own_response(HttpResponse res) {
 
 std::string error_code_for(int status) {
   switch (status) {
-    case 408: return "request_timeout";
-    case 411: return "length_required";
-    case 413: return "payload_too_large";
-    case 414: return "uri_too_long";
-    case 417: return "expectation_failed";
-    case 431: return "headers_too_large";
-    case 501: return "not_implemented";
-    case 505: return "http_version_not_supported";
-    default: return "bad_request";
+    case 408:
+      return "request_timeout";
+    case 411:
+      return "length_required";
+    case 413:
+      return "payload_too_large";
+    case 414:
+      return "uri_too_long";
+    case 417:
+      return "expectation_failed";
+    case 431:
+      return "headers_too_large";
+    case 501:
+      return "not_implemented";
+    case 505:
+      return "http_version_not_supported";
+    default:
+      return "bad_request";
   }
 }
 
 // The field a parser refusal concerns, for the JSON error body.
 std::string error_field_for(int status) {
   switch (status) {
-    case 411: case 501: return "Transfer-Encoding";
-    case 413: return "Content-Length";
-    case 414: return "path";
-    case 417: return "Expect";
-    case 431: return "headers";
-    default: return "request";
+    case 411:
+    case 501:
+      return "Transfer-Encoding";
+    case 413:
+      return "Content-Length";
+    case 414:
+      return "path";
+    case 417:
+      return "Expect";
+    case 431:
+      return "headers";
+    default:
+      return "request";
   }
 }
 
@@ -145,7 +161,7 @@ struct Server::Impl {
     bool close_after = false;
     bool keep_alive = true;
     bool continue_sent = false;
-    std::uint32_t events = 0;            // what epoll watches for it
+    std::uint32_t events = 0;  // what epoll watches for it
     explicit Conn(ParserLimits limits) : parser(limits) {}
   };
 
@@ -288,7 +304,19 @@ struct Server::Impl {
     }
     if (n < 0) return;
     if (c.phase == Phase::kLinger) return;  // dropped: the answer is already on its way
-    if (c.phase != Phase::kIdle && c.phase != Phase::kReading) return;
+    if (c.phase == Phase::kRunning || c.phase == Phase::kWriting) {
+      // The next request (pipelining) waits until this answer is written; past one read chunk of it,
+      // the connection is not read until then.
+      c.pending.append(read_buffer.data(), static_cast<std::size_t>(n));
+      if (c.pending.size() >= kReadChunkBytes) watch(c, c.events & ~static_cast<std::uint32_t>(EPOLLIN));
+      return;
+    }
+    if (!c.pending.empty()) {
+      // Earlier bytes are waiting for run_ready(): these go behind them, in order.
+      c.pending.append(read_buffer.data(), static_cast<std::size_t>(n));
+      ready.push_back(c.id);
+      return;
+    }
     feed(c, std::string_view(read_buffer.data(), static_cast<std::size_t>(n)));
   }
 
@@ -316,8 +344,9 @@ struct Server::Impl {
         return;
       case ParseStatus::kError: {
         c.keep_alive = false;
-        respond(c, own_response(error_response(r.http_status, error_code_for(r.http_status), r.message,
-                                               error_field_for(r.http_status))),
+        respond(c,
+                own_response(error_response(r.http_status, error_code_for(r.http_status), r.message,
+                                            error_field_for(r.http_status))),
                 true);
         return;
       }
@@ -339,14 +368,14 @@ struct Server::Impl {
       return;
     }
     c.phase = Phase::kRunning;
-    watch(c, 0);  // nothing more is read until the answer is written (errors and hang-ups still show)
+    // Still watched for reading: a client that hangs up cancels its command (close_conn), and the bytes
+    // of a pipelined request wait in `pending`.
     set_deadline(c, c.request_deadline);
     c.token = std::make_shared<CancelToken>(c.request_deadline);
     c.job = next_job++;
     const bool head = req.method == "HEAD";
-    const bool queued =
-        router.submit(plan.lane, [r = &router, box = mailbox, id = c.id, job = c.job, token = c.token,
-                                  req = std::move(req)] {
+    const bool queued = router.submit(
+        plan.lane, [r = &router, box = mailbox, id = c.id, job = c.job, token = c.token, req = std::move(req)] {
           Completion done{id, job, {}};
           if (!token->cancelled()) {
             done.response = r->respond(req, *token);
@@ -380,7 +409,7 @@ struct Server::Impl {
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-          watch(c, EPOLLOUT);
+          watch(c, EPOLLOUT | (c.events & EPOLLIN));
           return;
         }
         close_conn(c.id);
@@ -413,9 +442,8 @@ struct Server::Impl {
   }
 
   void take_completions() {
-    std::uint64_t count = 0;
-    while (::read(mailbox->wake_fd, &count, sizeof count) > 0) {
-    }
+    std::uint64_t count = 0;  // one read takes the whole count and resets it
+    (void)!::read(mailbox->wake_fd, &count, sizeof count);
     std::vector<Completion> items;
     {
       std::lock_guard<std::mutex> lock(mailbox->mu);
@@ -546,8 +574,7 @@ struct Server::Impl {
   Clock::time_point accept_paused_until{};
   std::string read_buffer;
   std::string over_capacity =
-      serialize(own_response(error_response(503, "busy", "the server has too many open connections; try again")),
-                true);
+      serialize(own_response(error_response(503, "busy", "the server has too many open connections; try again")), true);
 };
 
 Server::Server(Router router) : impl_(std::make_unique<Impl>(std::move(router))) {}
@@ -619,6 +646,8 @@ void Server::stop() {
   impl_->stopping.store(true);
   impl_->mailbox->wake();
 }
+
+std::size_t Server::jobs() const { return impl_->router.jobs(); }
 
 int serve(const Context& ctx, const Options& options) {
   std::signal(SIGPIPE, SIG_IGN);

@@ -12,10 +12,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "server/server.h"
 
@@ -58,6 +60,37 @@ std::string read_response(int fd, std::chrono::milliseconds timeout) {
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n <= 0) break;
     out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+// `count` responses from one connection (pipelined answers may arrive in one read); the answer number
+// `head_answer` is to a HEAD request (a Content-Length but no body).
+std::vector<std::string> read_responses(int fd, std::size_t count, std::chrono::milliseconds timeout,
+                                        std::size_t head_answer = SIZE_MAX) {
+  std::vector<std::string> out;
+  std::string buf;
+  const auto end = Clock::now() + timeout;
+  char chunk[65536];
+  while (out.size() < count) {
+    const auto head = buf.find("\r\n\r\n");
+    if (head != std::string::npos) {
+      std::size_t length = 0;
+      const auto cl = buf.find("Content-Length: ");
+      if (cl != std::string::npos && cl < head) length = std::stoul(buf.substr(cl + 16));
+      if (out.size() == head_answer) length = 0;
+      if (buf.size() >= head + 4 + length) {
+        out.push_back(buf.substr(0, head + 4 + length));
+        buf.erase(0, head + 4 + length);
+        continue;
+      }
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) break;
+    const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+    if (n <= 0) break;
+    buf.append(chunk, static_cast<std::size_t>(n));
   }
   return out;
 }
@@ -109,8 +142,8 @@ std::size_t rss_bytes() {
 }
 
 // A mig.pack request that takes ~4 s on the loaded 2-core test VM (2,000 nodes of 16 GPUs and 12,000
-// requests of 1-10 instances, a 0.8 MB body and an 11 MB answer): far over the hostile server's 1 s
-// deadline.
+// requests of 1-10 instances, a 0.8 MB body and an 11 MB answer): far over the hostile server's
+// deadline (500 ms).
 std::string expensive_pack() {
   static const std::string body = [] {
     std::string fleet = "nodes:\n";
@@ -143,7 +176,7 @@ class Hostile : public ::testing::Test {
     Options o;
     o.port = 0;
     o.threads = 4;
-    o.request_deadline = 1000ms;
+    o.request_deadline = 500ms;  // a quarter of the expensive pack's time on an idle machine
     o.header_timeout = 1000ms;
     o.keep_alive_timeout = 2000ms;
     o.max_response_bytes = 1 << 20;
@@ -283,7 +316,7 @@ TEST_F(Hostile, SlowlorisGets408AndDoesNotBlockOthers) {
     EXPECT_EQ(status_of(roundtrip(port_, get("/api/v1/health"))), 200);
     EXPECT_LT(Clock::now() - start, 1s);
   }
-  // The header timeout is 1 s: every trickling connection is answered 408 and closed within ~2 s.
+  // The deadline is 500 ms: every trickling connection is answered 408 and closed within ~1.5 s.
   for (int i = 0; i < 40 && slow.closed_by_server() < 50; ++i) std::this_thread::sleep_for(100ms);
   EXPECT_EQ(slow.closed_by_server(), 50);
   EXPECT_GE(slow.got_408(), 45);  // a 408 may be lost to a reset when a byte races the close
@@ -291,16 +324,18 @@ TEST_F(Hostile, SlowlorisGets408AndDoesNotBlockOthers) {
 
 TEST_F(Hostile, ContentLengthMinusOneAndAbcAre400) {
   for (const std::string length : {"-1", "abc", "1.5", ""}) {
-    const std::string res = roundtrip(port_, "POST /api/v1/compare HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
-                                            "application/json\r\nContent-Length: " +
-                                                length + "\r\n\r\n{}");
+    const std::string res = roundtrip(port_,
+                                      "POST /api/v1/compare HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                                      "application/json\r\nContent-Length: " +
+                                          length + "\r\n\r\n{}");
     EXPECT_EQ(status_of(res), 400) << length << ": " << res;
     EXPECT_EQ(error_code_of(res), "bad_request") << res;
   }
 }
 
 TEST_F(Hostile, NonJsonMediaTypeIs415EvenWhenEmpty) {
-  for (const std::string type : {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=b"}) {
+  for (const std::string type :
+       {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=b"}) {
     EXPECT_EQ(status_of(roundtrip(port_, post("/api/v1/compare", "", type))), 415) << type;
     EXPECT_EQ(status_of(roundtrip(port_, post("/api/v1/mig/pack", "--b--\r\n", type))), 415) << type;
   }
@@ -325,28 +360,48 @@ TEST_F(Hostile, HundredThousandKeysAreRefusedAtOnce) {
 }
 
 TEST_F(Hostile, OversizedBodyIs413WithoutReadingIt) {
-  const std::string head = "POST /api/v1/compare HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                           "Content-Length: 2000000\r\n\r\n{\"gpu\": \"";
+  const std::string head =
+      "POST /api/v1/compare HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: 2000000\r\n\r\n{\"gpu\": \"";
   const std::string res = roundtrip(port_, head, 5s);  // the body never comes: the answer does not wait for it
   EXPECT_EQ(status_of(res), 413) << res;
   EXPECT_NE(res.find("Connection: close"), std::string::npos);
 }
 
 TEST_F(Hostile, HugeResultIs413Limit) {
-  // 1,000 copies of one GPU: a ~2 MB answer over this server's 1 MiB cap (the default is 16 MiB).
+  // 1,000 copies of one GPU: a ~2 MB answer over this server's 1 MiB cap (the default is 16 MiB), or
+  // refused by the library's own bound on the list (400 or 413 `limit`) where it has one.
   Json gpus = Json::array();
   for (int i = 0; i < 1000; ++i) gpus.push_back("a40");
   const std::string res = roundtrip(port_, post("/api/v1/compare", Json{{"gpu", gpus}}.dump()));
-  const int status = status_of(res);
-  if (status == 400) GTEST_SKIP() << "the library bounds compare's list below 1,000: " << body_of(res);
-  EXPECT_EQ(status, 413) << res.substr(0, 400);
-  EXPECT_EQ(error_code_of(res), "limit");
-  EXPECT_NE(body_of(res).find("1048576 bytes"), std::string::npos) << body_of(res);
-  // 50,000 copies: refused by the body scan (20,000 values) before anything runs.
+  EXPECT_TRUE(status_of(res) == 413 || status_of(res) == 400) << res.substr(0, 400);
+  if (status_of(res) == 413) EXPECT_EQ(error_code_of(res), "limit");
+  // 50,000 copies (the issue's 96 MB answer): refused by the body scan (20,000 values) before anything runs.
   Json more = Json::array();
   for (int i = 0; i < 50000; ++i) more.push_back("a40");
   const std::string res2 = roundtrip(port_, post("/api/v1/compare", Json{{"gpu", more}}.dump()));
   EXPECT_EQ(status_of(res2), 400) << res2.substr(0, 300);
+  EXPECT_NE(body_of(res2).find("20000 values"), std::string::npos) << body_of(res2);
+}
+
+// The server's own cap, on an answer no library bound touches: the A100's MIG layouts (~15 KB).
+TEST(HostileCap, AnswersOverMaxResponseBytesAre413Limit) {
+  Context ctx{Catalog::embedded()};
+  Options o;
+  o.port = 0;
+  o.max_response_bytes = 8192;
+  Server server(make_router(ctx, o));
+  auto port = server.bind();
+  ASSERT_TRUE(port.ok());
+  std::thread t([&] { server.run(); });
+  const std::string res = roundtrip(*port, get("/api/v1/mig/a100-40gb-sxm4/layouts"));
+  EXPECT_EQ(status_of(res), 413) << res.substr(0, 300);
+  EXPECT_EQ(error_code_of(res), "limit");
+  EXPECT_NE(body_of(res).find("8192 bytes"), std::string::npos) << body_of(res);
+  EXPECT_NE(body_of(res).find("ask for fewer"), std::string::npos);
+  EXPECT_EQ(status_of(roundtrip(*port, get("/api/v1/gpus"))), 200);  // ~4.6 KB: small answers pass
+  server.stop();
+  t.join();
 }
 
 TEST_F(Hostile, PastTheDeadlineIs503TimeoutAtTheDeadline) {
@@ -355,19 +410,22 @@ TEST_F(Hostile, PastTheDeadlineIs503TimeoutAtTheDeadline) {
   const auto took = Clock::now() - start;
   EXPECT_EQ(status_of(res), 503) << res.substr(0, 300);
   EXPECT_EQ(error_code_of(res), "timeout");
-  EXPECT_LT(took, 2500ms) << "the answer comes at the 1 s deadline, not when the command ends";
+  EXPECT_LT(took, 2000ms) << "the answer comes at the 500 ms deadline, not when the command ends";
 }
 
 TEST_F(Hostile, PipelinedKeepAliveAndHead) {
   const int fd = connect_to(port_);
   ASSERT_GE(fd, 0);
-  const std::string two = "GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-                          "HEAD /api/v1/gpus/a40 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const std::string two =
+      "GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+      "HEAD /api/v1/gpus/a40 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
   ASSERT_EQ(::send(fd, two.data(), two.size(), MSG_NOSIGNAL), static_cast<ssize_t>(two.size()));
-  const std::string first = read_response(fd, 5s);
+  const auto answers = read_responses(fd, 2, 5s, 1);
+  ASSERT_EQ(answers.size(), 2U);
+  const std::string& first = answers[0];
   EXPECT_EQ(status_of(first), 200) << first;
   EXPECT_NE(first.find("Content-Security-Policy: default-src 'self'"), std::string::npos);
-  const std::string second = read_response(fd, 5s);
+  const std::string& second = answers[1];
   EXPECT_EQ(status_of(second), 200) << second;
   EXPECT_EQ(body_of(second), "");
   EXPECT_EQ(second.find("Content-Length: 0\r\n"), std::string::npos) << "HEAD has GET's length";
@@ -379,11 +437,49 @@ TEST_F(Hostile, PipelinedKeepAliveAndHead) {
   ::close(fd);
 }
 
+TEST_F(Hostile, PipelinedCommandsAreAnsweredInOrder) {
+  const int fd = connect_to(port_);
+  ASSERT_GE(fd, 0);
+  std::string three;
+  for (const char* path : {"/api/v1/gpus/a40", "/api/v1/gpus/l4", "/api/v1/gpus/h100-80gb-sxm5"}) {
+    three += std::string("GET ") + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  }
+  ASSERT_EQ(::send(fd, three.data(), three.size(), MSG_NOSIGNAL), static_cast<ssize_t>(three.size()));
+  const auto answers = read_responses(fd, 3, 5s);
+  ASSERT_EQ(answers.size(), 3U);
+  const char* ids[] = {"a40", "l4", "h100-80gb-sxm5"};
+  for (std::size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(status_of(answers[i]), 200) << answers[i].substr(0, 200);
+    EXPECT_EQ(Json::parse(body_of(answers[i]))["id"], ids[i]);
+  }
+  ::close(fd);
+}
+
+TEST_F(Hostile, PageFilesHaveETagsAnd304) {
+  const std::string page = roundtrip(port_, get("/"));
+  ASSERT_EQ(status_of(page), 200);
+  const auto at = page.find("ETag: ");
+  ASSERT_NE(at, std::string::npos);
+  const std::string etag = page.substr(at + 6, page.find("\r\n", at) - at - 6);
+  const std::string again =
+      roundtrip(port_, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: " + etag + "\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(status_of(again), 304) << again;
+  EXPECT_EQ(body_of(again), "");
+  EXPECT_EQ(again.find("Content-Length"), std::string::npos);
+  EXPECT_NE(again.find("X-Frame-Options: DENY"), std::string::npos);
+  const std::string put = roundtrip(port_, "PUT /api/v1/fit HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(status_of(put), 405);
+  EXPECT_NE(put.find("Allow: GET, HEAD, POST"), std::string::npos);
+  const std::string foreign = roundtrip(port_, "GET /api/v1/health HTTP/1.1\r\nHost: evil.example\r\n\r\n");
+  EXPECT_EQ(status_of(foreign), 403);
+}
+
 TEST_F(Hostile, ExpectContinue) {
   const int fd = connect_to(port_);
   ASSERT_GE(fd, 0);
-  const std::string head = "POST /api/v1/compare HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                           "Expect: 100-continue\r\nContent-Length: 16\r\n\r\n";
+  const std::string head =
+      "POST /api/v1/compare HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Expect: 100-continue\r\nContent-Length: 16\r\n\r\n";
   (void)!::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
   char buf[256];
   pollfd p{fd, POLLIN, 0};
@@ -429,6 +525,39 @@ TEST(HostileCancel, TheDeadlineStopsTheCommandAndFreesTheWorker) {
   const std::string ok = roundtrip(*port, post("/api/v1/fit", "{}"));
   EXPECT_EQ(status_of(ok), 200) << ok;
   EXPECT_EQ(stopped.load(), 3);
+  for (int i = 0; i < 100 && server.jobs() > 0; ++i) std::this_thread::sleep_for(10ms);  // the last job's count
+  EXPECT_EQ(server.jobs(), 0U);
+  server.stop();
+  t.join();
+}
+
+// A client that hangs up while its command runs cancels it, long before the deadline.
+TEST(HostileCancel, AClientThatHangsUpCancelsItsCommand) {
+  std::atomic<int> stopped{0};
+  Options o;
+  o.port = 0;
+  o.threads = 1;
+  o.request_deadline = 30s;
+  Router router(
+      [&](std::string_view, const Json&) -> Result<Json> {
+        while (!cancel_requested()) std::this_thread::yield();
+        ++stopped;
+        return cancelled_error();
+      },
+      {"fit"}, o);
+  Server server(std::move(router));
+  auto port = server.bind();
+  ASSERT_TRUE(port.ok());
+  std::thread t([&] { server.run(); });
+  const int fd = connect_to(*port);
+  const std::string req = post("/api/v1/fit", "{}");
+  (void)!::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+  std::this_thread::sleep_for(200ms);
+  const auto start = Clock::now();
+  ::close(fd);
+  for (int i = 0; i < 500 && stopped.load() == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(stopped.load(), 1);
+  EXPECT_LT(Clock::now() - start, 5s);
   server.stop();
   t.join();
 }
@@ -490,14 +619,17 @@ TEST_F(Hostile, EveryHostileClassAtOnce) {
         expect("100k keys", roundtrip(port_, post("/api/v1/compare", keys)), {400, 503});
         expect("1e999", roundtrip(port_, post("/api/v1/compare", "{\"gpu\": 1e999}")), {400, 503});
         expect("oversized",
-               roundtrip(port_, "POST /api/v1/fit HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: "
-                               "5000000\r\n\r\n{"),
+               roundtrip(port_,
+                         "POST /api/v1/fit HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: "
+                         "5000000\r\n\r\n{"),
                {413});
         expect("length -1",
-               roundtrip(port_, "POST /api/v1/fit HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: -1\r\n\r\n"),
+               roundtrip(port_,
+                         "POST /api/v1/fit HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: -1\r\n\r\n"),
                {400});
         expect("length abc",
-               roundtrip(port_, "POST /api/v1/fit HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: abc\r\n\r\n"),
+               roundtrip(port_,
+                         "POST /api/v1/fit HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: abc\r\n\r\n"),
                {400});
         std::string garbage(2000, '\0');
         for (auto& c : garbage) c = static_cast<char>(rng());
@@ -527,30 +659,31 @@ TEST_F(Hostile, EveryHostileClassAtOnce) {
       EXPECT_LT(p99, 100.0);
     }
   };
+  // Once the hostile clients are gone, the server's commands end: at once where the library checks
+  // cancel_requested() in its loops, after their own run time (a few seconds here) where it does not.
+  auto settle = [&](const char* after_what) {
+    const auto start = Clock::now();
+    while (server_->jobs() > 0 && Clock::now() - start < 60s) std::this_thread::sleep_for(20ms);
+    EXPECT_EQ(server_->jobs(), 0U);
+    std::printf("  no command left %.0f ms after the %s round\n",
+                std::chrono::duration<double, std::milli>(Clock::now() - start).count(), after_what);
+    EXPECT_EQ(status_of(roundtrip(port_, post("/api/v1/compare", "{\"gpu\": [\"a40\"]}"))), 200);
+  };
   round(false);
-  // The next request on the heavy lane is answered once the timed-out commands are gone (at once
-  // when the library checks cancel_requested(), within their own run time when it does not yet).
-  const auto wait_start = Clock::now();
-  bool free = false;
-  for (int i = 0; i < 100 && !free; ++i) {
-    free = status_of(roundtrip(port_, post("/api/v1/compare", "{\"gpu\": [\"a40\"]}"))) == 200;
-    if (!free) std::this_thread::sleep_for(100ms);
-  }
-  EXPECT_TRUE(free);
-  std::printf("  heavy lane free %.0f ms after the warm-up round\n",
-              std::chrono::duration<double, std::milli>(Clock::now() - wait_start).count());
-  std::this_thread::sleep_for(500ms);
+  settle("warm-up");
   const std::size_t before = rss_bytes();
   round(true);
-  for (int i = 0; i < 100; ++i) {
-    if (status_of(roundtrip(port_, post("/api/v1/compare", "{\"gpu\": [\"a40\"]}"))) == 200) break;
-    std::this_thread::sleep_for(100ms);
-  }
-  std::this_thread::sleep_for(500ms);
+  settle("measured");
   const std::size_t after = rss_bytes();
   std::printf("  RSS after the warm-up round %.1f MiB, after the measured round %.1f MiB\n",
               static_cast<double>(before) / (1 << 20), static_cast<double>(after) / (1 << 20));
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan keeps freed memory in quarantine, so RSS says nothing about leaks there (ASan itself does).
+  (void)before;
+  (void)after;
+#else
   EXPECT_LT(static_cast<double>(after), 1.2 * static_cast<double>(before));
+#endif
 }
 
 }  // namespace

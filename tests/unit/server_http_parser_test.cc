@@ -32,8 +32,9 @@ int status_of(const std::string& bytes, ParserLimits limits = {}) {
 }
 
 TEST(HttpParser, AGetWithQueryAndEscapes) {
-  const Parsed p = parse("GET /api/v1/gpus/a100%2F3g.20gb?min-memory-gb=40&q=a+b%21&flag HTTP/1.1\r\n"
-                         "Host: 127.0.0.1:8080\r\nIf-None-Match: \"x\"\r\n\r\n");
+  const Parsed p = parse(
+      "GET /api/v1/gpus/a100%2F3g.20gb?min-memory-gb=40&q=a+b%21&flag HTTP/1.1\r\n"
+      "Host: 127.0.0.1:8080\r\nIf-None-Match: \"x\"\r\n\r\n");
   ASSERT_EQ(p.result.status, ParseStatus::kComplete) << p.result.message;
   EXPECT_EQ(p.request.method, "GET");
   EXPECT_EQ(p.request.path, "/api/v1/gpus/a100/3g.20gb");
@@ -47,8 +48,9 @@ TEST(HttpParser, AGetWithQueryAndEscapes) {
 }
 
 TEST(HttpParser, APostBodyByteByByteAndPipelined) {
-  const std::string one = "POST /api/v1/fit HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                          "Content-Length: 7\r\n\r\n{\"a\":1}";
+  const std::string one =
+      "POST /api/v1/fit HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 7\r\n\r\n{\"a\":1}";
   const std::string two = "GET /api/v1/health HTTP/1.1\r\nConnection: close\r\n\r\n";
   HttpParser p;
   ParseResult r;
@@ -135,13 +137,14 @@ TEST(HttpParser, SizeAndCountLimits) {
 }
 
 TEST(HttpParser, MalformedHeads) {
-  for (const std::string& bad : std::vector<std::string>{"GARBAGE\r\n\r\n", "GET /\r\n\r\n", "GET  / HTTP/1.1\r\n\r\n", "GET / HTTP/1.1 x\r\n\r\n",
-                                "GET http://x/ HTTP/1.1\r\n\r\n", "G(T / HTTP/1.1\r\n\r\n", "GET / HTTX/1.1\r\n\r\n",
-                                "GET / HTTP/1.1\r\nNoColon\r\n\r\n", "GET / HTTP/1.1\r\nBad Name: 1\r\n\r\n",
-                                "GET / HTTP/1.1\r\nA: 1\r\n folded\r\n\r\n", "GET / HTTP/1.1\r\nA: \x01\r\n\r\n",
-                                "GET /%zz HTTP/1.1\r\n\r\n", "GET /%00 HTTP/1.1\r\n\r\n", "GET /a%2 HTTP/1.1\r\n\r\n",
-                                "GET /?a=%g0 HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
-                                "GET / HTTP/1.1\r\n: empty\r\n\r\n", std::string("GET /\0 HTTP/1.1\r\n\r\n", 20)}) {
+  for (const std::string& bad : std::vector<std::string>{
+           "GARBAGE\r\n\r\n", "GET /\r\n\r\n", "GET  / HTTP/1.1\r\n\r\n", "GET / HTTP/1.1 x\r\n\r\n",
+           "GET http://x/ HTTP/1.1\r\n\r\n", "G(T / HTTP/1.1\r\n\r\n", "GET / HTTX/1.1\r\n\r\n",
+           "GET / HTTP/1.1\r\nNoColon\r\n\r\n", "GET / HTTP/1.1\r\nBad Name: 1\r\n\r\n",
+           "GET / HTTP/1.1\r\nA: 1\r\n folded\r\n\r\n", "GET / HTTP/1.1\r\nA: \x01\r\n\r\n",
+           "GET /%zz HTTP/1.1\r\n\r\n", "GET /%00 HTTP/1.1\r\n\r\n", "GET /a%2 HTTP/1.1\r\n\r\n",
+           "GET /?a=%g0 HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+           "GET / HTTP/1.1\r\n: empty\r\n\r\n", std::string("GET /\0 HTTP/1.1\r\n\r\n", 20)}) {
     EXPECT_EQ(status_of(bad), 400) << bad;
   }
   EXPECT_EQ(status_of("GET / HTTP/2.0\r\n\r\n"), 505);

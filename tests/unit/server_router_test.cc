@@ -394,8 +394,8 @@ TEST_F(RouterTest, ManyThreadsAtOnce) {
 // Issue #11: a cross-site form never runs a command, even with an empty body.
 TEST_F(RouterTest, NonJsonMediaTypeIs415EvenWithAnEmptyBody) {
   Router r = make(kAll);
-  for (const std::string type : {"text/plain", "application/x-www-form-urlencoded",
-                                 "multipart/form-data; boundary=x", "text/plain;charset=UTF-8"}) {
+  for (const std::string type : {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+                                 "text/plain;charset=UTF-8"}) {
     for (const std::string text : {"", "  ", "--x--\r\n"}) {
       auto res = r.handle(post("/api/v1/fit", text, type));
       EXPECT_EQ(res.status, 415) << type << " with body '" << text << "'";
