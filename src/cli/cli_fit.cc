@@ -1,4 +1,5 @@
 // `gpuplan fit` and `gpuplan validate`.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -19,11 +20,32 @@ std::string gib(const Json& bytes) {
   return buf;
 }
 
+// "  a, b: reason" lines, one per distinct reason, targets in order (a context refusal is the same
+// for every target: said once).
+std::string reason_lines(const Json& targets, bool refused_only) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // reason, targets
+  for (const auto& t : targets) {
+    if (!t.contains("reason") || !t["reason"].is_string() || (refused_only && !t.contains("refusal"))) continue;
+    const std::string reason = t["reason"].get<std::string>();
+    std::string name = t["target"].get<std::string>();
+    if (t["count"].get<int>() > 1) name += " x" + std::to_string(t["count"].get<int>());
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == reason; });
+    if (g == groups.end()) g = groups.insert(groups.end(), {reason, {}});
+    if (std::find(g->second.begin(), g->second.end(), name) == g->second.end()) g->second.push_back(name);
+  }
+  std::string out;
+  for (const auto& [reason, names] : groups) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    out += "  " + list + ": " + reason + "\n";
+  }
+  return out;
+}
+
 std::string render_fit(const Json& r, const Json&, const OutputFormat& fmt) {
   std::vector<std::string> header = {"target",    "count",        "fits",      "capacity_gib",
                                      "total_gib", "headroom_gib", "max_batch", "max_context"};
   std::vector<std::vector<std::string>> rows;
-  std::string refusals;
   for (const auto& t : r["targets"]) {
     const bool refused = t.contains("refusal");
     rows.push_back({t["target"].get<std::string>(), std::to_string(t["count"].get<int>()),
@@ -33,7 +55,6 @@ std::string render_fit(const Json& r, const Json&, const OutputFormat& fmt) {
                     gib(t["capacity_bytes"]), gib(t["total_bytes"]), gib(t["headroom_bytes"]),
                     refused ? "-" : std::to_string(t["max_batch"].get<long long>()),
                     refused ? "-" : std::to_string(t["max_context"].get<long long>())});
-    if (refused) refusals += "  " + t["target"].get<std::string>() + ": " + t["reason"].get<std::string>() + "\n";
   }
   if (fmt.csv) return render_csv(header, rows);
   std::ostringstream os;
@@ -52,6 +73,7 @@ std::string render_fit(const Json& r, const Json&, const OutputFormat& fmt) {
      << render_table(header, rows, {false, true, false, true, true, true, true, true})
      << "\ncapacity = what the device offers (NVML total less the driver's reserve); max_batch at this context, "
         "max_context at this batch (capped at the model's positions).\n";
+  const std::string refusals = reason_lines(r["targets"], true);
   if (!refusals.empty()) os << "\nRefused (no engine runs this configuration there):\n" << refusals;
   return os.str();
 }

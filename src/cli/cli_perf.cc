@@ -1,4 +1,5 @@
 // `gpuplan perf`: the workload options of `gpuplan fit` plus lengths, a request rate and tokens to train.
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -27,6 +28,28 @@ std::string banded(const Json& t, const char* key, const char* fmt, double scale
   std::string s = f(t[key]);
   if (t.contains("low") && t["low"].contains(key)) s += " (" + f(t["low"][key]) + "-" + f(t["high"][key]) + ")";
   return s;
+}
+
+// "  a, b: reason" lines, one per distinct reason, targets in order (a context refusal is the same
+// for every target: said once).
+std::string reason_lines(const Json& targets, bool refused_only) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // reason, targets
+  for (const auto& t : targets) {
+    if (!t.contains("reason") || !t["reason"].is_string() || (refused_only && !t.contains("refusal"))) continue;
+    const std::string reason = t["reason"].get<std::string>();
+    std::string name = t["target"].get<std::string>();
+    if (t["count"].get<int>() > 1) name += " x" + std::to_string(t["count"].get<int>());
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == reason; });
+    if (g == groups.end()) g = groups.insert(groups.end(), {reason, {}});
+    if (std::find(g->second.begin(), g->second.end(), name) == g->second.end()) g->second.push_back(name);
+  }
+  std::string out;
+  for (const auto& [reason, names] : groups) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    out += "  " + list + ": " + reason + "\n";
+  }
+  return out;
 }
 
 std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
@@ -105,11 +128,7 @@ std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
                          {false, false, true, true, true, true, true, true});
     }
   }
-  std::string reasons;
-  for (const auto& t : r["targets"]) {
-    if (t.contains("reason") && t["reason"].is_string())
-      reasons += "  " + t["target"].get<std::string>() + ": " + t["reason"].get<std::string>() + "\n";
-  }
+  const std::string reasons = reason_lines(r["targets"], false);
   if (!reasons.empty()) os << "\nNo figures (\"-\") where it does not run:\n" << reasons;
   os << "\nIn parentheses: where measurements fell relative to the model's predictions (10th-90th percentile over the\n"
         "published rows of that kind, gpuplan validate --kind perf); a band that excludes the figure is a known "

@@ -328,6 +328,11 @@ Refusal explain_refusal(RefusalCode code, const Workload& w, const Target* t) {
                                " has no fp8 fallback here (vLLM and TGI run fp8 as weight-only FP8 Marlin on "
                                "Ampere: use --engine vllm)"
                          : std::string("vLLM's FP8 Marlin fallback needs 8.0")) +
+                    (w.engine == Engine::kTransformers
+                         ? std::string("; transformers raises \"FP8 quantized models is only supported on GPUs with "
+                                       "compute capability >= 8.9\" (recent versions dequantize to bf16 on load "
+                                       "instead: size that with --weights bf16)")
+                         : std::string()) +
                     "; or use int8 / fp16 weights";
       }
       break;
