@@ -8,6 +8,7 @@
 #include "api/commands.h"
 #include "api/offer_request.h"
 #include "api/request.h"
+#include "core/decimal.h"
 #include "plan/plan_model.h"
 
 namespace gpuplan::api {
@@ -57,9 +58,10 @@ Result<std::optional<double>> duration_seconds(const Request& req, const char* k
         break;
     }
   }
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v <= 0) {
+  // Decimal digits only: strtod would also read "0x10" and "inf".
+  const auto parsed = parse_decimal(s);
+  const double v = parsed.value_or(0);
+  if (!parsed || v <= 0) {
     return usage_error(std::string("'") + key + "' must be a duration like 36h, 2d, 90m or a number of hours", key);
   }
   return std::optional<double>(v * unit);

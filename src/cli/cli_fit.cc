@@ -130,9 +130,17 @@ Result<Json> read_model_file(Json request) {
   if (!in)
     return not_found_error("cannot read '" + path.string() + "'; --model takes a zoo id or a config.json path",
                            "model");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  // Published config.json files are a few KB (~10 KB with quantization and rope blocks): 16 MiB bounds
+  // what a mistaken path (a checkpoint shard, /dev/zero) makes the CLI read.
+  constexpr size_t kMaxConfigFileBytes = size_t{16} << 20;
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxConfigFileBytes) {
+      return limit_error("'" + path.string() + "' is over the limit of 16 MiB for a config.json", "model");
+    }
+  }
   // A 10^5-deep file would overflow the stack in the recursive walks after parsing: refuse it first.
   if (auto depth = check_json_depth(text, kMaxConfigDepth, path.string()); !depth) {
     return Error{depth.error().code, depth.error().message, "model"};

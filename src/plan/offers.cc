@@ -151,7 +151,7 @@ Result<Offer> make_offer(const Catalog& catalog, const std::map<std::string, std
     if (!parsed || *parsed < 0) return usage_error(std::string(k) + " '" + s + "' is not a non-negative number");
     if (*parsed > max) {
       char buf[32];
-      std::snprintf(buf, sizeof buf, "%g", max);
+      std::snprintf(buf, sizeof buf, "%.0f", max);
       return usage_error(std::string(k) + " '" + s + "' is over the bound of " + buf);
     }
     out = *parsed;

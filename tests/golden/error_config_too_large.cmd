@@ -1,0 +1,1 @@
+fit --model /dev/zero --gpu a40
