@@ -39,7 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // The library calls one by one, so a crash's stack names the stage.
   auto model = gpuplan::parse_hf_config(config, "fuzz");
-  if (model) {
+  if (!model) return 0;  // the commands would stop at the same error (parse_workload parses it first)
+  {
     Json wreq{{"model", "fuzz"}, {"config", config}};
     auto w = gpuplan::parse_workload(wreq);
     if (w) {

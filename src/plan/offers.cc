@@ -250,7 +250,8 @@ Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_na
   if (yaml) {
     auto doc = yaml::parse(file_name, text);
     if (!doc) return doc.error();
-    const YAML::Node offers = (*doc)["offers"];
+    // A scalar or a list at the top has no `offers:` (operator[] on a scalar throws).
+    const YAML::Node offers = doc->IsMap() ? (*doc)["offers"] : YAML::Node();
     if (!offers || !offers.IsSequence())
       return invalid_data_error(file_name + ": expected a list under `offers:`", file_name);
     if (offers.size() > kMaxOfferRows) return too_many_offer_rows(file_name, offers.size());
@@ -263,6 +264,10 @@ Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_na
       }
       std::string unknown;
       for (const auto& kv : n) {
+        if (!kv.first.IsScalar()) {  // `? [a, b]: c`: as<std::string>() would throw
+          unknown = "(a non-scalar key)";
+          break;
+        }
         const std::string k = kv.first.as<std::string>();
         if (std::find(std::begin(kColumns), std::end(kColumns), k) == std::end(kColumns))
           unknown = valid_utf8(k) ? k : "(not UTF-8)";
