@@ -1,4 +1,6 @@
 // The Router: HTTP requests onto gpuplan commands. No sockets and no files here (see server.h).
+#include <malloc.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -253,7 +255,9 @@ const std::vector<std::pair<std::string, std::string>>& security_headers() {
 // that runs past the time limit. The queue is bounded: when it is full the server is busy (503).
 class ComputePool {
  public:
-  ComputePool(int threads, size_t capacity) : capacity_(capacity) {
+  // `trim_when_idle`: return freed heap pages to the system each time the pool falls idle.
+  ComputePool(int threads, size_t capacity, bool trim_when_idle = false)
+      : capacity_(capacity), trim_when_idle_(trim_when_idle) {
     for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
   }
   ~ComputePool() {
@@ -299,12 +303,20 @@ class ComputePool {
       }
       job();
       job = nullptr;  // what the job held goes before it counts as done
-      std::lock_guard<std::mutex> lock(mu_);
-      --running_;
+      bool idle = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        --running_;
+        idle = running_ == 0 && queue_.empty();
+      }
+      // glibc keeps freed pages in its per-thread arenas; a large command (a 10,000-GPU pack holds
+      // hundreds of MB) would leave the process that big. When the pool falls idle, hand them back.
+      if (idle && trim_when_idle_) ::malloc_trim(0);
     }
   }
 
   size_t capacity_;
+  bool trim_when_idle_;
   size_t running_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -340,7 +352,8 @@ Router::Router(Runner runner, std::vector<std::string> commands, Options options
       options_.threads > 0 ? options_.threads : static_cast<int>(std::max(2U, std::thread::hardware_concurrency()));
   const auto connections = static_cast<size_t>(std::max(1, options_.max_connections));
   heavy_ = std::make_unique<ComputePool>(threads,
-                                         std::max(static_cast<size_t>(threads) * kHeavyQueuePerWorker, connections));
+                                         std::max(static_cast<size_t>(threads) * kHeavyQueuePerWorker, connections),
+                                         /*trim_when_idle=*/true);
   light_ = std::make_unique<ComputePool>(kLightWorkers, std::max(kLightQueue, connections));
 }
 Router::~Router() = default;

@@ -6,6 +6,7 @@
 // lingering) with one deadline, checked by the I/O thread between epoll waits.
 #include "server/server.h"
 
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -577,7 +578,16 @@ struct Server::Impl {
       serialize(own_response(error_response(503, "busy", "the server has too many open connections; try again")), true);
 };
 
-Server::Server(Router router) : impl_(std::make_unique<Impl>(std::move(router))) {}
+// glibc gives each thread that allocates its own heap arena (up to 8 per core), and memory freed in
+// one arena is not reused by another: under the hostile load test (Hostile.EveryHostileClassAtOnce)
+// RSS crept up 20-40 % a round with the default arenas, 0-27 % with two, and stayed flat with one
+// (14.8 -> 15.2 MiB over five rounds). The server has an I/O thread and a few workers whose small
+// allocations are served by glibc's per-thread caches, so one arena costs no measurable contention.
+constexpr int kMallocArenas = 1;
+
+Server::Server(Router router) : impl_(std::make_unique<Impl>(std::move(router))) {
+  ::mallopt(M_ARENA_MAX, kMallocArenas);
+}
 
 Server::~Server() { stop(); }
 
