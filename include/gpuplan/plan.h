@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpuplan/offers.h"
@@ -27,11 +28,16 @@ struct TrainPoint {
   double tokens_per_second = 0;  // the whole group
 };
 
+// Starts a PlanModel's `why_not` for a refused configuration; the planner reports it as refused, with
+// the reason after the prefix, rather than as not fitting.
+inline constexpr std::string_view kRefusedPrefix = "refused: ";
+
 class PlanModel {
  public:
   virtual ~PlanModel() = default;
   // The largest batch that fits one replica of tp x pp devices of `t` (0 when not even one sequence
-  // fits), and when 0, why.
+  // fits), and when 0, why: a `why_not` (here or in TrainPoint) that starts with kRefusedPrefix is a
+  // refusal (refusal.h: no engine runs the configuration), any other is a memory shortfall.
   virtual int max_serving_batch(const Target& t, int tp, int pp, std::string* why_not) const = 0;
   virtual ServePoint serve(const Target& t, int tp, int pp, int batch) const = 0;
   virtual TrainPoint train(const Target& t, int dp, int tp, int pp) const = 0;

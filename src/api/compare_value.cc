@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "api/fit_common.h"
 #include "api/offer_request.h"
+#include "gpuplan/refusal.h"
 #include "perf/perf_request.h"
 
 namespace gpuplan::api {
@@ -101,7 +103,14 @@ Status add_value_metrics(const Context& ctx, const Json& body, const std::vector
       const PerfWorkload w = perf::workload_for(*setup, device, t.count);
       double per_gpu = 0;
       if (!verdict->fits) {
+        // Why, as fit and perf say it: a refusal (no engine runs it) or the memory it lacks.
         v["fits"] = false;
+        if (verdict->refusal) {
+          v["refusal"] = refusal_code_name(verdict->refusal->code);
+          v["reason"] = verdict->refusal->message;
+        } else {
+          v["reason"] = out_of_memory_reason(verdict->total_bytes, verdict->limit_bytes);
+        }
       } else if (setup->workload.task == Task::kInfer && !setup->arch.cnn) {
         const ServingPerf sp =
             predict_serving(setup->arch, device, w, setup->efficiency, verdict->serving_max_batch, 0);
@@ -116,7 +125,8 @@ Status add_value_metrics(const Context& ctx, const Json& body, const std::vector
         per_gpu = (setup->arch.cnn ? tr.samples_per_second : tr.tokens_per_second) / t.count;
         v["fits"] = true;
       }
-      v[metric + "_per_gpu"] = sig(per_gpu);
+      // No throughput for a target that does not run it (0 would read as a measured rate).
+      v[metric + "_per_gpu"] = v["fits"].get<bool>() ? sig(per_gpu) : Json(nullptr);
       if (watts > 0 && per_gpu > 0) v[metric + "_per_w"] = sig(per_gpu / watts);
       if (cheapest[i] && per_gpu > 0) {
         v["units_per_dollar"] = sig(per_gpu * kSecondsPerHour / *cheapest[i]->price_per_gpu_hour(filter.spot));

@@ -131,8 +131,10 @@ Result<Input> input_text(const Request& req, const char* key) {
   const Json& v = req.raw(key);
   if (v.is_string()) return Input{key, v.get<std::string>()};
   if (v.is_object()) return Input{key, v.dump()};
-  if (v.is_array() && v.size() == 1 && v[0].is_object() && v[0].contains("text") && v[0]["text"].is_string()) {
-    return Input{v[0].value("name", std::string(key)), v[0]["text"].get<std::string>()};
+  if (v.is_array() && v.size() == 1 && v[0].is_object() && v[0].contains("text") && v[0]["text"].is_string() &&
+      (!v[0].contains("name") || v[0]["name"].is_string())) {  // value("name", ...) throws on a non-string
+    return Input{v[0].contains("name") ? v[0]["name"].get<std::string>() : std::string(key),
+                 v[0]["text"].get<std::string>()};
   }
   return usage_error(std::string("'") + key + "' must be YAML text, an object, or one file [{name, text}]", key);
 }

@@ -36,7 +36,11 @@ Result<OfferSet> offers_from_request(const Context& ctx, const Request& req) {
   } else if (o.is_array()) {
     for (const auto& f : o) {
       if (f.is_object() && f.contains("text") && f["text"].is_string()) {
-        files.emplace_back(f.value("name", "offers.csv"), f["text"].get<std::string>());
+        // value("name", ...) would throw on a name that is not a string.
+        if (f.contains("name") && !f["name"].is_string())
+          return usage_error("'offers' file 'name' must be a string", "offers");
+        files.emplace_back(f.contains("name") ? f["name"].get<std::string>() : "offers.csv",
+                           f["text"].get<std::string>());
       } else if (f.is_string()) {
         files.emplace_back("offers.csv", f.get<std::string>());
       } else {

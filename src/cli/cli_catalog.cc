@@ -156,13 +156,25 @@ std::string render_compare(const Json& r, const Json&, const OutputFormat& fmt) 
   for (const auto& t : r["targets"]) {
     if (!t.contains("value")) continue;
     for (auto it = t["value"].begin(); it != t["value"].end(); ++it) {
+      if (it.key() == "refusal" || it.key() == "reason") continue;  // listed under the table
       if (std::find(vkeys.begin(), vkeys.end(), it.key()) == vkeys.end()) vkeys.push_back(it.key());
     }
   }
   for (const auto& vk : vkeys) {
     add_row("value." + vk, [&](const Json& t) {
-      return t.contains("value") && t["value"].contains(vk) ? t["value"][vk] : Json(nullptr);
+      if (!t.contains("value") || !t["value"].contains(vk)) return Json(nullptr);
+      if (vk == "fits" && t["value"].contains("refusal")) return Json("refused");
+      return t["value"][vk];
     });
+  }
+  // Why a target does not fit: its refusal (no engine runs the configuration there) or the memory.
+  std::string why_not;
+  for (const auto& t : r["targets"]) {
+    if (!t.contains("value") || !t["value"].contains("reason") || !t["value"]["reason"].is_string()) continue;
+    const Json& v = t["value"];
+    why_not += "  " + t["id"].get<std::string>() + ": " +
+               (v.contains("refusal") ? "refused (" + v["refusal"].get<std::string>() + "): " : std::string()) +
+               v["reason"].get<std::string>() + "\n";
   }
   if (fmt.csv) return render_csv(header, rows);
   std::vector<bool> right(header.size(), true);
@@ -179,6 +191,7 @@ std::string render_compare(const Json& r, const Json&, const OutputFormat& fmt) 
     }
     out += ".\n";
   }
+  if (!why_not.empty()) out += "\nvalue.fits, why not:\n" + why_not;
   return out;
 }
 

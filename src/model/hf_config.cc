@@ -519,7 +519,8 @@ Result<Model> mpt(const Json& j, Model m, const std::string& type) {
     const Json& a = j["attn_config"];
     if (a.contains("kv_n_heads") && a["kv_n_heads"].is_number())
       m.kv_heads = a["kv_n_heads"].get<int64_t>();
-    else if (a.value("attn_type", "") == "multiquery_attention")
+    else if (a.contains("attn_type") && a["attn_type"].is_string() &&  // value() throws on a non-string
+             a["attn_type"].get<std::string>() == "multiquery_attention")
       m.kv_heads = 1;
   }
   double ratio = 4.0;
@@ -629,7 +630,8 @@ Result<Model> parse_any(const J& config, std::string id) {
                                   " levels (published configs nest 3)",
                               "config");
   }
-  const Json j = Json::parse(config.dump());
+  // dump() would throw on a string that is not UTF-8 (a YAML request can bring one): replace it.
+  const Json j = Json::parse(config.dump(-1, ' ', false, J::error_handler_t::replace));
   GPUPLAN_CHECK(check_numbers(j, id));
   if (j.contains("attn_config") && j["attn_config"].is_object()) GPUPLAN_CHECK(check_numbers(j["attn_config"], id));
   Model m;

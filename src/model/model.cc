@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "catalog/yaml_util.h"
+#include "gpuplan/cancel.h"
 #include "gpuplan/catalog.h"
 #include "gpuplan/embedded.h"
 #include "gpuplan/model.h"
@@ -105,61 +106,115 @@ double Model::forward_flops_per_token(int64_t context) const {
 
 // ---- layer-shape YAML (CNNs) -----------------------------------------------------------------
 
+namespace {
+
+// Bounds on layer-file numbers, in the spirit of hf_config's (docs/model.md "Input bounds"): several
+// times the largest published network, finite so that no product overflows or allocates without bound.
+// Channels and features: the MLP-width bound (2^20), 512x the widest published CNN layer (2048 ResNet).
+constexpr int kMaxCnnChannels = 1 << 20;
+// Kernel side: 20x the largest published (SLaK, 51x51).
+constexpr int kMaxCnnKernel = 1024;
+// Stride: no more than a kernel side.
+constexpr int kMaxCnnStride = kMaxCnnKernel;
+// Image and feature-map side in pixels: 17x a 4K frame's 3840.
+constexpr int kMaxCnnSide = 1 << 16;
+// Layers in one file: 100x ResNet-152's ~510 conv/batchnorm/pool/linear entries.
+constexpr size_t kMaxCnnLayers = 65536;
+
+// A whole number in [lo, hi] (or `fallback` when absent and not required), with the file, line, entry
+// and field in the error.
+Result<int64_t> bounded_int(const std::string& file, const YAML::Node& map, const std::string& entry,
+                            const char* key, bool required, int64_t fallback, int64_t lo, int64_t hi) {
+  YAML::Node n = map.IsMap() ? map[key] : YAML::Node();
+  if (!required && (!n || n.IsNull())) return fallback;
+  GPUPLAN_TRY(v, yaml::get_int(file, map, entry, key, required, 0));
+  if (v < lo || v > hi) {
+    return yaml::data_error(file, n, entry, key,
+                            "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " +
+                                std::to_string(v));
+  }
+  return int64_t{v};
+}
+
+}  // namespace
+
 Result<Model> parse_layer_yaml(std::string_view yaml_text, std::string id) {
-  auto parsed = yaml::parse("layer file of '" + id + "'", yaml_text);  // bounds aliases and keys
+  const std::string file = "layer file of '" + id + "'";
+  auto parsed = yaml::parse(file, yaml_text);  // bounds aliases and keys
   if (!parsed) return Error{parsed.error().code, parsed.error().message, "layers"};
   const YAML::Node root = *parsed;
-  if (!root["layers"] || !root["layers"].IsSequence()) {
-    return invalid_data_error("layer file of '" + id + "' lacks a 'layers' list", "layers");
+  if (!root.IsMap() || !root["layers"] || !root["layers"].IsSequence()) {
+    return invalid_data_error(file + " lacks a 'layers' list", "layers");
+  }
+  GPUPLAN_CHECK(yaml::check_keys(file, root, "", {"id", "kind", "published_parameters", "published_source", "input",
+                                                   "layers"}));
+  const YAML::Node layers = root["layers"];
+  if (layers.size() > kMaxCnnLayers) {
+    return limit_error(file + " lists " + std::to_string(layers.size()) + " layers, over the limit of " +
+                           std::to_string(kMaxCnnLayers) + " (100x ResNet-152)",
+                       "layers");
   }
   Model m;
   m.id = std::move(id);
-  m.architecture = root["kind"] ? root["kind"].as<std::string>() : "cnn";
+  GPUPLAN_TRY(kind, yaml::get_string(file, root, "", "kind", false));
+  m.architecture = kind.empty() ? "cnn" : kind;
   m.kind = ModelKind::kCnn;
-  auto num = [](const YAML::Node& n, const char* k, int64_t fallback = 0) {
-    return n[k] ? n[k].as<int64_t>() : fallback;
-  };
   // Input image elements count as the first activation kept for backward.
-  if (const auto in = root["input"]) {
-    m.cnn_activation_elements_per_sample =
-        static_cast<double>(num(in, "channels") * num(in, "height") * num(in, "width"));
+  if (const YAML::Node in = root["input"]; in && !in.IsNull()) {
+    GPUPLAN_CHECK(yaml::check_keys(file, in, "input", {"channels", "height", "width"}));
+    GPUPLAN_TRY(c, bounded_int(file, in, "input", "channels", true, 0, 1, kMaxCnnChannels));
+    GPUPLAN_TRY(h, bounded_int(file, in, "input", "height", true, 0, 1, kMaxCnnSide));
+    GPUPLAN_TRY(w, bounded_int(file, in, "input", "width", true, 0, 1, kMaxCnnSide));
+    m.cnn_activation_elements_per_sample = static_cast<double>(c) * static_cast<double>(h) * static_cast<double>(w);
   }
-  for (const auto& l : root["layers"]) {
-    const std::string type = l["type"] ? l["type"].as<std::string>() : "";
-    const std::string name = l["name"] ? l["name"].as<std::string>() : "?";
+  size_t index = 0;
+  for (const auto& l : layers) {
+    const std::string at = "layer " + std::to_string(++index);
+    // Keys a layer may have; stride and padding are documentation (out_h/out_w already give the sizes).
+    GPUPLAN_CHECK(yaml::check_keys(file, l, at,
+                                   {"name", "type", "in_channels", "out_channels", "kernel", "stride", "padding", "out_h",
+                                    "out_w", "bias", "channels", "in_features", "out_features"}));
+    GPUPLAN_TRY(type, yaml::get_string(file, l, at, "type", true));
+    GPUPLAN_TRY(given_name, yaml::get_string(file, l, at, "name", false));
+    const std::string name = given_name.empty() ? "?" : given_name;
+    const std::string entry = "layer '" + name + "'";
+    GPUPLAN_TRY(bias, yaml::get_bool(file, l, entry, "bias", false, false));
+    GPUPLAN_TRY(stride, bounded_int(file, l, entry, "stride", false, 1, 1, kMaxCnnStride));
+    GPUPLAN_TRY(padding, bounded_int(file, l, entry, "padding", false, 0, 0, kMaxCnnKernel));
+    (void)stride, (void)padding;
     double out = 0;
     if (type == "conv") {
-      const int64_t cin = num(l, "in_channels"), cout = num(l, "out_channels"), k = num(l, "kernel");
-      const int64_t hw = num(l, "out_h") * num(l, "out_w");
-      if (cin <= 0 || cout <= 0 || k <= 0 || hw <= 0) {
-        return invalid_data_error(
-            "layer '" + name + "' of '" + m.id + "' needs in_channels, out_channels, kernel, out_h, out_w", name);
-      }
-      m.tensors.push_back(TensorGroup{name, TensorRole::kConv, cout, cin * k * k, 1, false, false});
-      if (l["bias"] && l["bias"].as<bool>())
-        m.tensors.push_back(TensorGroup{name + ".bias", TensorRole::kBias, cout, 1, 1, false, false});
-      out = static_cast<double>(cout * hw);
-      m.cnn_flops_per_sample += 2.0 * static_cast<double>(cout * cin * k * k * hw);
-    } else if (type == "batchnorm") {
-      const int64_t c = num(l, "channels");
-      m.tensors.push_back(TensorGroup{name, TensorRole::kNorm, c, 2, 1, false, false});
-      out = static_cast<double>(c * num(l, "out_h", 1) * num(l, "out_w", 1));
-    } else if (type == "maxpool" || type == "avgpool") {
-      out = static_cast<double>(num(l, "channels") * num(l, "out_h", 1) * num(l, "out_w", 1));
+      GPUPLAN_TRY(cin, bounded_int(file, l, entry, "in_channels", true, 0, 1, kMaxCnnChannels));
+      GPUPLAN_TRY(cout, bounded_int(file, l, entry, "out_channels", true, 0, 1, kMaxCnnChannels));
+      GPUPLAN_TRY(k, bounded_int(file, l, entry, "kernel", true, 0, 1, kMaxCnnKernel));
+      GPUPLAN_TRY(oh, bounded_int(file, l, entry, "out_h", true, 0, 1, kMaxCnnSide));
+      GPUPLAN_TRY(ow, bounded_int(file, l, entry, "out_w", true, 0, 1, kMaxCnnSide));
+      const int64_t fan_in = cin * k * k;  // <= 2^40
+      const double hw = static_cast<double>(oh) * static_cast<double>(ow);
+      m.tensors.push_back(TensorGroup{name, TensorRole::kConv, cout, fan_in, 1, false, false});
+      if (bias) m.tensors.push_back(TensorGroup{name + ".bias", TensorRole::kBias, cout, 1, 1, false, false});
+      out = static_cast<double>(cout) * hw;
+      m.cnn_flops_per_sample += 2.0 * static_cast<double>(cout) * static_cast<double>(fan_in) * hw;
+    } else if (type == "batchnorm" || type == "maxpool" || type == "avgpool") {
+      GPUPLAN_TRY(c, bounded_int(file, l, entry, "channels", true, 0, 1, kMaxCnnChannels));
+      GPUPLAN_TRY(oh, bounded_int(file, l, entry, "out_h", false, 1, 1, kMaxCnnSide));
+      GPUPLAN_TRY(ow, bounded_int(file, l, entry, "out_w", false, 1, 1, kMaxCnnSide));
+      if (type == "batchnorm") m.tensors.push_back(TensorGroup{name, TensorRole::kNorm, c, 2, 1, false, false});
+      out = static_cast<double>(c) * static_cast<double>(oh) * static_cast<double>(ow);
     } else if (type == "linear") {
-      const int64_t in = num(l, "in_features"), o = num(l, "out_features");
+      GPUPLAN_TRY(in, bounded_int(file, l, entry, "in_features", true, 0, 1, kMaxCnnChannels));
+      GPUPLAN_TRY(o, bounded_int(file, l, entry, "out_features", true, 0, 1, kMaxCnnChannels));
       m.tensors.push_back(TensorGroup{name, TensorRole::kLinear, o, in, 1, false, false});
-      if (l["bias"] && l["bias"].as<bool>())
-        m.tensors.push_back(TensorGroup{name + ".bias", TensorRole::kBias, o, 1, 1, false, false});
+      if (bias) m.tensors.push_back(TensorGroup{name + ".bias", TensorRole::kBias, o, 1, 1, false, false});
       out = static_cast<double>(o);
-      m.cnn_flops_per_sample += 2.0 * static_cast<double>(in * o);
+      m.cnn_flops_per_sample += 2.0 * static_cast<double>(in) * static_cast<double>(o);
     } else {
-      return invalid_data_error("layer '" + name + "' of '" + m.id + "' has type '" + type +
-                                    "'; known: conv, batchnorm, maxpool, avgpool, linear",
-                                name);
+      return yaml::data_error(file, l, entry, "type",
+                              "unknown layer type '" + type + "'; known: conv, batchnorm, maxpool, avgpool, linear");
     }
     m.cnn_activation_elements_per_sample += out;
     m.cnn_max_layer_elements_per_sample = std::max(m.cnn_max_layer_elements_per_sample, out);
+    if (cancel_requested()) return cancelled_error();
   }
   GPUPLAN_CHECK(finish_model(m));
   return m;

@@ -68,6 +68,19 @@ void rank(std::vector<Plan>& plans, PlanObjective objective) {
 
 }  // namespace
 
+namespace {
+
+// Why nothing runs `on` ("2 GPU(s)", "up to 4 instances"): "refused on ...: <reason>" for a refusal
+// (PlanModel's why_not starting with kRefusedPrefix), "does not fit on ...: <reason>" otherwise.
+std::string failure_on(const std::string& on, std::string_view why_not) {
+  if (why_not.substr(0, kRefusedPrefix.size()) == kRefusedPrefix) {
+    return "refused on " + on + ": " + std::string(why_not.substr(kRefusedPrefix.size()));
+  }
+  return "does not fit on " + on + (why_not.empty() ? "" : ": " + std::string(why_not));
+}
+
+}  // namespace
+
 PlanResult plan_serving(const PlanModel& model, const std::vector<const Offer*>& offers, const ServeGoal& goal,
                         const PlanOptions& options) {
   PlanResult result;
@@ -88,7 +101,7 @@ PlanResult plan_serving(const PlanModel& model, const std::vector<const Offer*>&
         const int max_batch = model.max_serving_batch(t, tp, pp, &not_fit);
         ++result.configurations;
         if (max_batch < 1) {
-          if (why.empty()) why = "does not fit on " + std::to_string(devices) + " GPU(s): " + not_fit;
+          if (why.empty()) why = failure_on(std::to_string(devices) + " GPU(s)", not_fit);
           continue;
         }
         // The largest batch that meets the latency targets (latency grows with batch: bisection).
@@ -255,8 +268,7 @@ PlanResult plan_training(const PlanModel& model, const std::vector<const Offer*>
     Plan p;
     p.offer = offer;
     if (!fastest) {
-      p.reason = "does not fit on up to " + std::to_string(options.max_instances) + " instances" +
-                 (not_fit.empty() ? "" : ": " + not_fit);
+      p.reason = failure_on("up to " + std::to_string(options.max_instances) + " instances", not_fit);
     } else if (goal.deadline_seconds && fastest->seconds_total > *goal.deadline_seconds) {
       p = *fastest;
       p.meets_goal = false;

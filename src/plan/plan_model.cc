@@ -37,7 +37,7 @@ int WorkloadPlanModel::max_serving_batch(const Target& t, int tp, int pp, std::s
     return 0;
   }
   if (v->refusal) {
-    *why_not = v->refusal->message;
+    *why_not = std::string(kRefusedPrefix) + v->refusal->message;
     return 0;
   }
   if (v->serving_max_batch < 1) {
@@ -75,7 +75,7 @@ TrainPoint WorkloadPlanModel::train(const Target& t, int dp, int tp, int pp) con
     return p;
   }
   if (v->refusal) {
-    p.why_not = v->refusal->message;
+    p.why_not = std::string(kRefusedPrefix) + v->refusal->message;
     return p;
   }
   if (!v->fits) {

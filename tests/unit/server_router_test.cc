@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "gpuplan/api.h"
+#include "gpuplan/catalog.h"
 #include "gpuplan/workload.h"
 #include "server/server.h"
 
@@ -371,6 +375,51 @@ TEST_F(RouterTest, OpenApiDocumentsEveryWorkloadKey) {
     for (const auto key : gpuplan::workload_keys()) {
       EXPECT_TRUE(schema["properties"].contains(std::string(key))) << path << " lacks '" << key << "'";
     }
+  }
+}
+
+// Issue #11: every operation lists the statuses the HTTP layer answers any request with (400 for
+// syntax and the JSON scan, 413 for the body and the response cap, 503 busy/timeout), POSTs also 415,
+// and each error response is the error schema.
+TEST_F(RouterTest, OpenApiListsTheErrorStatusesOfEveryOperation) {
+  Router r = make(kAll);
+  const Json doc = body(r.handle(get("/api/v1/openapi.json")));
+  int operations = 0;
+  for (auto it = doc["paths"].begin(); it != doc["paths"].end(); ++it) {
+    for (auto op = it.value().begin(); op != it.value().end(); ++op) {
+      ++operations;
+      const Json& responses = op.value()["responses"];
+      std::vector<std::string> need = {"200", "400", "405", "408", "413", "414", "431", "503"};
+      if (op.key() == "post") need.insert(need.end(), {"411", "415", "422"});
+      if (it.key().find('{') != std::string::npos) need.insert(need.end(), {"404", "409"});
+      for (const auto& code : need) {
+        EXPECT_TRUE(responses.contains(code)) << op.key() << " " << it.key() << " lacks " << code;
+      }
+      for (auto rt = responses.begin(); rt != responses.end(); ++rt) {
+        if (rt.key() == "200") continue;
+        Json resp = rt.value();
+        if (resp.contains("$ref")) {
+          const std::string ref = resp["$ref"].get<std::string>();
+          ASSERT_EQ(ref.rfind("#/components/responses/", 0), 0U) << ref;
+          resp = doc["components"]["responses"][ref.substr(ref.rfind('/') + 1)];
+        }
+        EXPECT_FALSE(resp.value("description", std::string()).empty()) << it.key() << " " << rt.key();
+        EXPECT_EQ(resp["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/Error")
+            << op.key() << " " << it.key() << " " << rt.key();
+      }
+    }
+  }
+  EXPECT_GE(operations, 14);
+  // mig.layouts answers dead_ends (src/api/mig_commands.cc).
+  const Json layouts =
+      doc["paths"]["/mig/{gpu}/layouts"]["get"]["responses"]["200"]["content"]["application/json"]["schema"];
+  EXPECT_TRUE(layouts["properties"].contains("dead_ends")) << layouts.dump();
+  // The router here runs a stand-in; the keys come from the library's command itself.
+  const auto live = gpuplan::run_command(gpuplan::Context{gpuplan::Catalog::embedded()}, "mig.layouts",
+                                         Json{{"gpu", "a100-40gb-sxm4"}});
+  ASSERT_TRUE(live.ok()) << live.error().message;
+  for (auto it = live->begin(); it != live->end(); ++it) {
+    EXPECT_TRUE(layouts["properties"].contains(it.key())) << "undocumented key " << it.key();
   }
 }
 
