@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "catalog/yaml_util.h"
+#include "gpuplan/cancel.h"
 #include "gpuplan/embedded.h"
 
 namespace gpuplan {
@@ -608,6 +609,8 @@ std::shared_ptr<const Catalog> Catalog::embedded() {
   static std::once_flag once;
   static std::shared_ptr<const Catalog> catalog;
   std::call_once(once, [] {
+    // Shared by every later command: the first command's deadline must not cut its load short.
+    const CancelScope uncancellable(nullptr);
     auto c = load();
     if (!c) {
       // The embedded data is tested at build time; reaching this is a packaging bug.

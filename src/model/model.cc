@@ -311,6 +311,8 @@ Result<const Model*> zoo_model(std::string_view id) {
                                " (or pass the path of a config.json)",
                            "model");
   }
+  // The parsed model is cached for every later command: a request's deadline must not apply to it.
+  const CancelScope uncancellable(nullptr);
   const std::string_view text = embedded(entry->file);
   if (text.empty())
     return invalid_data_error("zoo entry '" + entry->id + "' names a missing file " + entry->file, "model");
