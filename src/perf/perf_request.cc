@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "api/request.h"
+#include "core/request.h"
 #include "gpuplan/formats.h"
 
 namespace gpuplan::perf {
@@ -78,7 +78,7 @@ PerfEngine perf_engine(Engine e) {
 }  // namespace
 
 Result<PerfSetup> parse_perf_setup(const Json& request) {
-  api::Request req(request);
+  Request req(request);
   PerfSetup s;
   // The fit reading of the workload, after the spellings validation rows use.
   Json fit_req = Json::object();

@@ -1,10 +1,10 @@
-#include "api/request.h"
+#include "core/request.h"
 
 #include <cmath>
 
 #include "core/decimal.h"
 
-namespace gpuplan::api {
+namespace gpuplan {
 
 namespace {
 std::string type_name(const Json& v) {
@@ -116,4 +116,4 @@ Result<std::vector<std::string>> Request::strings(const char* key) const {
   return out;
 }
 
-}  // namespace gpuplan::api
+}  // namespace gpuplan
