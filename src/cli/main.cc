@@ -28,6 +28,7 @@ int run(int argc, char** argv) {
   cli::add_serve_command(app);
   cli::add_perf_commands(app, commands);
   cli::add_plan_commands(app, commands);
+  cli::add_model_commands(app, commands);
   // Options given after the subcommand (`gpuplan catalog list --json`) reach the top level too.
   std::function<void(CLI::App*)> fall = [&](CLI::App* a) {
     a->fallthrough(true);

@@ -25,7 +25,9 @@ Status Request::check_keys(std::initializer_list<std::string_view> allowed) cons
     if (!known) {
       std::string list;
       for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-      return usage_error("unknown option '" + it.key() + "'; this command takes: " + list, it.key());
+      return usage_error(
+          "unknown option '" + it.key() + "'; this command takes" + (list.empty() ? " no options" : ": " + list),
+          it.key());
     }
   }
   return Status::Ok();
