@@ -12,13 +12,13 @@
 #include <thread>
 
 #include "gpuplan/embedded.h"
+#include "gpuplan/version.h"
 #include "server/server.h"
 
 namespace gpuplan::server {
 
 namespace {
 
-constexpr const char* kVersion = "0.1.0";
 // A light-lane request's body may be this large (a catalog.show by POST is under 200 bytes); larger
 // bodies are parsed on the heavy lane.
 constexpr std::size_t kLightBodyBytes = 4096;
@@ -137,6 +137,19 @@ std::string etag_of(std::string_view s) {
   return out + "\"";
 }
 
+// web/openapi.json says "version": "@GPUPLAN_VERSION@"; the served document carries the build's version
+// (generated/gpuplan/version.h, from CMake), so the version is written in one place.
+std::string_view openapi_with_version(std::string_view text) {
+  static constexpr std::string_view kPlaceholder = "@GPUPLAN_VERSION@";
+  static const std::string doc = [&] {
+    std::string out(text);
+    if (const size_t at = out.find(kPlaceholder); at != std::string::npos)
+      out.replace(at, kPlaceholder.size(), kVersion);
+    return out;
+  }();
+  return doc;
+}
+
 // web/ files, by URL path ("/" is web/index.html).
 const std::map<std::string, Asset, std::less<>>& assets() {
   static const auto* const map = [] {
@@ -144,7 +157,9 @@ const std::map<std::string, Asset, std::less<>>& assets() {
     for (const auto& f : embedded_files()) {
       if (f.path.substr(0, 4) != "web/") continue;
       const std::string url(f.path.substr(3));
-      (*m)[url] = Asset{f.contents, content_type_for(f.path), etag_of(f.contents)};
+      std::string_view contents = f.contents;
+      if (url == "/openapi.json") contents = openapi_with_version(contents);
+      (*m)[url] = Asset{contents, content_type_for(f.path), etag_of(contents)};
       if (url == "/index.html") (*m)["/"] = Asset{f.contents, content_type_for(f.path), etag_of(f.contents)};
     }
     return m;

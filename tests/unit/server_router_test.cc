@@ -6,6 +6,7 @@
 #include <atomic>
 #include <thread>
 
+#include "gpuplan/version.h"
 #include "gpuplan/workload.h"
 #include "server/server.h"
 
@@ -307,6 +308,16 @@ TEST_F(RouterTest, HealthListsTheCommands) {
   ASSERT_EQ(res.status, 200);
   EXPECT_EQ(body(res)["status"], "ok");
   EXPECT_EQ(body(res)["commands"], (Json{"catalog.list", "fit"}));
+}
+
+// The version is written once, in CMake's project(); health and the OpenAPI document (both the API
+// route and the static file) carry it, never the placeholder of web/openapi.json.
+TEST_F(RouterTest, HealthAndOpenApiCarryTheCMakeVersion) {
+  Router r = make(kAll);
+  EXPECT_EQ(body(r.handle(get("/api/v1/health")))["version"], kVersion);
+  EXPECT_EQ(body(r.handle(get("/api/v1/openapi.json")))["info"]["version"], kVersion);
+  EXPECT_EQ(body(r.handle(get("/openapi.json")))["info"]["version"], kVersion);
+  EXPECT_EQ(r.handle(get("/openapi.json")).body.find("@GPUPLAN_VERSION@"), std::string::npos);
 }
 
 TEST_F(RouterTest, ServesThePageFromTheBinary) {
