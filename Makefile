@@ -7,7 +7,7 @@ FUZZ_DIR  ?= build-fuzz
 JOBS      ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test test-unit test-asan fuzz fuzz-build fuzz-replay bench format tidy clean
+.PHONY: all deps build run test check-includes test-unit test-asan fuzz fuzz-build fuzz-replay bench format tidy clean
 
 all: build
 
@@ -26,6 +26,10 @@ PORT ?= 8080
 run: build
 	@echo "gpuplan: open http://$(HOST):$(PORT)/ in a browser (API under /api/v1; Ctrl-C stops it)"
 	./$(BUILD_DIR)/gpuplan serve --host $(HOST) --port $(PORT)
+
+# The include direction between src/ folders (scripts/layers.txt; docs/design.md "Dependency rules").
+check-includes:
+	./scripts/check-includes.sh
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)

@@ -5,7 +5,7 @@
 #include "api/catalog_json.h"
 #include "api/commands.h"
 #include "api/compare_value.h"
-#include "api/request.h"
+#include "core/request.h"
 #include "gpuplan/target.h"
 
 namespace gpuplan::api {

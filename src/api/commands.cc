@@ -18,6 +18,7 @@ const api::CommandTable& table() {
     api::register_fit_commands(t);
     api::register_validate_commands(t);
     api::register_perf_commands(t);
+    api::register_model_commands(t);
     return t;
   }();
   return commands;

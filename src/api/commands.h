@@ -23,5 +23,6 @@ void register_plan_commands(CommandTable& table);
 void register_fit_commands(CommandTable& table);
 void register_validate_commands(CommandTable& table);
 void register_perf_commands(CommandTable& table);
+void register_model_commands(CommandTable& table);
 
 }  // namespace gpuplan::api

@@ -5,7 +5,7 @@
 
 #include "api/catalog_json.h"
 #include "api/commands.h"
-#include "api/request.h"
+#include "core/request.h"
 #include "gpuplan/mig.h"
 #include "gpuplan/mig_pack.h"
 #include "mig/table_model.h"

@@ -4,7 +4,7 @@
 
 #include "api/commands.h"
 #include "api/offer_request.h"
-#include "api/request.h"
+#include "core/request.h"
 
 namespace gpuplan::api {
 

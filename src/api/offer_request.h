@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "api/request.h"
+#include "core/request.h"
 #include "gpuplan/offers.h"
 
 namespace gpuplan::api {

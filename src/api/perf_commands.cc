@@ -5,7 +5,7 @@
 
 #include "api/commands.h"
 #include "api/fit_common.h"
-#include "api/request.h"
+#include "core/request.h"
 #include "gpuplan/cancel.h"
 #include "gpuplan/perf.h"
 #include "perf/perf_request.h"

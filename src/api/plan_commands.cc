@@ -7,8 +7,8 @@
 
 #include "api/commands.h"
 #include "api/offer_request.h"
-#include "api/request.h"
 #include "core/decimal.h"
+#include "core/request.h"
 #include "plan/plan_model.h"
 
 namespace gpuplan::api {

@@ -8,8 +8,8 @@
 
 #include "api/commands.h"
 #include "api/fit_common.h"
-#include "api/request.h"
 #include "catalog/yaml_util.h"
+#include "core/request.h"
 #include "gpuplan/cancel.h"
 #include "gpuplan/embedded.h"
 #include "gpuplan/memory.h"

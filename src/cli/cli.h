@@ -60,6 +60,7 @@ void add_offer_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>&
 void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 void add_perf_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 void add_plan_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
+void add_model_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 // The workload options of fit (and with `perf`, the extra ones of perf and plan), shared by commands.
 struct WorkloadOptions {
   bool perf = false;           // add rate, train-tokens, dp, global-batch, cuda-graphs, efficiency

@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "gpuplan/api.h"
+#include "gpuplan/version.h"
 
 namespace {
 
@@ -12,7 +13,7 @@ int run(int argc, char** argv) {
   using namespace gpuplan;
   CLI::App app{"gpuplan: choose, size, share and rent GPUs for AI work, with every figure sourced"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "gpuplan 0.1.0");
+  app.set_version_flag("--version", std::string("gpuplan ") + gpuplan::kVersion);
   std::vector<std::string> catalog_dirs;
   cli::OutputFormat fmt;
   app.add_option("--catalog", catalog_dirs, "Folder of catalog YAML files that add or override entries")
@@ -28,6 +29,7 @@ int run(int argc, char** argv) {
   cli::add_serve_command(app);
   cli::add_perf_commands(app, commands);
   cli::add_plan_commands(app, commands);
+  cli::add_model_commands(app, commands);
   // Options given after the subcommand (`gpuplan catalog list --json`) reach the top level too.
   std::function<void(CLI::App*)> fall = [&](CLI::App* a) {
     a->fallthrough(true);

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "api/request.h"
+#include "core/request.h"
 #include "gpuplan/formats.h"
 
 namespace gpuplan::perf {
@@ -21,11 +21,6 @@ const std::vector<std::string_view>& perf_request_keys() {
 }
 
 namespace {
-
-#define GP_TRY(var, expr)               \
-  auto var##_r = (expr);                \
-  if (!var##_r) return var##_r.error(); \
-  const auto var = *var##_r
 
 PerfTask perf_task(Task t) {
   switch (t) {
@@ -78,7 +73,7 @@ PerfEngine perf_engine(Engine e) {
 }  // namespace
 
 Result<PerfSetup> parse_perf_setup(const Json& request) {
-  api::Request req(request);
+  Request req(request);
   PerfSetup s;
   // The fit reading of the workload, after the spellings validation rows use.
   Json fit_req = Json::object();
@@ -87,15 +82,15 @@ Result<PerfSetup> parse_perf_setup(const Json& request) {
       fit_req[it.key()] = it.value();
     }
   }
-  GP_TRY(task_text, req.string("task"));
+  GPUPLAN_TRY(task_text, req.string("task"));
   const bool infer = task_text.empty() || task_text == "infer";
   if (req.has("checkpointing") && req.raw("checkpointing").is_boolean()) {
     fit_req["checkpointing"] = req.raw("checkpointing").get<bool>() ? "full" : "none";
   }
   if (fit_req.contains("weights") && fit_req["weights"] == "tf32") fit_req["weights"] = "fp32";  // TF32 matmuls
   // Engines the memory model has no profile for run with its plain-PyTorch profile.
-  GP_TRY(engine_text, req.string("engine"));
-  GP_TRY(engine, parse_perf_engine(engine_text));
+  GPUPLAN_TRY(engine_text, req.string("engine"));
+  GPUPLAN_TRY(engine, parse_perf_engine(engine_text));
   if (engine == PerfEngine::kExllama || engine == PerfEngine::kAuto) fit_req.erase("engine");
   if (!infer) {
     if (req.has("micro_batch")) fit_req["batch"] = request["micro_batch"];
@@ -103,15 +98,16 @@ Result<PerfSetup> parse_perf_setup(const Json& request) {
   }
   // Inference lengths: output defaults to 128 tokens; the prompt fills the context, or 512 tokens.
   s.lengths_given = req.has("input_tokens") || req.has("output_tokens");
-  GP_TRY(context, req.integer("context", 0, 0, 1 << 24));
-  GP_TRY(output, req.integer("output_tokens", infer ? 128 : 0, 0, 1 << 24));
-  GP_TRY(input, req.integer("input_tokens", context > 0 ? std::max<long long>(1, context - output) : 512, 0, 1 << 24));
+  GPUPLAN_TRY(context, req.integer("context", 0, 0, 1 << 24));
+  GPUPLAN_TRY(output, req.integer("output_tokens", infer ? 128 : 0, 0, 1 << 24));
+  GPUPLAN_TRY(input,
+              req.integer("input_tokens", context > 0 ? std::max<long long>(1, context - output) : 512, 0, 1 << 24));
   if (infer) {
     fit_req["input_tokens"] = std::max<long long>(1, input);
     fit_req["output_tokens"] = output;
     fit_req["context"] = std::max<long long>(1, input) + output;
   }
-  GP_TRY(w, parse_workload(fit_req));
+  GPUPLAN_TRY(w, parse_workload(fit_req));
   s.workload = w;
   s.arch = perf_arch(*w.model);
   PerfWorkload& p = s.perf;
@@ -132,23 +128,23 @@ Result<PerfSetup> parse_perf_setup(const Json& request) {
   if (w.task == Task::kLora || w.task == Task::kQlora) {
     p.trainable_parameters = lora_parameters(*w.model, w.lora_targets, w.lora_rank);
   }
-  GP_TRY(dp, req.integer("dp", 0, 0, 1 << 20));
+  GPUPLAN_TRY(dp, req.integer("dp", 0, 0, 1 << 20));
   p.dp = static_cast<int>(dp);  // 0: count / (tp x pp), set per target
-  GP_TRY(fsdp, req.flag("fsdp", false));
+  GPUPLAN_TRY(fsdp, req.flag("fsdp", false));
   p.fsdp = fsdp;
-  GP_TRY(graphs, req.flag("cuda_graphs", p.engine != PerfEngine::kTransformers));
+  GPUPLAN_TRY(graphs, req.flag("cuda_graphs", p.engine != PerfEngine::kTransformers));
   p.cuda_graphs = graphs;
   s.batch_given = req.has("batch") || req.has("micro_batch");
-  GP_TRY(global, req.integer("global_batch", 0, 0, 1LL << 40));
+  GPUPLAN_TRY(global, req.integer("global_batch", 0, 0, 1LL << 40));
   p.global_batch = global;
-  GP_TRY(rate, req.number("rate", 0));
+  GPUPLAN_TRY(rate, req.number("rate", 0));
   if (rate < 0) return usage_error("rate must be >= 0 requests per second", "rate");
   s.rate = rate;
-  GP_TRY(train_tokens, req.number("train_tokens", 0));
+  GPUPLAN_TRY(train_tokens, req.number("train_tokens", 0));
   if (train_tokens < 0) return usage_error("train_tokens must be >= 0", "train_tokens");
   s.train_tokens = train_tokens;
-  GP_TRY(eff_text, req.string("efficiency", ""));
-  GP_TRY(eff, parse_efficiency(eff_text, default_efficiency()));
+  GPUPLAN_TRY(eff_text, req.string("efficiency", ""));
+  GPUPLAN_TRY(eff, parse_efficiency(eff_text, default_efficiency()));
   s.efficiency = eff;
   return s;
 }
@@ -191,12 +187,11 @@ Result<MemoryVerdict> MemoryCache::verdict(const Target& t) {
     return &cache.emplace(count, std::move(p).value()).first->second;
   };
   MemoryVerdict v;
-  auto base = prepared(fit_, false);
-  if (!base) return base.error();
+  GPUPLAN_TRY(base, prepared(fit_, false));
   Target tc = t;
   tc.count = count;
   const Engine engine = rules_engine(s_);
-  const TargetFit f = fit_target(**base, tc, engine);
+  const TargetFit f = fit_target(*base, tc, engine);
   v.fits = f.fits;
   v.total_bytes = f.total_bytes;
   v.capacity_bytes = f.capacity_bytes;
@@ -209,9 +204,8 @@ Result<MemoryVerdict> MemoryCache::verdict(const Target& t) {
     return v;
   }
   if (s_.workload.task == Task::kInfer && s_.workload.model->kind != ModelKind::kCnn) {
-    auto serve = prepared(serving_, true);
-    if (!serve) return serve.error();
-    const TargetFit sf = fit_target(**serve, tc, engine);
+    GPUPLAN_TRY(serve, prepared(serving_, true));
+    const TargetFit sf = fit_target(*serve, tc, engine);
     const double mean_tokens =
         static_cast<double>(s_.perf.input_tokens) + static_cast<double>(s_.perf.output_tokens) / 2;
     v.serving_max_batch = sf.kv_pool_tokens > 0

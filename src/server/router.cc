@@ -12,13 +12,13 @@
 #include <thread>
 
 #include "gpuplan/embedded.h"
+#include "gpuplan/version.h"
 #include "server/server.h"
 
 namespace gpuplan::server {
 
 namespace {
 
-constexpr const char* kVersion = "0.1.0";
 // A light-lane request's body may be this large (a catalog.show by POST is under 200 bytes); larger
 // bodies are parsed on the heavy lane.
 constexpr std::size_t kLightBodyBytes = 4096;
@@ -34,8 +34,9 @@ constexpr std::size_t kLightQueue = 256;
 constexpr std::array kLightCommands = {"catalog.list", "catalog.show", "mig.profiles", "mig.layouts"};
 
 // Commands the API documents but a build may not have yet: asking for one is a 404 that says so.
-constexpr std::array kKnownCommands = {"catalog.list", "catalog.show", "compare",  "fit",  "perf",     "mig.profiles",
-                                       "mig.check",    "mig.layouts",  "mig.pack", "plan", "validate", "offers.list"};
+constexpr std::array kKnownCommands = {"catalog.list", "catalog.show", "compare",     "fit",      "perf",
+                                       "mig.profiles", "mig.check",    "mig.layouts", "mig.pack", "plan",
+                                       "validate",     "offers.list",  "models.list"};
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
@@ -136,6 +137,19 @@ std::string etag_of(std::string_view s) {
   return out + "\"";
 }
 
+// web/openapi.json says "version": "@GPUPLAN_VERSION@"; the served document carries the build's version
+// (generated/gpuplan/version.h, from CMake), so the version is written in one place.
+std::string_view openapi_with_version(std::string_view text) {
+  static constexpr std::string_view kPlaceholder = "@GPUPLAN_VERSION@";
+  static const std::string doc = [&] {
+    std::string out(text);
+    if (const size_t at = out.find(kPlaceholder); at != std::string::npos)
+      out.replace(at, kPlaceholder.size(), kVersion);
+    return out;
+  }();
+  return doc;
+}
+
 // web/ files, by URL path ("/" is web/index.html).
 const std::map<std::string, Asset, std::less<>>& assets() {
   static const auto* const map = [] {
@@ -143,32 +157,14 @@ const std::map<std::string, Asset, std::less<>>& assets() {
     for (const auto& f : embedded_files()) {
       if (f.path.substr(0, 4) != "web/") continue;
       const std::string url(f.path.substr(3));
-      (*m)[url] = Asset{f.contents, content_type_for(f.path), etag_of(f.contents)};
+      std::string_view contents = f.contents;
+      if (url == "/openapi.json") contents = openapi_with_version(contents);
+      (*m)[url] = Asset{contents, content_type_for(f.path), etag_of(contents)};
       if (url == "/index.html") (*m)["/"] = Asset{f.contents, content_type_for(f.path), etag_of(f.contents)};
     }
     return m;
   }();
   return *map;
-}
-
-// Ids of the models embedded under data/models/ (<id>.json configs and <id>.yaml layer shapes).
-Json zoo_models() {
-  static const Json list = [] {
-    Json out = Json::array();
-    for (const auto& f : embedded_files()) {
-      std::string_view p = f.path;
-      if (!p.starts_with("data/models/") || p == "data/models/zoo.yaml") continue;
-      p.remove_prefix(12);
-      if (p.find('/') != std::string_view::npos) continue;
-      const size_t dot = p.rfind('.');
-      if (dot == std::string_view::npos) continue;
-      const std::string_view ext = p.substr(dot);
-      if (ext != ".json" && ext != ".yaml") continue;
-      out.push_back(Json{{"id", std::string(p.substr(0, dot))}, {"kind", ext == ".json" ? "config.json" : "layers"}});
-    }
-    return out;
-  }();
-  return list;
 }
 
 void add_security_headers(HttpResponse& res) {
@@ -475,10 +471,6 @@ HttpResponse Router::api(const HttpRequest& req, std::string_view path, const Ca
     return json_response(200, body);
   }
 
-  // The zoo's model ids, for the page's model picker, unless the library has a command for it.
-  if (segs.size() == 1 && segs[0] == "models" && get && !has_command("models")) {
-    return json_response(200, Json{{"models", zoo_models()}});
-  }
   if (post) {
     if (auto refused = refuse_body(req, options_.max_body_bytes)) return *refused;
   }
@@ -486,11 +478,15 @@ HttpResponse Router::api(const HttpRequest& req, std::string_view path, const Ca
   Json request = Json::object();
   const std::string command = command_for(segs, request);
   if (!has_command(command)) {
-    const bool known = std::find(kKnownCommands.begin(), kKnownCommands.end(), command) != kKnownCommands.end();
-    if (known) {
+    auto is_known = [](const std::string& c) {
+      return std::find(kKnownCommands.begin(), kKnownCommands.end(), c) != kKnownCommands.end();
+    };
+    // A family's route (/models) names its list command (models.list) when the build lacks it.
+    const std::string missing = is_known(command) ? command : command + ".list";
+    if (is_known(missing)) {
       return error_response(
           404, "unknown_command",
-          "'" + command + "' is not available in this build of gpuplan; it has: " + join(commands_, 0, ','), "command");
+          "'" + missing + "' is not available in this build of gpuplan; it has: " + join(commands_, 0, ','), "command");
     }
     return error_response(404, "not_found",
                           "no API route " + req.method + " " + req.path + "; the routes are in /api/v1/openapi.json",

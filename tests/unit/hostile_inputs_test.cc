@@ -8,7 +8,7 @@
 #include <limits>
 #include <string>
 
-#include "api/request.h"
+#include "core/request.h"
 #include "gpuplan/api.h"
 #include "gpuplan/model.h"
 #include "gpuplan/offers.h"
@@ -275,7 +275,7 @@ TEST(HostileWorkload, RequestNumberAndIntegerRefuseNonFiniteHexAndOutOfRange) {
                {"nan", std::numeric_limits<double>::quiet_NaN()},
                {"huge", 1e300},
                {"ok", "2.5e3"}};
-  api::Request req(j);
+  Request req(j);
   for (const char* key : {"hex", "big", "inf", "nan"}) {
     SCOPED_TRACE(key);
     auto n = req.number(key);

@@ -10,6 +10,7 @@
 
 #include "gpuplan/api.h"
 #include "gpuplan/catalog.h"
+#include "gpuplan/version.h"
 #include "gpuplan/workload.h"
 #include "server/server.h"
 
@@ -91,8 +92,9 @@ class RouterTest : public ::testing::Test {
   std::atomic<int> spun_out_{0};
 };
 
-const std::vector<std::string> kAll = {"catalog.list", "catalog.show", "compare",  "fit",  "perf",     "mig.profiles",
-                                       "mig.check",    "mig.layouts",  "mig.pack", "plan", "validate", "offers.list"};
+const std::vector<std::string> kAll = {"catalog.list", "catalog.show", "compare",     "fit",      "perf",
+                                       "mig.profiles", "mig.check",    "mig.layouts", "mig.pack", "plan",
+                                       "validate",     "offers.list",  "models.list"};
 
 TEST_F(RouterTest, PostRoutesMapOntoCommandNames) {
   Router r = make(kAll);
@@ -144,14 +146,18 @@ TEST_F(RouterTest, AFamilyAnswersWithItsListCommand) {
   EXPECT_EQ(last().request, (Json{{"provider", "vast"}}));
 }
 
-TEST_F(RouterTest, ModelsListsTheZoo) {
+// /api/v1/models is the generic route of the models.list command (issue #12): the router has no zoo
+// listing of its own, and a build without the command says so.
+TEST_F(RouterTest, ModelsRunsTheModelsListCommand) {
   Router r = make(kAll);
-  auto res = r.handle(get("/api/v1/models"));
-  ASSERT_EQ(res.status, 200);
-  bool llama = false;
-  const Json doc = body(res);
-  for (const auto& m : doc["models"]) llama = llama || m["id"] == "llama-2-7b";
-  EXPECT_TRUE(llama);
+  EXPECT_EQ(r.handle(get("/api/v1/models")).status, 200);
+  EXPECT_EQ(last().command, "models.list");
+  EXPECT_EQ(last().request, Json::object());
+  Router without = make({"catalog.list"});
+  auto res = without.handle(get("/api/v1/models"));
+  EXPECT_EQ(res.status, 404);
+  EXPECT_EQ(body(res)["error"]["code"], "unknown_command");
+  EXPECT_NE(body(res)["error"]["message"].get<std::string>().find("'models.list'"), std::string::npos) << res.body;
 }
 
 TEST_F(RouterTest, EmptyBodyIsAnEmptyRequest) {
@@ -308,6 +314,16 @@ TEST_F(RouterTest, HealthListsTheCommands) {
   EXPECT_EQ(body(res)["commands"], (Json{"catalog.list", "fit"}));
 }
 
+// The version is written once, in CMake's project(); health and the OpenAPI document (both the API
+// route and the static file) carry it, never the placeholder of web/openapi.json.
+TEST_F(RouterTest, HealthAndOpenApiCarryTheCMakeVersion) {
+  Router r = make(kAll);
+  EXPECT_EQ(body(r.handle(get("/api/v1/health")))["version"], kVersion);
+  EXPECT_EQ(body(r.handle(get("/api/v1/openapi.json")))["info"]["version"], kVersion);
+  EXPECT_EQ(body(r.handle(get("/openapi.json")))["info"]["version"], kVersion);
+  EXPECT_EQ(r.handle(get("/openapi.json")).body.find("@GPUPLAN_VERSION@"), std::string::npos);
+}
+
 TEST_F(RouterTest, ServesThePageFromTheBinary) {
   Router r = make(kAll);
   auto page = r.handle(get("/"));
@@ -340,7 +356,7 @@ TEST_F(RouterTest, OpenApiDocumentDescribesEveryRoute) {
   Json doc = body(res);
   EXPECT_EQ(doc["openapi"].get<std::string>().substr(0, 2), "3.");
   for (const std::string path : {"/health", "/gpus", "/gpus/{id}", "/mig/{gpu}/profiles", "/mig/{gpu}/layouts", "/fit",
-                                 "/perf", "/plan", "/compare", "/mig/check", "/mig/pack", "/validate"}) {
+                                 "/perf", "/plan", "/compare", "/mig/check", "/mig/pack", "/validate", "/models"}) {
     EXPECT_TRUE(doc["paths"].contains(path)) << path;
   }
 }

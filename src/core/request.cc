@@ -1,10 +1,10 @@
-#include "api/request.h"
+#include "core/request.h"
 
 #include <cmath>
 
 #include "core/decimal.h"
 
-namespace gpuplan::api {
+namespace gpuplan {
 
 namespace {
 std::string type_name(const Json& v) {
@@ -25,7 +25,9 @@ Status Request::check_keys(std::initializer_list<std::string_view> allowed) cons
     if (!known) {
       std::string list;
       for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-      return usage_error("unknown option '" + it.key() + "'; this command takes: " + list, it.key());
+      return usage_error(
+          "unknown option '" + it.key() + "'; this command takes" + (list.empty() ? " no options" : ": " + list),
+          it.key());
     }
   }
   return Status::Ok();
@@ -116,4 +118,4 @@ Result<std::vector<std::string>> Request::strings(const char* key) const {
   return out;
 }
 
-}  // namespace gpuplan::api
+}  // namespace gpuplan

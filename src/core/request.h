@@ -9,7 +9,7 @@
 
 #include "gpuplan/api.h"
 
-namespace gpuplan::api {
+namespace gpuplan {
 
 class Request {
  public:
@@ -34,4 +34,4 @@ class Request {
   const Json& j_;
 };
 
-}  // namespace gpuplan::api
+}  // namespace gpuplan
