@@ -36,7 +36,9 @@ void expect_refused(const Result<Json>& r, ErrorCode code, const std::string& fi
   ASSERT_FALSE(r.ok()) << r->dump();
   EXPECT_EQ(r.error().code, code) << r.error().message;
   EXPECT_EQ(r.error().field, field) << r.error().message;
-  if (!text.empty()) EXPECT_NE(r.error().message.find(text), std::string::npos) << r.error().message;
+  if (!text.empty()) {
+    EXPECT_NE(r.error().message.find(text), std::string::npos) << r.error().message;
+  }
 }
 
 // ---- config.json: heap write, division by zero, unbounded allocation --------------------------
