@@ -154,4 +154,24 @@ std::string render_csv(const std::vector<std::string>& header, const std::vector
   return os.str();
 }
 
+std::string reason_lines(const Json& targets, bool refused_only) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // reason, targets
+  for (const auto& t : targets) {
+    if (!t.contains("reason") || !t["reason"].is_string() || (refused_only && !t.contains("refusal"))) continue;
+    const std::string reason = t["reason"].get<std::string>();
+    std::string name = t["target"].get<std::string>();
+    if (t["count"].get<int>() > 1) name += " x" + std::to_string(t["count"].get<int>());
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == reason; });
+    if (g == groups.end()) g = groups.insert(groups.end(), {reason, {}});
+    if (std::find(g->second.begin(), g->second.end(), name) == g->second.end()) g->second.push_back(name);
+  }
+  std::string out;
+  for (const auto& [reason, names] : groups) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    out += "  " + list + ": " + reason + "\n";
+  }
+  return out;
+}
+
 }  // namespace gpuplan::cli

@@ -84,5 +84,8 @@ std::string render_table(const std::vector<std::string>& header, const std::vect
                          const std::vector<bool>& right_align = {});
 std::string render_csv(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
 std::string fmt_value(const Json& v, int precision = 4);
+// "  a, b: reason" lines, one per distinct reason of `targets` (fit or perf rows), targets in order; only
+// refused rows when `refused_only` (a context refusal is the same for every target: said once).
+std::string reason_lines(const Json& targets, bool refused_only);
 
 }  // namespace gpuplan::cli

@@ -104,6 +104,11 @@ class HttpParser {
 // escape or a decoded NUL byte.
 bool percent_decode(std::string_view in, bool plus_is_space, std::string& out);
 
+// ASCII lowercase (header names, media types, tokens).
+std::string lower(std::string_view s);
+// `s` without leading and trailing spaces and tabs (HTTP's optional whitespace).
+std::string_view trim(std::string_view s);
+
 // The reason phrase of a status code ("Not Found"); "Unknown" for codes it does not know.
 const char* reason_phrase(int status);
 
