@@ -654,11 +654,17 @@ TEST_F(Hostile, EveryHostileClassAtOnce) {
     EXPECT_EQ(wrong.load(), 0) << (wrongs.empty() ? "" : wrongs.front());
     EXPECT_EQ(timeouts.load(), 12);
     EXPECT_GE(ms.size(), 50U);
+#if defined(__SANITIZE_ADDRESS__)
+    // A Debug ASan+UBSan build runs every request 5-20x slower (p50 ~10 ms, p99 52-130 ms measured in
+    // CI): the latency bound is a property of the Release server, checked there; here the rest holds.
+    (void)measured;
+#else
     if (measured) {
       // The issue asks for 100 ms. The VM has 2 cores shared with other builds, so a single request
       // can wait for the scheduler; the 99th percentile is the bound, the maximum is printed.
       EXPECT_LT(p99, 100.0);
     }
+#endif
   };
   // Once the hostile clients are gone, the server's commands end: at once where the library checks
   // cancel_requested() in its loops, after their own run time (a few seconds here) where it does not.
