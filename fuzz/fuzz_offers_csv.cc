@@ -20,7 +20,8 @@ void check_offers(const gpuplan::OfferSet& set) {
   for (const auto& offer : set.offers) {
     (void)offer.id();
     for (bool spot : {false, true}) {
-      if (auto price = offer.price_per_gpu_hour(spot)) fz::require_finite(*price, "price_per_gpu_hour", std::string_view(offer.id()));
+      if (auto price = offer.price_per_gpu_hour(spot))
+        fz::require_finite(*price, "price_per_gpu_hour", std::string_view(offer.id()));
     }
     (void)gpuplan::age_days(offer.captured_at, kNow);
   }
@@ -43,8 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   {
     fz::Deadline deadline;
-    const Json plan{{"model", "llama-2-7b"}, {"engine", "vllm"},   {"rate", 1},      {"input_tokens", 256},
-                    {"output_tokens", 128},  {"now", kNow},        {"offers", offers}};
+    const Json plan{{"model", "llama-2-7b"}, {"engine", "vllm"}, {"rate", 1},       {"input_tokens", 256},
+                    {"output_tokens", 128},  {"now", kNow},      {"offers", offers}};
     auto r = gpuplan::run_command(fz::context(), "plan", plan);
     if (r) fz::require_finite(*r, "plan");
   }

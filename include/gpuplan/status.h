@@ -103,11 +103,11 @@ class [[nodiscard]] Status {
 // else, for a Result, binds its value to `const auto var`:
 //   GPUPLAN_TRY(n, req.integer("batch"));   // n is the int64
 //   GPUPLAN_CHECK(validate(x));             // a Status
-#define GPUPLAN_TRY(var, expr)                  \
-  auto var##_result_ = (expr);                  \
+#define GPUPLAN_TRY(var, expr)                      \
+  auto var##_result_ = (expr);                      \
   if (!var##_result_) return var##_result_.error(); \
   const auto var = std::move(*var##_result_)
-#define GPUPLAN_CHECK(expr)                          \
-  do {                                               \
+#define GPUPLAN_CHECK(expr)                                                              \
+  do {                                                                                   \
     if (auto gpuplan_status_ = (expr); !gpuplan_status_) return gpuplan_status_.error(); \
   } while (0)

@@ -20,7 +20,6 @@ std::string gib(const Json& bytes) {
   return buf;
 }
 
-
 std::string render_fit(const Json& r, const Json&, const OutputFormat& fmt) {
   std::vector<std::string> header = {"target",    "count",        "fits",      "capacity_gib",
                                      "total_gib", "headroom_gib", "max_batch", "max_context"};

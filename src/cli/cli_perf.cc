@@ -30,7 +30,6 @@ std::string banded(const Json& t, const char* key, const char* fmt, double scale
   return s;
 }
 
-
 std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
   const Json& w = r["workload"];
   const std::string task = w["task"].get<std::string>();

@@ -123,15 +123,15 @@ constexpr size_t kMaxCnnLayers = 65536;
 
 // A whole number in [lo, hi] (or `fallback` when absent and not required), with the file, line, entry
 // and field in the error.
-Result<int64_t> bounded_int(const std::string& file, const YAML::Node& map, const std::string& entry,
-                            const char* key, bool required, int64_t fallback, int64_t lo, int64_t hi) {
+Result<int64_t> bounded_int(const std::string& file, const YAML::Node& map, const std::string& entry, const char* key,
+                            bool required, int64_t fallback, int64_t lo, int64_t hi) {
   YAML::Node n = map.IsMap() ? map[key] : YAML::Node();
   if (!required && (!n || n.IsNull())) return fallback;
   GPUPLAN_TRY(v, yaml::get_int(file, map, entry, key, required, 0));
   if (v < lo || v > hi) {
-    return yaml::data_error(file, n, entry, key,
-                            "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " +
-                                std::to_string(v));
+    return yaml::data_error(
+        file, n, entry, key,
+        "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + std::to_string(v));
   }
   return int64_t{v};
 }
@@ -146,8 +146,8 @@ Result<Model> parse_layer_yaml(std::string_view yaml_text, std::string id) {
   if (!root.IsMap() || !root["layers"] || !root["layers"].IsSequence()) {
     return invalid_data_error(file + " lacks a 'layers' list", "layers");
   }
-  GPUPLAN_CHECK(yaml::check_keys(file, root, "", {"id", "kind", "published_parameters", "published_source", "input",
-                                                   "layers"}));
+  GPUPLAN_CHECK(
+      yaml::check_keys(file, root, "", {"id", "kind", "published_parameters", "published_source", "input", "layers"}));
   const YAML::Node layers = root["layers"];
   if (layers.size() > kMaxCnnLayers) {
     return limit_error(file + " lists " + std::to_string(layers.size()) + " layers, over the limit of " +
@@ -172,8 +172,8 @@ Result<Model> parse_layer_yaml(std::string_view yaml_text, std::string id) {
     const std::string at = "layer " + std::to_string(++index);
     // Keys a layer may have; stride and padding are documentation (out_h/out_w already give the sizes).
     GPUPLAN_CHECK(yaml::check_keys(file, l, at,
-                                   {"name", "type", "in_channels", "out_channels", "kernel", "stride", "padding", "out_h",
-                                    "out_w", "bias", "channels", "in_features", "out_features"}));
+                                   {"name", "type", "in_channels", "out_channels", "kernel", "stride", "padding",
+                                    "out_h", "out_w", "bias", "channels", "in_features", "out_features"}));
     GPUPLAN_TRY(type, yaml::get_string(file, l, at, "type", true));
     GPUPLAN_TRY(given_name, yaml::get_string(file, l, at, "name", false));
     const std::string name = given_name.empty() ? "?" : given_name;

@@ -48,7 +48,6 @@ bool is_value_byte(char c) {
   return u == '\t' || (u >= 0x20 && u != 0x7F);
 }
 
-
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;

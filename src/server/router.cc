@@ -40,7 +40,6 @@ constexpr std::array kKnownCommands = {"catalog.list", "catalog.show", "compare"
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
-
 std::vector<std::string> split_path(std::string_view path) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -336,9 +335,9 @@ Router::Router(Runner runner, std::vector<std::string> commands, Options options
   const int threads =
       options_.threads > 0 ? options_.threads : static_cast<int>(std::max(2U, std::thread::hardware_concurrency()));
   const auto connections = static_cast<size_t>(std::max(1, options_.max_connections));
-  heavy_ = std::make_unique<ComputePool>(threads,
-                                         std::max(static_cast<size_t>(threads) * kHeavyQueuePerWorker, connections),
-                                         /*trim_when_idle=*/true);
+  heavy_ =
+      std::make_unique<ComputePool>(threads, std::max(static_cast<size_t>(threads) * kHeavyQueuePerWorker, connections),
+                                    /*trim_when_idle=*/true);
   light_ = std::make_unique<ComputePool>(kLightWorkers, std::max(kLightQueue, connections));
 }
 Router::~Router() = default;

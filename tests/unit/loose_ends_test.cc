@@ -180,8 +180,13 @@ TEST(RefusedPlan, TrainingSaysRefusedAndWhy) {
 
 TEST(RefusedPlan, RealPlanReportsTheBf16RefusalAsARefusal) {
   auto r = run_command(context(), "plan",
-                       Json{{"model", "llama-2-13b"}, {"weights", "bf16"}, {"engine", "vllm"}, {"rate", 5},
-                            {"input_tokens", 512}, {"output_tokens", 256}, {"now", "2026-11-30"}});
+                       Json{{"model", "llama-2-13b"},
+                            {"weights", "bf16"},
+                            {"engine", "vllm"},
+                            {"rate", 5},
+                            {"input_tokens", 512},
+                            {"output_tokens", 256},
+                            {"now", "2026-11-30"}});
   ASSERT_TRUE(r.ok()) << r.error().message;
   const std::string text = r->dump();
   EXPECT_NE(text.find("refused on 1 GPU(s): vLLM refuses bfloat16"), std::string::npos);
