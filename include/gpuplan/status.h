@@ -19,6 +19,13 @@ enum class ErrorCode {
   kInternal,       // a bug: should never reach a user
   kLimit,          // a request or file is over a stated bound (items, size, depth); the message names it
   kCancelled,      // the command passed its deadline or was cancelled; its partial work was dropped
+  // The market (stateful endpoints):
+  kUnauthenticated,     // no token, or an unknown, expired or revoked one
+  kForbidden,           // the caller's role or token scope may not do this (never for another tenant's object: 404)
+  kConflict,            // the state does not allow it: nothing free to place, a name taken, an edge not allowed
+  kPaymentRequired,     // the tenant's credit limit would be crossed
+  kPreconditionFailed,  // If-Match names a version that is no longer current
+  kUnavailable,         // the store is busy or unreachable; retrying later may succeed
 };
 
 struct Error {
@@ -28,9 +35,10 @@ struct Error {
 };
 
 // Exit status of the CLI for an error: 2 usage, 3 not found or ambiguous, 4 invalid data,
-// 5 invalid MIG layout, 6 over a limit, 7 cancelled (deadline), 1 internal.
+// 5 invalid MIG layout, 6 over a limit, 7 cancelled (deadline), 8 unauthenticated, 9 forbidden,
+// 10 conflict, 11 payment required, 12 precondition failed, 13 unavailable, 1 internal.
 int exit_code(ErrorCode code);
-// HTTP status of the server for an error: 400, 404, 409, 413, 422, 503, 500.
+// HTTP status of the server for an error: 400, 401, 402, 403, 404, 409, 412, 413, 422, 503, 500.
 int http_status(ErrorCode code);
 // Stable machine name ("usage", "not_found", ...), used in JSON error bodies.
 const char* error_code_name(ErrorCode code);

@@ -19,6 +19,12 @@ constexpr CodeRow kCodes[] = {
     {ErrorCode::kInternal, "internal", 1, 500},
     {ErrorCode::kLimit, "limit", 6, 413},
     {ErrorCode::kCancelled, "cancelled", 7, 503},
+    {ErrorCode::kUnauthenticated, "unauthenticated", 8, 401},
+    {ErrorCode::kForbidden, "forbidden", 9, 403},
+    {ErrorCode::kConflict, "conflict", 10, 409},
+    {ErrorCode::kPaymentRequired, "payment_required", 11, 402},
+    {ErrorCode::kPreconditionFailed, "precondition_failed", 12, 412},
+    {ErrorCode::kUnavailable, "unavailable", 13, 503},
 };
 const CodeRow& row(ErrorCode code) {
   for (const auto& r : kCodes) {

@@ -12,6 +12,17 @@ TEST(Status, ExitCodesFollowTheContract) {
   EXPECT_EQ(http_status(ErrorCode::kUsage), 400);
   EXPECT_EQ(http_status(ErrorCode::kNotFound), 404);
 }
+TEST(Status, MarketCodesHaveTheirOwnExitAndHttpStatus) {
+  EXPECT_EQ(http_status(ErrorCode::kUnauthenticated), 401);
+  EXPECT_EQ(http_status(ErrorCode::kForbidden), 403);
+  EXPECT_EQ(http_status(ErrorCode::kConflict), 409);
+  EXPECT_EQ(http_status(ErrorCode::kPaymentRequired), 402);
+  EXPECT_EQ(http_status(ErrorCode::kPreconditionFailed), 412);
+  EXPECT_EQ(http_status(ErrorCode::kUnavailable), 503);
+  EXPECT_EQ(exit_code(ErrorCode::kUnauthenticated), 8);
+  EXPECT_EQ(exit_code(ErrorCode::kUnavailable), 13);
+  EXPECT_STREQ(error_code_name(ErrorCode::kPaymentRequired), "payment_required");
+}
 TEST(Status, ResultHoldsValueOrError) {
   Result<int> a = 3;
   ASSERT_TRUE(a.ok());
