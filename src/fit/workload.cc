@@ -11,51 +11,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-template <typename E>
-struct NameRow {
-  E value;
-  std::string_view name;
-};
-
-constexpr NameRow<Task> kTasks[] = {
-    {Task::kInfer, "infer"}, {Task::kTrain, "train"}, {Task::kLora, "lora"}, {Task::kQlora, "qlora"}};
-constexpr NameRow<Optimizer> kOptimizers[] = {
-    {Optimizer::kAdamw, "adamw"}, {Optimizer::kAdamw8bit, "adamw-8bit"}, {Optimizer::kSgd, "sgd"}};
-constexpr NameRow<Checkpointing> kCheckpointing[] = {
-    {Checkpointing::kNone, "none"}, {Checkpointing::kSelective, "selective"}, {Checkpointing::kFull, "full"}};
-constexpr NameRow<Amp> kAmps[] = {{Amp::kNone, "none"}, {Amp::kBf16, "bf16"}, {Amp::kFp16, "fp16"}};
-constexpr NameRow<Engine> kEngines[] = {{Engine::kTransformers, "transformers"},
-                                        {Engine::kPytorch, "pytorch"},
-                                        {Engine::kVllm, "vllm"},
-                                        {Engine::kTgi, "tgi"},
-                                        {Engine::kDeepspeed, "deepspeed"},
-                                        {Engine::kLlamaCpp, "llama.cpp"},
-                                        {Engine::kMegatron, "megatron"},
-                                        {Engine::kTensorrtLlm, "tensorrt-llm"}};
-
-template <typename E, size_t N>
-std::string_view name_of(const NameRow<E> (&rows)[N], E v) {
-  for (const auto& r : rows) {
-    if (r.value == v) return r.name;
-  }
-  return "?";
-}
-
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-template <typename E, size_t N>
-Result<E> parse_name(const NameRow<E> (&rows)[N], const std::string& text, const char* key) {
-  std::string t = lower(text);
-  for (auto& c : t) c = c == '_' ? '-' : c;
-  for (const auto& r : rows) {
-    if (r.name == t) return r.value;
-  }
-  std::string list;
-  for (const auto& r : rows) list += (list.empty() ? "" : ", ") + std::string(r.name);
-  return usage_error("unknown " + std::string(key) + " '" + text + "'; use " + list, key);
 }
 
 const Json* field(const Json& j, const char* key) {
@@ -168,11 +126,6 @@ Result<uint32_t> parse_lora_targets(const Json& j) {
 
 }  // namespace
 
-std::string_view task_name(Task t) { return name_of(kTasks, t); }
-std::string_view optimizer_name(Optimizer o) { return name_of(kOptimizers, o); }
-std::string_view checkpointing_name(Checkpointing c) { return name_of(kCheckpointing, c); }
-std::string_view engine_name(Engine e) { return name_of(kEngines, e); }
-
 int Workload::data_parallel() const { return std::max(1, gpus() / std::max(1, tp * pp)); }
 
 const std::vector<std::string_view>& workload_keys() {
@@ -225,7 +178,7 @@ Result<Workload> parse_workload(const Json& r) {
   auto task = get_string(r, "task");
   if (!task) return task.error();
   if (!task->empty()) {
-    auto t = parse_name(kTasks, *task, "task");
+    auto t = parse_task(*task);
     if (!t) return t.error();
     w.task = *t;
   }
@@ -316,30 +269,21 @@ Result<Workload> parse_workload(const Json& r) {
   auto opt = get_string(r, "optimizer");
   if (!opt) return opt.error();
   if (!opt->empty()) {
-    std::string o = lower(*opt);
-    if (o == "adamw8bit" || o == "adamw_8bit" || o == "adam8bit" || o == "paged-adamw-8bit" || o == "paged_adamw_8bit")
-      o = "adamw-8bit";
-    if (o == "adam" || o == "adamw_torch" || o == "adamw-torch" || o == "fused-adamw") o = "adamw";
-    auto v = parse_name(kOptimizers, o, "optimizer");
+    auto v = parse_optimizer(*opt);
     if (!v) return v.error();
     w.optimizer = *v;
   }
   auto ckpt = get_string(r, "checkpointing");
   if (!ckpt) return ckpt.error();
   if (!ckpt->empty()) {
-    auto v = parse_name(kCheckpointing, *ckpt, "checkpointing");
+    auto v = parse_checkpointing(*ckpt);
     if (!v) return v.error();
     w.checkpointing = *v;
   }
   auto engine = get_string(r, "engine");
   if (!engine) return engine.error();
   if (!engine->empty()) {
-    std::string e = lower(*engine);
-    if (e == "hf" || e == "huggingface" || e == "accelerate") e = "transformers";
-    if (e == "llamacpp" || e == "llama-cpp" || e == "ollama") e = "llama.cpp";
-    if (e == "trt-llm" || e == "tensorrt_llm") e = "tensorrt-llm";
-    if (e == "torchtune") e = "pytorch";
-    auto v = parse_name(kEngines, e, "engine");
+    auto v = parse_engine(*engine);
     if (!v) return v.error();
     w.engine = *v;
   }
@@ -364,7 +308,7 @@ Result<Workload> parse_workload(const Json& r) {
   auto amp = get_string(r, "amp");
   if (!amp) return amp.error();
   if (!amp->empty()) {
-    auto v = parse_name(kAmps, lower(*amp), "amp");
+    auto v = parse_amp(*amp);
     if (!v) return v.error();
     w.amp = *v;
   }
@@ -415,7 +359,7 @@ Json workload_json(const Workload& w) {
     j["lora_targets"] = t;
     if (w.lora_dropout > 0) j["lora_dropout"] = w.lora_dropout;
   }
-  if (w.amp != Amp::kNone) j["amp"] = std::string(name_of(kAmps, w.amp));
+  if (w.amp != Amp::kNone) j["amp"] = amp_name(w.amp);
   j["flash_attention"] = w.flash_attention;
   if (w.engine == Engine::kVllm) j["gpu_memory_utilization"] = w.gpu_memory_utilization;
   return j;
