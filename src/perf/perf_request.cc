@@ -31,7 +31,9 @@ Result<PerfSetup> parse_perf_setup(const Json& request) {
     }
   }
   GPUPLAN_TRY(task_text, req.string("task"));
-  const bool infer = task_text.empty() || task_text == "infer";
+  // Any spelling of the task the vocabulary reads; an unknown one is parse_workload's error below.
+  const auto task = parse_task(task_text);
+  const bool infer = task_text.empty() || (task && *task == Task::kInfer);
   if (req.has("checkpointing") && req.raw("checkpointing").is_boolean()) {
     fit_req["checkpointing"] = req.raw("checkpointing").get<bool>() ? "full" : "none";
   }

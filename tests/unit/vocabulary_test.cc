@@ -125,6 +125,33 @@ TEST(Vocabulary, EveryEngineTrainsAndServesAlikeEverywhere) {
   }
 }
 
+// Any spelling of a word (upper case, '_' for '-') gives the very answer of its canonical name, in every
+// command that echoes a workload (perf reads the task itself to choose inference lengths).
+TEST(Vocabulary, EverySpellingAnswersAsItsCanonicalName) {
+  Context ctx{Catalog::embedded()};
+  for (std::string_view key : {"engine", "weights", "kv_cache", "task"}) {
+    for (const VocabEntry& e : vocab(key).entries) {
+      std::string shouted(e.name);
+      for (auto& c : shouted) c = c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      for (const char* command : {"fit", "perf"}) {
+        SCOPED_TRACE(std::string(command) + " " + std::string(key) + "=" + shouted);
+        const Json base{{"model", "llama-2-7b"}, {"gpu", kGpu}};
+        Json canonical = base, spelled = base;
+        canonical[std::string(key)] = e.name;
+        spelled[std::string(key)] = shouted;
+        auto a = run_command(ctx, command, canonical);
+        auto b = run_command(ctx, command, spelled);
+        ASSERT_EQ(a.ok(), b.ok());
+        if (a.ok()) {
+          EXPECT_EQ(*a, *b);
+        } else {
+          EXPECT_EQ(a.error().message, b.error().message);
+        }
+      }
+    }
+  }
+}
+
 // Every alias is its word: the tables' parse, and fit and perf echo the canonical name.
 TEST(Vocabulary, EveryAliasReadsAsItsWordInFitAndPerf) {
   Context ctx{Catalog::embedded()};
