@@ -67,31 +67,21 @@ struct TargetPrediction {
   const perf::MemoryVerdict& verdict;
 };
 
-// A CNN's inference: one forward pass over the batch.
-void cnn_inference_figures(const TargetPrediction& p, Json& row, Json& low, Json& high) {
+// One forward pass over the batch, no decode: a CNN (the step is the whole pass, in the throughput band)
+// or an encoder (BERT: the step is the prefill, in the prefill band, with its tokens per second).
+void single_pass_figures(const TargetPrediction& p, Json& row, Json& low, Json& high) {
   const perf::PerfSetup& s = p.setup;
   const InferencePerf inf = predict_inference(s.arch, p.device, s.workload, p.run, s.efficiency);
-  const PerfBand b = perf_band(PerfMetricKind::kThroughput);
-  const double samples_per_second = static_cast<double>(s.workload.batch) / inf.total_seconds;
-  row["bound"] = perf_bound_name(inf.bound);
-  row["step_seconds"] = sig(inf.total_seconds);
+  const bool encoder = !s.arch.cnn;
+  const double step_seconds = encoder ? inf.ttft_seconds : inf.total_seconds;
+  const PerfBand b = perf_band(encoder ? PerfMetricKind::kPrefill : PerfMetricKind::kThroughput);
+  const double samples_per_second = static_cast<double>(s.workload.batch) / step_seconds;
+  row["bound"] = perf_bound_name(encoder ? inf.prefill_bound : inf.bound);
+  row["step_seconds"] = sig(step_seconds);
+  if (encoder) row["prefill_tokens_per_second"] = sig(inf.prefill_tokens_per_second);
   row["samples_per_second"] = sig(samples_per_second);
-  band_time(low, high, "step_seconds", inf.total_seconds, b);
-  band_rate(low, high, "samples_per_second", samples_per_second, b);
-}
-
-// An encoder (BERT) runs one forward pass over the batch: no decode.
-void encoder_inference_figures(const TargetPrediction& p, Json& row, Json& low, Json& high) {
-  const perf::PerfSetup& s = p.setup;
-  const InferencePerf inf = predict_inference(s.arch, p.device, s.workload, p.run, s.efficiency);
-  const PerfBand b = perf_band(PerfMetricKind::kPrefill);
-  const double samples_per_second = static_cast<double>(s.workload.batch) / inf.ttft_seconds;
-  row["bound"] = perf_bound_name(inf.prefill_bound);
-  row["step_seconds"] = sig(inf.ttft_seconds);
-  row["prefill_tokens_per_second"] = sig(inf.prefill_tokens_per_second);
-  row["samples_per_second"] = sig(samples_per_second);
-  band_time(low, high, "step_seconds", inf.ttft_seconds, b);
-  band_rate(low, high, "prefill_tokens_per_second", inf.prefill_tokens_per_second, b);
+  band_time(low, high, "step_seconds", step_seconds, b);
+  if (encoder) band_rate(low, high, "prefill_tokens_per_second", inf.prefill_tokens_per_second, b);
   band_rate(low, high, "samples_per_second", samples_per_second, b);
 }
 
@@ -199,10 +189,8 @@ Result<Json> target_row(const perf::PerfSetup& setup, perf::MemoryCache& memory,
   const TargetPrediction p{setup, device, run, verdict};
   if (setup.workload.task != Task::kInfer) {
     training_figures(p, row, low, high);
-  } else if (setup.arch.cnn) {
-    cnn_inference_figures(p, row, low, high);
-  } else if (setup.arch.encoder) {
-    encoder_inference_figures(p, row, low, high);
+  } else if (setup.arch.cnn || setup.arch.encoder) {
+    single_pass_figures(p, row, low, high);
   } else {
     decoder_inference_figures(p, row, low, high);
   }
