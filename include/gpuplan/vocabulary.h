@@ -1,5 +1,5 @@
 // Vocabularies: the closed sets of words a request takes (engine, task, optimizer, checkpointing, amp,
-// weights, kv_cache), each declared ONCE as a table of {value, canonical name, other spellings, help}.
+// weights, kv_cache, lora_targets), each declared ONCE as a table of {value, canonical name, other spellings, help}.
 // Parsing, canonical names, "unknown ..." messages, the CLI's lists, the API's allowed values and the
 // page's menus all come from these tables. The tables live beside their concept (engines, tasks,
 // optimizers, checkpointing and amp in src/fit/workload.cc; weight and KV-cache formats in
@@ -38,8 +38,12 @@ std::span<const VocabEntry> checkpointings();
 std::span<const VocabEntry> amps();
 std::span<const VocabEntry> weight_format_words();
 std::span<const VocabEntry> kv_formats();
+// LoRA target modules: each value is its bit of Workload::lora_targets ("all" is every bit); the request
+// key takes a list of them ("q,v" or ["q", "v"]).
+std::span<const VocabEntry> lora_target_words();
 
-// Every vocabulary, in this order: engine, task, optimizer, checkpointing, amp, weights, kv_cache.
+// Every vocabulary, in this order: engine, task, optimizer, checkpointing, amp, weights, kv_cache,
+// lora_targets.
 std::span<const Vocabulary> vocabularies();
 // The vocabulary whose words request key `key` takes ("engine", "weights", ...), or nullptr.
 const Vocabulary* vocabulary(std::string_view key);

@@ -118,6 +118,19 @@ constexpr VocabEntry kAmpWords[] = {
     {v(Amp::kFp16), "fp16", "", "torch.autocast fp16 over fp32 weights (Trainer fp16=True)"},
 };
 
+// LoRA target modules (a bit set, Workload::lora_targets): PEFT's names, Mixtral's w1/w2/w3 and "all"
+// (PEFT target_modules="all-linear"). The reader also drops a "_proj" suffix (q_proj, down_proj).
+constexpr VocabEntry kLoraTargetWords[] = {
+    {kLoraQ, "q", "", "query projection"},
+    {kLoraK, "k", "", "key projection"},
+    {kLoraV, "v", "", "value projection"},
+    {kLoraO, "o", "output out", "attention output projection"},
+    {kLoraGate, "gate", "w1", "MLP gate projection"},
+    {kLoraUp, "up", "w3", "MLP up projection"},
+    {kLoraDown, "down", "w2", "MLP down projection"},
+    {static_cast<int>(kLoraAllLinear), "all", "all-linear", "every linear layer above"},
+};
+
 // Lower case, '_' read as '-': "Tensorrt_LLM" and "tensorrt-llm" are one word.
 std::string normalized(std::string_view s) {
   std::string out(s);
@@ -142,9 +155,10 @@ std::span<const VocabEntry> tasks() { return kTaskWords; }
 std::span<const VocabEntry> optimizers() { return kOptimizerWords; }
 std::span<const VocabEntry> checkpointings() { return kCheckpointingWords; }
 std::span<const VocabEntry> amps() { return kAmpWords; }
+std::span<const VocabEntry> lora_target_words() { return kLoraTargetWords; }
 
 std::span<const Vocabulary> vocabularies() {
-  static const std::array<Vocabulary, 7> kAll = {{
+  static const std::array<Vocabulary, 8> kAll = {{
       {"engine", "engine", "engines", engines()},
       {"task", "task", "tasks", tasks()},
       {"optimizer", "optimizer", "optimizers", optimizers()},
@@ -152,6 +166,7 @@ std::span<const Vocabulary> vocabularies() {
       {"amp", "amp", "amp", amps()},
       {"weights", "weight format", "formats", weight_format_words()},
       {"kv_cache", "KV-cache format", "formats", kv_formats()},
+      {"lora_targets", "LoRA target", "targets", lora_target_words()},
   }};
   return kAll;
 }

@@ -101,25 +101,10 @@ Result<uint32_t> parse_lora_targets(const Json& j) {
   uint32_t mask = 0;
   for (auto n : names) {
     n = lower(n);
-    if (n.size() > 5 && n.substr(n.size() - 5) == "_proj") n = n.substr(0, n.size() - 5);
-    if (n == "all" || n == "all-linear" || n == "all_linear")
-      mask |= kLoraAllLinear;
-    else if (n == "q")
-      mask |= kLoraQ;
-    else if (n == "k")
-      mask |= kLoraK;
-    else if (n == "v")
-      mask |= kLoraV;
-    else if (n == "o" || n == "output" || n == "out")
-      mask |= kLoraO;
-    else if (n == "gate" || n == "w1")
-      mask |= kLoraGate;
-    else if (n == "up" || n == "w3")
-      mask |= kLoraUp;
-    else if (n == "down" || n == "w2")
-      mask |= kLoraDown;
-    else
-      return usage_error("unknown LoRA target '" + n + "'; use q, k, v, o, gate, up, down or all", "lora_targets");
+    if (n.size() > 5 && n.substr(n.size() - 5) == "_proj") n = n.substr(0, n.size() - 5);  // q_proj, down_proj
+    auto bits = parse_word(*vocabulary("lora_targets"), n);
+    if (!bits) return bits.error();
+    mask |= static_cast<uint32_t>(*bits);
   }
   return mask;
 }
@@ -352,9 +337,9 @@ Json workload_json(const Workload& w) {
   if (w.task == Task::kLora || w.task == Task::kQlora) {
     j["lora_rank"] = w.lora_rank;
     Json t = Json::array();
-    const char* names[] = {"q", "k", "v", "o", "gate", "up", "down"};
-    for (int i = 0; i < 7; ++i) {
-      if (w.lora_targets & (1u << i)) t.push_back(names[i]);
+    for (const VocabEntry& e : lora_target_words()) {
+      const auto bit = static_cast<uint32_t>(e.value);
+      if (bit != kLoraAllLinear && (w.lora_targets & bit)) t.push_back(e.name);
     }
     j["lora_targets"] = t;
     if (w.lora_dropout > 0) j["lora_dropout"] = w.lora_dropout;

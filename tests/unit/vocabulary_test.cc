@@ -194,8 +194,11 @@ TEST(Vocabulary, UnknownWordsNameTheKeyAndListTheWords) {
   }
   // The same message from every command, for every vocabulary key a workload takes.
   Context ctx{Catalog::embedded()};
-  for (std::string_view key : {"engine", "weights", "kv_cache", "task", "optimizer", "checkpointing", "amp"}) {
-    const auto outcomes = run_everywhere(ctx, Json{{"model", "llama-2-7b"}, {std::string(key), "no-such-word"}});
+  for (const Vocabulary& v : vocabularies()) {
+    const std::string key(v.key);
+    Json workload{{"model", "llama-2-7b"}, {key, "no-such-word"}};
+    if (key == "lora_targets") workload["task"] = "lora";
+    const auto outcomes = run_everywhere(ctx, workload);
     for (const auto& [command, o] : outcomes) {
       EXPECT_TRUE(o.refused) << key << " " << command;
       EXPECT_EQ(o.reason, outcomes.front().second.reason) << key << " " << command;
@@ -219,7 +222,7 @@ TEST(Vocabulary, WordsAreUniqueAndNamed) {
       }
     }
   }
-  EXPECT_EQ(vocabularies().size(), 7u);
+  EXPECT_EQ(vocabularies().size(), 8u);
   EXPECT_EQ(word_list(engines()).find("transformers"), 0u);  // the default engine leads the list
 }
 
