@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gpuplan/status.h"
 
@@ -53,6 +54,8 @@ const Vocabulary* vocabulary(std::string_view key);
 Result<int> parse_word(const Vocabulary& v, std::string_view text);
 // The canonical name of `value` in `entries` ("?" when there is none).
 std::string_view word_name(std::span<const VocabEntry> entries, int value);
+// The other spellings of a word, one by one (VocabEntry::aliases split at its spaces).
+std::vector<std::string_view> word_aliases(const VocabEntry& e);
 // The canonical names joined by `separator`: "transformers, pytorch, vllm, ...".
 std::string word_list(std::span<const VocabEntry> entries, std::string_view separator = ", ");
 

@@ -184,12 +184,8 @@ Result<int> parse_word(const Vocabulary& voc, std::string_view text) {
     if (is_spelling(e.name, norm)) return e.value;
   }
   for (const auto& e : voc.entries) {
-    std::string_view rest = e.aliases;
-    while (!rest.empty()) {
-      const size_t space = rest.find(' ');
-      const std::string_view alias = rest.substr(0, space);
-      if (!alias.empty() && is_spelling(alias, norm)) return e.value;
-      rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
+    for (std::string_view alias : word_aliases(e)) {
+      if (is_spelling(alias, norm)) return e.value;
     }
   }
   return usage_error("unknown " + std::string(voc.what) + " '" + std::string(text) + "'; " + std::string(voc.plural) +
@@ -202,6 +198,17 @@ std::string_view word_name(std::span<const VocabEntry> entries, int value) {
     if (e.value == value) return e.name;
   }
   return "?";
+}
+
+std::vector<std::string_view> word_aliases(const VocabEntry& e) {
+  std::vector<std::string_view> out;
+  std::string_view rest = e.aliases;
+  while (!rest.empty()) {
+    const size_t space = rest.find(' ');
+    if (space != 0) out.push_back(rest.substr(0, space));
+    rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
+  }
+  return out;
 }
 
 std::string word_list(std::span<const VocabEntry> entries, std::string_view separator) {

@@ -158,11 +158,8 @@ TEST(Vocabulary, EveryAliasReadsAsItsWordInFitAndPerf) {
   int aliases = 0;
   for (const Vocabulary& v : vocabularies()) {
     for (const VocabEntry& e : v.entries) {
-      std::string_view rest = e.aliases;
-      while (!rest.empty()) {
-        const size_t space = rest.find(' ');
-        const std::string alias(rest.substr(0, space));
-        rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
+      for (std::string_view spelling : word_aliases(e)) {
+        const std::string alias(spelling);
         SCOPED_TRACE(std::string(v.key) + "=" + alias);
         auto parsed = parse_word(v, alias);
         ASSERT_TRUE(parsed.ok()) << parsed.error().message;
@@ -214,11 +211,8 @@ TEST(Vocabulary, WordsAreUniqueAndNamed) {
       EXPECT_TRUE(seen.insert(std::string(e.name)).second) << v.key << ": " << e.name;
       EXPECT_FALSE(e.help.empty()) << v.key << ": " << e.name;
       EXPECT_EQ(word_name(v.entries, e.value), e.name);
-      std::string_view rest = e.aliases;
-      while (!rest.empty()) {
-        const size_t space = rest.find(' ');
-        EXPECT_TRUE(seen.insert(std::string(rest.substr(0, space))).second) << v.key << ": " << rest.substr(0, space);
-        rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
+      for (std::string_view alias : word_aliases(e)) {
+        EXPECT_TRUE(seen.insert(std::string(alias)).second) << v.key << ": " << alias;
       }
     }
   }
