@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
+#include <iterator>
 
 #include "gpuplan/vocabulary.h"
 
@@ -76,7 +76,8 @@ int64_t more_bits_layers(int64_t n) {
 
 // The weight-format vocabulary (vocabulary.h): name, family, bits, what stays unquantized, help, aliases.
 // "tf32" is fp32 storage computed on TF32 tensor cores: fp32 for memory, TF32 for the perf model (perf.h).
-const std::vector<WeightFormatInfo> kFormats = {
+// constexpr: no static-initialization order for a caller that lists the vocabularies while starting up.
+constexpr WeightFormatInfo kFormats[] = {
     {WeightFormat::kFp32, "fp32", FormatFamily::kFloat, 32, 4, "IEEE fp32, 4 bytes per weight", "float32 f32 tf32"},
     {WeightFormat::kBf16, "bf16", FormatFamily::kFloat, 16, 2, "bfloat16, 2 bytes per weight", "bfloat16"},
     {WeightFormat::kFp16, "fp16", FormatFamily::kFloat, 16, 2, "IEEE fp16, 2 bytes per weight", "float16 half f16"},
@@ -123,7 +124,10 @@ const std::vector<WeightFormatInfo> kFormats = {
 
 }  // namespace
 
-const std::vector<WeightFormatInfo>& weight_formats() { return kFormats; }
+const std::vector<WeightFormatInfo>& weight_formats() {
+  static const std::vector<WeightFormatInfo> formats(std::begin(kFormats), std::end(kFormats));
+  return formats;
+}
 
 const WeightFormatInfo& weight_format_info(WeightFormat f) {
   for (const auto& i : kFormats) {
