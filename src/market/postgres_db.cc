@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "gpuplan/embedded.h"
 #include "market/db.h"
+#include "market/migrations.h"
 
 namespace gpuplan::market {
 namespace {
@@ -52,8 +52,6 @@ constexpr const char* kConnectTimeoutSeconds = "5";
 // The advisory lock migrate() holds (pg_advisory_xact_lock): any fixed 64-bit number, the same in
 // every gpuplan process. "gpuplan" in ASCII.
 constexpr int64_t kMigrationLockKey = 0x677075706c616eLL;
-// Where the migrations are in the embedded data (one portable file per migration, applied by name).
-constexpr std::string_view kMigrationsDir = "data/market/migrations/";
 
 // PostgreSQL type oids (src/include/catalog/pg_type.dat), for typed parameters and results.
 constexpr Oid kBoolOid = 16;
@@ -197,10 +195,8 @@ class PgTx final : public Tx {
   Result<int64_t> exec(std::string_view sql, std::span<const Value> params) override;
   Status commit() override;
 
-  // Runs BEGIN; false when the connection is unusable.
+  // Runs BEGIN; an error when the connection is unusable.
   Status begin();
-  // The simple-query protocol (several statements, no parameters): migrations.
-  Status exec_script(const std::string& sql);
 
  private:
   Result<PgResult> run(std::string_view sql, std::span<const Value> params);
@@ -333,17 +329,6 @@ Status PgTx::begin() {
   GPUPLAN_CHECK(simple(mode_ == TxMode::kWrite ? "BEGIN ISOLATION LEVEL SERIALIZABLE"
                                                : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
   open_ = true;
-  return Status::Ok();
-}
-
-Status PgTx::exec_script(const std::string& sql) {
-  if (failed_) return *failed_;
-  PgResult res(PQexec(conn_->pg, sql.c_str()));
-  const auto st = PQresultStatus(res.get());
-  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-    failed_ = error_from(conn_->pg, res.get());
-    return *failed_;
-  }
   return Status::Ok();
 }
 
@@ -501,44 +486,23 @@ Status PgTx::commit() {
   return Status::Ok();
 }
 
-// The migrations in the binary, in name order ("0001_init.sql" < "0002_...").
-std::vector<EmbeddedFile> migration_files() {
-  std::vector<EmbeddedFile> out;
-  for (const auto& f : embedded_files()) {
-    if (f.path.substr(0, kMigrationsDir.size()) == kMigrationsDir && f.path.ends_with(".sql")) out.push_back(f);
-  }
-  std::sort(out.begin(), out.end(), [](const EmbeddedFile& a, const EmbeddedFile& b) { return a.path < b.path; });
-  return out;
-}
-
 Status PgDb::migrate() {
-  // One transaction per migration, each first taking the same advisory lock: a second server that
-  // starts at the same time waits, then finds the migration recorded and skips it. The lock is a
-  // transaction lock (released at COMMIT or when a crashed connection goes away).
-  for (const auto& file : migration_files()) {
-    std::string version(file.path.substr(kMigrationsDir.size()));
-    version.resize(version.size() - std::string_view(".sql").size());
-    GPUPLAN_TRY(tx, begin_tx(TxMode::kWrite));
-    const Value key[] = {int64_t{kMigrationLockKey}};
-    GPUPLAN_TRY(locked, tx->query("SELECT pg_advisory_xact_lock(?1)", key));
-    (void)locked;
-    GPUPLAN_CHECK(tx->exec_script(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)"));
-    const Value v[] = {version};
-    GPUPLAN_TRY(done, tx->query("SELECT 1 FROM schema_migrations WHERE version = ?1", v));
-    if (!done.empty()) continue;  // rolled back by the destructor: nothing to do
-    GPUPLAN_CHECK(tx->exec_script(std::string(file.contents)));
-    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
-    const Value rec[] = {version, int64_t{now_ms}};
-    GPUPLAN_TRY(n, tx->exec("INSERT INTO schema_migrations (version, applied_at) VALUES (?1, ?2)", rec));
-    (void)n;
-    if (auto s = tx->commit(); !s) {
-      return Error{s.error().code, "migration " + version + ": " + s.error().message, "database"};
-    }
-  }
-  return Status::Ok();
+  // apply_migrations() (migrations.cc, shared with SQLite) runs one write transaction per migration.
+  // Around it, a transaction on a connection of its own holds pg_advisory_xact_lock: a second server
+  // that starts at the same time waits here, then finds every migration recorded and applies none. The
+  // lock goes with that transaction (its COMMIT below, or the connection when this process dies).
+  GPUPLAN_TRY(guard, connect());
+  PgResult begin(PQexec(guard->pg, "BEGIN"));
+  if (PQresultStatus(begin.get()) != PGRES_COMMAND_OK) return error_from(guard->pg, begin.get());
+  const std::string lock = "SELECT pg_advisory_xact_lock(" + std::to_string(kMigrationLockKey) + ")";
+  PgResult locked(PQexec(guard->pg, lock.c_str()));
+  if (PQresultStatus(locked.get()) != PGRES_TUPLES_OK) return error_from(guard->pg, locked.get());
+  const auto now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  Status applied = apply_migrations(*this, static_cast<int64_t>(now_ms));
+  PgResult done(PQexec(guard->pg, "COMMIT"));
+  return applied;
 }
 
 }  // namespace
