@@ -31,8 +31,10 @@ run: build
 check-includes:
 	./scripts/check-includes.sh
 
+# Every test runs inside a throwaway PostgreSQL 15 (scripts/with-postgres.sh: a Unix socket in a
+# temporary folder, removed afterwards), so the market's store tests run on SQLite and on PostgreSQL.
 test: build
-	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+	./scripts/with-postgres.sh ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of everything, running every test label (unit,
 # golden, web): the golden and browser tests drive the sanitized `gpuplan` binary, so a report there
@@ -44,7 +46,7 @@ test-asan: deps
 	  -DGPUPLAN_WEB_TIMEOUT_SECONDS=$(ASAN_WEB_TIMEOUT_SECONDS) $(CMAKE_FLAGS)
 	cmake --build $(ASAN_DIR) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS)
+	  ./scripts/with-postgres.sh ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS)
 
 # libFuzzer targets (fuzz/, CONTRIBUTING.md "Fuzzing"): a clang build with ASan+UBSan in $(FUZZ_DIR),
 # the replay of the seed corpora and saved regressions (ctest label fuzz), then FUZZ_SECONDS of
