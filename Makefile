@@ -20,12 +20,15 @@ $(BUILD_DIR)/build.ninja:
 build: deps $(BUILD_DIR)/build.ninja
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# The main job: the server with the page and the API (HOST and PORT override the defaults).
+# The main job: the server with the page, the API and a market holding a small DEMO inventory in
+# $(DEMO_DIR)/ (scripts/market-demo.sh prints a renter's and a provider's token; HOST and PORT override
+# the defaults; delete $(DEMO_DIR)/ to start over).
 HOST ?= 127.0.0.1
 PORT ?= 8080
+DEMO_DIR ?= .gpuplan-demo
 run: build
 	@echo "gpuplan: open http://$(HOST):$(PORT)/ in a browser (API under /api/v1; Ctrl-C stops it)"
-	./$(BUILD_DIR)/gpuplan serve --host $(HOST) --port $(PORT)
+	./scripts/market-demo.sh ./$(BUILD_DIR)/gpuplan $(HOST) $(PORT) $(DEMO_DIR)
 
 # The include direction between src/ folders (scripts/layers.txt; docs/design.md "Dependency rules").
 check-includes:
