@@ -380,8 +380,11 @@ bool is_market_route(const HttpRequest& req, const std::vector<std::string>& seg
     return true;
   }
   if (root == "offers") {
-    const bool read = req.method == "GET" || req.method == "HEAD";
-    return !read || segs.size() > 1 || query_value(req, "source") == "market";
+    // GET /offers and POST /offers[/list] are the offers-file command (offers.list) as before; the
+    // market has GET /offers?source=market, DELETE /offers/{id}, and POST /offers with a bearer token.
+    if (req.method == "GET" || req.method == "HEAD") return segs.size() == 1 && query_value(req, "source") == "market";
+    if (req.method == "DELETE") return true;
+    return req.method == "POST" && segs.size() == 1 && !trim(req.authorization).empty();
   }
   return false;
 }

@@ -27,8 +27,10 @@ struct HttpResponse;
 // Offers of this provider tenant are demo data (`make run`): their answers carry "demo": true.
 inline constexpr std::string_view kDemoProviderName = "demo-provider";
 
-// Whether the request names a market resource (by its first path segment after /api/v1, and for
-// /offers by its method or ?source=market: GET /offers without it stays the offers-file command).
+// Whether the request names a market resource (by its first path segment after /api/v1). /offers is
+// shared with the offers-file command: the market answers GET /offers?source=market, DELETE
+// /offers/{id} and a POST /offers that carries `Authorization: Bearer` (without one, POST /offers runs
+// offers.list on the body's files, as before).
 bool is_market_route(const HttpRequest& request, const std::vector<std::string>& segments);
 
 // The answer to a market route. `body` is the parsed JSON body (an empty object for GET and DELETE).
