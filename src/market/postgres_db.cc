@@ -81,7 +81,7 @@ std::string trim_message(const char* text) {
   std::string s = text ? text : "";
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   for (char& c : s) {
-    if (c == '\n') c = ' ';
+    if (c == '\n' || c == '\t') c = ' ';
   }
   return s;
 }
@@ -92,7 +92,10 @@ Error error_from(PGconn* conn, const PGresult* res) {
   std::string sqlstate = state ? state : "";
   std::string message = trim_message(res ? PQresultErrorMessage(res) : nullptr);
   if (message.empty()) message = trim_message(PQerrorMessage(conn));
-  if (PQstatus(conn) == CONNECTION_BAD || sqlstate.rfind("08", 0) == 0) {
+  // No SQLSTATE: libpq's own error, not the server's (the connection dropped mid-statement, measured
+  // under `pg_ctl stop -m immediate`: "server closed the connection unexpectedly", while PQstatus still
+  // said CONNECTION_OK).
+  if (PQstatus(conn) == CONNECTION_BAD || sqlstate.empty() || sqlstate.rfind("08", 0) == 0) {
     return unavailable("the PostgreSQL connection was lost (" + message + "); retry");
   }
   if (sqlstate == "23505") return Error{ErrorCode::kConflict, "a unique key is already taken: " + message, "database"};

@@ -638,6 +638,7 @@ TEST(MarketCrash, PostgresqlImmediateStopUnderLoadLosesNothing) {
   std::mutex mu;
   std::atomic<bool> stop{false};
   std::atomic<int> bad{0};
+  std::vector<std::string> bad_seen;
   std::vector<std::thread> ts;
   for (int c = 0; c < 8; ++c) {
     ts.emplace_back([&] {
@@ -650,6 +651,8 @@ TEST(MarketCrash, PostgresqlImmediateStopUnderLoadLosesNothing) {
           (void)call(*port, "DELETE", "/rentals/" + a.body["id"].get<std::string>(), w->rent_a.token);
         } else if (a.status == 0 || (a.status >= 500 && a.status != 503)) {
           bad.fetch_add(1);
+          std::lock_guard lock(mu);
+          if (bad_seen.size() < 4) bad_seen.push_back(std::to_string(a.status) + " " + a.body.dump());
         }
       }
     });
@@ -662,7 +665,9 @@ TEST(MarketCrash, PostgresqlImmediateStopUnderLoadLosesNothing) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   stop = true;
   for (auto& t : ts) t.join();
-  EXPECT_EQ(bad.load(), 0) << "a 5xx other than 503, or no answer, while PostgreSQL was down";
+  std::string seen;
+  for (const auto& b : bad_seen) seen += "\n  " + b;
+  EXPECT_EQ(bad.load(), 0) << "a 5xx other than 503, or no answer, while PostgreSQL was down:" << seen;
   // The market answers again after the restart, and kept every 201.
   const Json b{{"offer", w->offer_slice_a}};
   Answer after = call(*port, "POST", "/rentals", w->rent_a.token, &b);
