@@ -1555,7 +1555,7 @@ Result<Rental> Market::delete_rental(const Principal& p, std::string_view rental
 }
 
 Result<Rental> Market::mark_running(const Principal& p, std::string_view rental_id, std::optional<int64_t> if_match) {
-  if (!is_platform_admin(p)) GPUPLAN_CHECK(require_kind(p, TenantKind::kProvider));
+  // Scoped to the provider's rentals (any for the platform admin): others get kNotFound.
   return impl_->change(p, rental_id, if_match, true, [&](Tx& tx, RentalRow& rr, bool*) -> Status {
     GPUPLAN_CHECK(impl_->transition(tx, rr, RentalState::kStarting, p.user_id, "hand-off: manual"));
     return impl_->transition(tx, rr, RentalState::kRunning, p.user_id, "hand-off: manual");
