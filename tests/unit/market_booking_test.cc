@@ -4,7 +4,9 @@
 // renters; eight 1g.10gb on one A100-80GB give exactly seven. Also: live availability and placement.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <thread>
@@ -305,6 +307,49 @@ TEST_P(MarketBooking, PlacementPrefersNvlinkPartlyUsedGpusAndThePreviousGpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, MarketBooking, ::testing::ValuesIn(testing::kStoreKinds), testing::store_name);
+
+}  // namespace
+}  // namespace gpuplan::market
+
+namespace gpuplan::market {
+namespace {
+
+// Not a timed assert: prints reservations/s for docs/market.md (SQLite on the real disk, synchronous=FULL).
+TEST(MarketSpeed, ReservationsPerSecondSingleThreadOnSqliteFile) {
+  const auto dir = std::filesystem::temp_directory_path() / ("gpuplan-market-speed-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto db = open_store(dir.string());
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  testing::World w;
+  ASSERT_TRUE(w.init(std::move(*db)));
+  w.add_a100_node("n1", 8, MigPolicy::kDynamic);
+  auto o = w.add_offer("a100-80gb-sxm4/1g.10gb", 1, 100'000);
+  constexpr int kMaxRentals = 150;  // bounded so that the test stays well under a second or two
+  const auto t0 = std::chrono::steady_clock::now();
+  int n = 0;
+  for (; n < kMaxRentals; ++n) {
+    auto r = w.market->rent(w.renter_a, RentRequest{o.id});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    ASSERT_TRUE(w.market->delete_rental(w.renter_a, r->id).ok());
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[ market ] SQLite file, 1 thread: %d rent+delete pairs in %.2f s: %.0f reservations/s\n", n, s, n / s);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(MarketFailpoint, ArmedNameKillsTheProcessWithSigkill) {
+  ::unsetenv("GPUPLAN_FAILPOINT");
+  failpoint("after_claims");  // unarmed: nothing happens
+  ::setenv("GPUPLAN_FAILPOINT", "before_commit", 1);
+  failpoint("after_claims");  // another name: nothing happens
+  ::unsetenv("GPUPLAN_FAILPOINT");
+  EXPECT_EXIT(
+      {
+        ::setenv("GPUPLAN_FAILPOINT", "after_claims", 1);
+        failpoint("after_claims");
+      },
+      ::testing::KilledBySignal(SIGKILL), "");
+}
 
 }  // namespace
 }  // namespace gpuplan::market
