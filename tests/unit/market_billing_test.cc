@@ -170,3 +170,31 @@ INSTANTIATE_TEST_SUITE_P(Stores, MarketBilling, ::testing::ValuesIn(testing::kSt
 
 }  // namespace
 }  // namespace gpuplan::market
+
+#include "core/decimal.h"
+
+namespace gpuplan::market {
+namespace {
+
+TEST(MarketMoney, DecimalPricesConvertToMicrosExactly) {
+  constexpr int64_t kMax = kMaxPriceMicrosPerHour;
+  EXPECT_EQ(parse_micros("0.35", kMax), 350'000);
+  EXPECT_EQ(parse_micros("2", kMax), 2'000'000);
+  EXPECT_EQ(parse_micros("1.000001", kMax), 1'000'001);
+  EXPECT_EQ(parse_micros("1e-6", kMax), 1);
+  EXPECT_EQ(parse_micros("3.5E2", kMax), 350'000'000);
+  EXPECT_EQ(parse_micros("0.0000001", kMax), std::nullopt);  // a tenth of a micro
+  EXPECT_EQ(parse_micros("1.2500000", kMax), 1'250'000);     // trailing zeros are fine
+  EXPECT_EQ(parse_micros("-1", kMax), std::nullopt);
+  EXPECT_EQ(parse_micros("1e40", kMax), std::nullopt);
+  EXPECT_EQ(parse_micros("0x10", kMax), std::nullopt);
+  EXPECT_EQ(parse_micros("", kMax), std::nullopt);
+  EXPECT_EQ(parse_micros("1000000", kMax), kMax);
+  EXPECT_EQ(parse_micros("1000000.000001", kMax), std::nullopt);
+  EXPECT_EQ(micros_from_double(0.35, kMax), 350'000);  // 0.34999999999999997 as a double
+  EXPECT_EQ(micros_from_double(0.1 + 0.2, kMax), std::nullopt);  // 0.30000000000000004: not a whole micro
+  EXPECT_EQ(micros_from_double(4.6, kMax), 4'600'000);
+}
+
+}  // namespace
+}  // namespace gpuplan::market
