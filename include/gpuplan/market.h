@@ -400,8 +400,8 @@ class Market {
   Result<Earnings> earnings(const Principal& p) const;  // provider tenants
 
   // --- housekeeping (the server calls it every few seconds) ---
-  // Terminates rentals past ends_at and running rentals of tenants whose charges reached their credit
-  // limit. Returns how many it terminated.
+  // Terminates live rentals past ends_at and stops running rentals of tenants whose charges reached
+  // their credit limit. Returns how many rentals it changed.
   Result<int64_t> tick();
 
   struct Impl;
