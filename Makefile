@@ -20,19 +20,24 @@ $(BUILD_DIR)/build.ninja:
 build: deps $(BUILD_DIR)/build.ninja
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# The main job: the server with the page and the API (HOST and PORT override the defaults).
+# The main job: the server with the page, the API and a market holding a small DEMO inventory in
+# $(DEMO_DIR)/ (scripts/market-demo.sh prints a renter's and a provider's token; HOST and PORT override
+# the defaults; delete $(DEMO_DIR)/ to start over).
 HOST ?= 127.0.0.1
 PORT ?= 8080
+DEMO_DIR ?= .gpuplan-demo
 run: build
 	@echo "gpuplan: open http://$(HOST):$(PORT)/ in a browser (API under /api/v1; Ctrl-C stops it)"
-	./$(BUILD_DIR)/gpuplan serve --host $(HOST) --port $(PORT)
+	./scripts/market-demo.sh ./$(BUILD_DIR)/gpuplan $(HOST) $(PORT) $(DEMO_DIR)
 
 # The include direction between src/ folders (scripts/layers.txt; docs/design.md "Dependency rules").
 check-includes:
 	./scripts/check-includes.sh
 
+# Every test runs inside a throwaway PostgreSQL 15 (scripts/with-postgres.sh: a Unix socket in a
+# temporary folder, removed afterwards), so the market's store tests run on SQLite and on PostgreSQL.
 test: build
-	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+	./scripts/with-postgres.sh ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of everything, running every test label (unit,
 # golden, web): the golden and browser tests drive the sanitized `gpuplan` binary, so a report there
@@ -44,7 +49,7 @@ test-asan: deps
 	  -DGPUPLAN_WEB_TIMEOUT_SECONDS=$(ASAN_WEB_TIMEOUT_SECONDS) $(CMAKE_FLAGS)
 	cmake --build $(ASAN_DIR) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS)
+	  ./scripts/with-postgres.sh ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS)
 
 # libFuzzer targets (fuzz/, CONTRIBUTING.md "Fuzzing"): a clang build with ASan+UBSan in $(FUZZ_DIR),
 # the replay of the seed corpora and saved regressions (ctest label fuzz), then FUZZ_SECONDS of

@@ -79,6 +79,14 @@ void add_serve_command(CLI::App& app);
 bool serve_requested();
 int run_serve(const Context& ctx);
 
+// The market's commands (cli_market.cc): nodes, offers create|delete (and offers list --server), rent,
+// rentals, usage, tenants, tokens (HTTP calls to --server), and admin init (the store itself). Added
+// after add_offer_commands (they extend `offers`).
+void add_market_commands(CLI::App& app);
+bool market_requested();
+// Runs the parsed market command; errors go through `report` (the CLI's error printer).
+int run_market(const OutputFormat& fmt, const std::function<int(Error)>& report);
+
 // Text helpers shared by renderers.
 std::string render_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
                          const std::vector<bool>& right_align = {});

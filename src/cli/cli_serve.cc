@@ -1,10 +1,14 @@
 // `gpuplan serve`: the HTTP API and the web page (see server/server.h).
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "cli/cli.h"
+#include "market/db.h"
 #include "server/server.h"
 
 namespace gpuplan::cli {
@@ -16,7 +20,13 @@ struct ServeCommand {
   long long deadline_ms = 10000;
   long long header_timeout_ms = 5000;
   long long keep_alive_ms = 2000;
+  std::string data_dir;  // --data-dir: the market on SQLite (DIR/gpuplan.db)
+  std::string database;  // --database: the market on PostgreSQL
 };
+
+// The market's housekeeping (ends_at, credit limits) runs this often: a rental past its end is
+// terminated within this many seconds (billing stops at ends_at itself, not at the tick).
+constexpr std::chrono::seconds kMarketTickPeriod{5};
 
 namespace {
 ServeCommand& serve_command() {
@@ -64,6 +74,12 @@ void add_serve_command(CLI::App& app) {
                    "Open connections at once (503 and close beyond); none holds a thread")
       ->capture_default_str()
       ->check(CLI::Range(1, 65536));
+  c.app->add_option("--data-dir", c.data_dir,
+                    "Serve the market from this data directory (SQLite DIR/gpuplan.db; created if missing)");
+  c.app->add_option("--database", c.database, "Serve the market from PostgreSQL (postgresql://user@host/db)");
+  c.app->add_option("--market-threads", c.options.market_threads, "Workers of the market's endpoints")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
 }
 
 bool serve_requested() { return serve_command().app && serve_command().app->parsed(); }
@@ -93,7 +109,50 @@ int run_serve(const Context& ctx) {
               << ", beyond this machine; the API has no authentication (put a proxy with TLS and access control in "
                  "front of it)\n";
   }
-  return server::serve(ctx, options);
+  if (!c.data_dir.empty() && !c.database.empty()) {
+    std::cerr << "gpuplan: error: give --data-dir or --database, not both\n";
+    return exit_code(ErrorCode::kUsage);
+  }
+  if (c.data_dir.empty() && c.database.empty()) return server::serve(ctx, options);
+  if (!c.database.empty() && c.database.rfind("postgres", 0) != 0) {
+    std::cerr << "gpuplan: error: --database takes a postgresql:// URL (a data directory goes to --data-dir)\n";
+    return exit_code(ErrorCode::kUsage);
+  }
+  auto db = market::open_store(c.database.empty() ? c.data_dir : c.database);
+  if (!db) {
+    std::cerr << "gpuplan: error: " << db.error().message << "\n";
+    return exit_code(db.error().code);
+  }
+  market::MarketOptions market_options;
+  market_options.catalog = ctx.catalog;
+  auto opened = market::Market::open(std::move(*db), nullptr, market_options);
+  if (!opened) {
+    std::cerr << "gpuplan: error: " << opened.error().message << "\n";
+    return exit_code(opened.error().code);
+  }
+  options.market = std::shared_ptr<market::Market>(std::move(*opened));
+  std::cerr << "gpuplan: market on " << (c.database.empty() ? c.data_dir + "/gpuplan.db (SQLite)" : "PostgreSQL")
+            << "; endpoints in /api/v1/openapi.json\n";
+  // Housekeeping on a thread of its own, stopped when serve() returns.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread ticker([&, m = options.market] {
+    std::unique_lock lock(mu);
+    while (!cv.wait_for(lock, kMarketTickPeriod, [&] { return done; })) {
+      lock.unlock();
+      (void)m->tick();  // a busy store is retried at the next tick
+      lock.lock();
+    }
+  });
+  const int rc = server::serve(ctx, options);
+  {
+    std::lock_guard lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  ticker.join();
+  return rc;
 }
 
 }  // namespace gpuplan::cli

@@ -30,6 +30,7 @@ int run(int argc, char** argv) {
   cli::add_perf_commands(app, commands);
   cli::add_plan_commands(app, commands);
   cli::add_model_commands(app, commands);
+  cli::add_market_commands(app);
   // Options given after the subcommand (`gpuplan catalog list --json`) reach the top level too.
   std::function<void(CLI::App*)> fall = [&](CLI::App* a) {
     a->fallthrough(true);
@@ -60,6 +61,8 @@ int run(int argc, char** argv) {
       std::cerr << "gpuplan: error: " << err.message << "\n";
     return exit_code(err.code);
   };
+
+  if (cli::market_requested()) return cli::run_market(fmt, report);
 
   auto catalog = Catalog::load(catalog_dirs);
   if (!catalog) return report(catalog.error());

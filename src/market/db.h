@@ -66,7 +66,7 @@ class Db {
   virtual ~Db() = default;
   virtual std::string_view dialect() const = 0;  // "sqlite" or "postgresql"
   virtual Result<std::unique_ptr<Tx>> begin(TxMode mode) = 0;
-  // Creates or upgrades the schema to the newest migration (data/market/schema/*.sql), in one transaction
+  // Creates or upgrades the schema to the newest migration (data/market/migrations/*.sql), in one transaction
   // per migration, recording each in schema_migrations. Safe to call on every start, from several
   // processes at once.
   virtual Status migrate() = 0;

@@ -332,6 +332,11 @@ ParseResult HttpParser::parse_head() {
       request_.content_type = std::string(value);
     } else if (key == "if-none-match") {
       request_.if_none_match = std::string(value);
+    } else if (key == "authorization") {
+      if (!request_.authorization.empty()) return fail(400, "more than one Authorization header");
+      request_.authorization = std::string(value);
+    } else if (key == "if-match") {
+      request_.if_match = std::string(value);
     } else if (key == "content-length") {
       if (value.empty() || !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
         return fail(400, "Content-Length must be a number of bytes (digits only), got '" + std::string(value) + "'");

@@ -38,6 +38,8 @@ struct HttpRequest {
   std::string host;                                        // the Host header
   std::string content_type;                                // the Content-Type header
   std::string if_none_match;
+  std::string authorization;  // the Authorization header (the market's "Bearer <token>")
+  std::string if_match;       // the If-Match header (the market's rental version)
   std::string body;
   bool keep_alive = true;        // HTTP/1.1 without `Connection: close`, or 1.0 with `keep-alive`
   bool expect_continue = false;  // `Expect: 100-continue`: the client waits for a 100 before the body

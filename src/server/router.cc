@@ -13,6 +13,7 @@
 
 #include "gpuplan/embedded.h"
 #include "gpuplan/version.h"
+#include "server/market_routes.h"
 #include "server/server.h"
 
 namespace gpuplan::server {
@@ -30,6 +31,8 @@ constexpr std::size_t kHeavyQueuePerWorker = 64;
 // Workers and queue of the light lane: catalog and MIG table reads cost ~0.1-1 ms each.
 constexpr int kLightWorkers = 2;
 constexpr std::size_t kLightQueue = 256;
+// What api() in planning mode names for a market route (not a command: market_routes.h answers it).
+constexpr std::string_view kMarketCommand = "market";
 // Commands of the light lane (see Router::Lane).
 constexpr std::array kLightCommands = {"catalog.list", "catalog.show", "mig.profiles", "mig.layouts"};
 
@@ -339,6 +342,9 @@ Router::Router(Runner runner, std::vector<std::string> commands, Options options
       std::make_unique<ComputePool>(threads, std::max(static_cast<size_t>(threads) * kHeavyQueuePerWorker, connections),
                                     /*trim_when_idle=*/true);
   light_ = std::make_unique<ComputePool>(kLightWorkers, std::max(kLightQueue, connections));
+  if (options_.market) {
+    market_ = std::make_unique<ComputePool>(std::max(1, options_.market_threads), std::max(kLightQueue, connections));
+  }
 }
 Router::~Router() = default;
 Router::Router(Router&&) noexcept = default;
@@ -367,6 +373,10 @@ Router::Plan Router::plan(const HttpRequest& req) const {
         out.now = std::move(res);
       } else {
         const std::string command = res.body;  // api() in planning mode names the command here
+        if (command == kMarketCommand) {
+          out.lane = Lane::kMarket;
+          return out;
+        }
         const bool light = std::find(kLightCommands.begin(), kLightCommands.end(), command) != kLightCommands.end();
         out.lane = light && req.body.size() <= kLightBodyBytes ? Lane::kLight : Lane::kHeavy;
       }
@@ -395,9 +405,10 @@ HttpResponse Router::respond(const HttpRequest& req, const CancelToken& token) c
   return finish(req, std::move(res));
 }
 
-std::size_t Router::jobs() const { return heavy_->jobs() + light_->jobs(); }
+std::size_t Router::jobs() const { return heavy_->jobs() + light_->jobs() + (market_ ? market_->jobs() : 0); }
 
 bool Router::submit(Lane lane, std::function<void()> job) const {
+  if (lane == Lane::kMarket && market_) return market_->submit(std::move(job));
   return (lane == Lane::kLight ? light_ : heavy_)->submit(std::move(job));
 }
 
@@ -433,6 +444,21 @@ HttpResponse Router::api(const HttpRequest& req, std::string_view path, const Ca
     return error_response(404, "not_found", "no such API version; the API is under /api/v1", "path");
   }
   const auto segs = split_path(path.substr(kPrefix.size()));
+  if (is_market_route(req, segs)) {
+    if (!options_.market) return market_disabled_response();
+    if (token == nullptr) {
+      HttpResponse run_it;
+      run_it.status = 0;
+      run_it.body = std::string(kMarketCommand);
+      return run_it;
+    }
+    Json body = Json::object();
+    if (post) {
+      if (auto refused = refuse_body(req, options_.max_body_bytes)) return *refused;
+      if (auto refused = read_body(req, options_.json, body)) return *refused;
+    }
+    return market_response(*options_.market, req, segs, body);
+  }
   if (!get && !post) {
     auto res =
         error_response(405, "method_not_allowed",

@@ -24,6 +24,7 @@
 
 #include "gpuplan/api.h"
 #include "gpuplan/cancel.h"
+#include "gpuplan/market.h"
 #include "server/http_parser.h"
 #include "server/json_limits.h"
 
@@ -53,6 +54,12 @@ struct Options {
   std::size_t max_head_bytes = 8 * 1024;  // request line + headers (414 / 431 beyond); see ParserLimits
   JsonLimits json;                        // bounds on a JSON body (400 `usage`, field `body`)
   std::optional<Json> default_offers;     // --offers FILE: used by plan when a request has none
+  // The market (--data-dir / --database): its endpoints (market_routes.h) answer 404 `market_disabled`
+  // without one. Shared: the server's workers and the housekeeping thread call it at once.
+  std::shared_ptr<market::Market> market;
+  // Workers of the market's lane: its calls mostly wait on the store (a commit's fsync, a lock), so
+  // more than the cores; 16 keeps a 64-client load at ~4 queued requests a worker.
+  int market_threads = 16;
 };
 
 // HttpRequest (the parser's output) is in server/http_parser.h.
@@ -85,7 +92,8 @@ class Router {
   // Which worker lane a command request goes to. Light: reads of the catalog and MIG tables, which cost
   // well under a millisecond; they have their own workers so that they answer at once while heavy
   // commands (fit, plan, mig.pack, bodies to parse) fill theirs.
-  enum class Lane { kLight, kHeavy };
+  // Market: the market's endpoints, on workers of their own (they wait on the store, not the CPU).
+  enum class Lane { kLight, kHeavy, kMarket };
   struct Plan {
     std::optional<HttpResponse> now;  // the answer when no command is needed (pages, health, refusals)
     Lane lane = Lane::kHeavy;
@@ -115,6 +123,7 @@ class Router {
   Options options_;
   std::unique_ptr<ComputePool> heavy_;
   std::unique_ptr<ComputePool> light_;
+  std::unique_ptr<ComputePool> market_;
 };
 
 // A Router over the library's commands and `ctx`.

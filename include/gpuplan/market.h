@@ -1,0 +1,420 @@
+// The market: providers' inventory (nodes and their GPUs), live offers, rentals of whole GPUs and MIG
+// slices, tenants, users and API tokens, and billing. A thread-safe component that the server holds; it
+// keeps all of its state in a transactional store (src/market/db.h: SQLite or PostgreSQL) and reads
+// time only through an injectable Clock. The planner's commands stay pure: nothing here is called by them.
+//
+// Contracts every operation keeps (docs/market.md lists the test that proves each):
+// - Errors are values. kUnauthenticated: no, unknown, expired or revoked token (authenticate only).
+//   kForbidden: the caller's role, token scope or tenant kind may not do this. kNotFound: the object does
+//   not exist OR belongs to another tenant (never kForbidden: its existence is not revealed). kConflict:
+//   nothing free to place (the message has one reason per candidate), a name or UUID taken, a state edge
+//   not allowed, a node with live rentals. kPaymentRequired: the tenant's credit limit would be crossed.
+//   kPreconditionFailed: `if_match` names a version that is no longer current. kUnavailable: the store
+//   stayed busy past its retries (retry later). kUsage / kLimit: a bad or over-bound field, named in
+//   Error::field with the JSON key a client sends ("gpus[2].target", "price_per_hour").
+// - No double booking, by construction: every (GPU, memory slice) a rental holds is a row of
+//   slice_claims whose primary key is (gpu_id, mem_slice); a whole GPU claims all of its slices; claims
+//   and the rental change in one transaction.
+// - Rentals change state only through one transition function that checks the edge, bumps `version`,
+//   appends a RentalEvent, opens or closes the usage segment and releases claims, in the same transaction.
+// - Money is integer micro-units of the currency (1 USD = 1,000,000); times are Unix milliseconds.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpuplan/status.h"
+
+namespace gpuplan {
+class Catalog;
+}
+
+namespace gpuplan::market {
+
+class Db;
+
+// --- vocabulary --------------------------------------------------------------------------------------
+enum class TenantKind { kRenter, kProvider, kPlatform };
+enum class Role { kAdmin, kMember, kViewer };  // admin: users, tokens and all writes; member: writes; viewer: reads
+enum class Scope { kFull, kRead };             // a kRead token cannot write whatever its user's role
+enum class Interconnect { kNvlink, kPcie };
+enum class MigPolicy { kNone, kStatic, kDynamic };  // none: whole GPU only; static: a fixed layout; dynamic: any valid one
+enum class NodeState { kReady, kDraining };         // a draining node takes no new rentals (running ones stay)
+enum class RentalState {
+  kRequested,    // being placed (also after start on a stopped rental)
+  kReserved,     // claims held, waiting for the hand-off
+  kStarting,     // handed off, workload coming up
+  kRunning,      // billed: a usage segment is open
+  kStopping,     // the user stopped it: segment closed, claims being released
+  kStopped,      // holds nothing, bills nothing; start places it again
+  kTerminating,  // deleted, ended (ends_at) or out of credit
+  kTerminated,   // final
+  kFailed,       // final: the hand-off failed
+  kLost,         // the node disappeared while it ran (next issue: agents); segment closed
+};
+
+std::string_view to_string(TenantKind v);
+std::string_view to_string(Role v);
+std::string_view to_string(Scope v);
+std::string_view to_string(Interconnect v);
+std::string_view to_string(MigPolicy v);
+std::string_view to_string(NodeState v);
+std::string_view to_string(RentalState v);
+// The inverse of to_string; kUsage naming `field` and the accepted words otherwise.
+Result<TenantKind> parse_tenant_kind(std::string_view s, std::string_view field = "kind");
+Result<Role> parse_role(std::string_view s, std::string_view field = "role");
+Result<Scope> parse_scope(std::string_view s, std::string_view field = "scope");
+Result<Interconnect> parse_interconnect(std::string_view s, std::string_view field = "interconnect");
+Result<MigPolicy> parse_mig_policy(std::string_view s, std::string_view field = "mig");
+Result<RentalState> parse_rental_state(std::string_view s, std::string_view field = "state");
+// Live: holds (or is about to hold) capacity or bills: requested..stopping, and lost.
+bool is_live(RentalState s);
+// Final: terminated or failed; no edge leaves it.
+bool is_final(RentalState s);
+// The edges of the state machine (docs/market.md, "State machine"); transition() refuses any other.
+bool edge_allowed(RentalState from, RentalState to);
+
+// --- time ----------------------------------------------------------------------------------------------
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual int64_t now_ms() const = 0;  // Unix time in milliseconds
+};
+class SystemClock final : public Clock {
+ public:
+  int64_t now_ms() const override;
+};
+// A clock that moves only when told: tests run hours in milliseconds.
+class ManualClock final : public Clock {
+ public:
+  explicit ManualClock(int64_t start_ms = 1'767'225'600'000) : now_(start_ms) {}  // 2026-01-01T00:00:00Z
+  int64_t now_ms() const override { return now_.load(); }
+  void set_ms(int64_t ms) { now_.store(ms); }
+  void advance_ms(int64_t ms) { now_.fetch_add(ms); }
+  void advance_seconds(int64_t s) { now_.fetch_add(s * 1000); }
+
+ private:
+  std::atomic<int64_t> now_;
+};
+
+// --- identities --------------------------------------------------------------------------------------
+// Who calls: the result of authenticate(). Every operation but the public ones takes one.
+struct Principal {
+  std::string tenant_id;
+  TenantKind tenant_kind = TenantKind::kRenter;
+  std::string user_id;
+  Role role = Role::kViewer;
+  Scope scope = Scope::kRead;
+  std::string token_id;
+};
+
+struct Tenant {
+  std::string id;
+  std::string name;
+  TenantKind kind = TenantKind::kRenter;
+  std::optional<int64_t> credit_limit_micros;  // absent: unlimited
+  int64_t created_at_ms = 0;
+};
+
+struct User {
+  std::string id;
+  std::string tenant_id;
+  std::string name;
+  Role role = Role::kMember;
+  int64_t created_at_ms = 0;
+};
+
+struct TokenOptions {
+  std::optional<int64_t> expires_at_ms;  // absent: never expires (revoke_token ends it)
+  Scope scope = Scope::kFull;
+};
+// A token as created: `token` is the secret bearer string, returned exactly once and never stored (the
+// store keeps its SHA-256 digest in hex). Format: "gpl_<id>_<64 hex digits: 256 random bits>".
+struct IssuedToken {
+  std::string id;  // public: DELETE /tokens/{id}
+  std::string token;
+  std::string user_id;
+  std::string tenant_id;
+  Scope scope = Scope::kFull;
+  std::optional<int64_t> expires_at_ms;
+};
+
+// --- inventory -------------------------------------------------------------------------------------------
+struct GpuSpec {
+  std::string target;  // any catalog name of a GPU ("a100-80gb-sxm4", "NVIDIA A100-SXM4-80GB"), resolved
+  std::string uuid;    // "GPU-..." as nvidia-smi prints it; unique in the market
+  MigPolicy mig = MigPolicy::kNone;
+  std::string layout;  // static only: "3g.40gb,3g.40gb" or with placements "3g.40gb@0,3g.40gb@4"; must pass mig check
+};
+struct NodeSpec {
+  std::string name;  // unique per provider
+  std::string region;
+  Interconnect interconnect = Interconnect::kPcie;
+  int64_t vcpus = 0;
+  int64_t ram_gb = 0;
+  int64_t disk_gb = 0;
+  std::vector<GpuSpec> gpus;  // 1 .. kMaxGpusPerNode
+};
+struct NodeGpu {
+  std::string id;
+  int index = 0;  // position in the node's list
+  std::string uuid;
+  std::string catalog_id;  // canonical GPU id
+  MigPolicy mig = MigPolicy::kNone;
+  std::string layout;      // static: canonical "profile@start,..."; else empty
+  int memory_slices = 1;   // claimable slices: the MIG table's memory slices, 1 without MIG
+  int claimed_slices = 0;  // held by live rentals now
+};
+struct Node {
+  std::string id;
+  std::string provider_id;
+  std::string name;
+  std::string region;
+  Interconnect interconnect = Interconnect::kPcie;
+  int64_t vcpus = 0;
+  int64_t ram_gb = 0;
+  int64_t disk_gb = 0;
+  NodeState state = NodeState::kReady;
+  std::vector<NodeGpu> gpus;
+  int64_t live_rentals = 0;
+  int64_t created_at_ms = 0;
+};
+
+// --- offers --------------------------------------------------------------------------------------------------
+struct OfferSpec {
+  std::string target;  // a GPU ("a100-80gb-sxm4") or a MIG profile ("a100-80gb-sxm4/1g.10gb"), any catalog name
+  int gpus = 1;        // GPUs per rental unit, on one node: 1, 2, 4 or 8 (MIG offers: 1)
+  std::string region;
+  int64_t price_micros_per_hour = 0;  // per rental unit; > 0, <= kMaxPriceMicrosPerHour
+  int64_t min_billable_seconds = 0;   // 0 .. kMaxMinBillableSeconds
+};
+struct Offer {
+  std::string id;
+  std::string provider_id;
+  std::string provider;  // the provider tenant's name
+  std::string target;    // canonical: "a100-80gb-sxm4" or "a100-80gb-sxm4/1g.10gb"
+  std::string gpu;       // canonical GPU id
+  std::string profile;   // MIG profile name; empty for whole GPUs
+  int gpus = 1;
+  std::string region;
+  int64_t price_micros_per_hour = 0;
+  int64_t min_billable_seconds = 0;
+  bool active = true;     // false once deleted (rentals keep referring to it)
+  int64_t available = 0;  // rental units placeable now: computed live from inventory minus claims (MIG rules)
+  int64_t created_at_ms = 0;
+};
+struct OfferFilter {
+  std::string target;    // a catalog name; empty: any
+  std::string region;    // empty: any
+  std::string provider;  // a provider tenant id; empty: any
+  bool include_inactive = false;
+};
+
+struct Template {
+  std::string id;
+  std::string name;  // "pytorch", "tensorflow", "cuda"
+  std::string image;
+  std::string command;
+  std::string description;
+};
+
+// --- rentals -------------------------------------------------------------------------------------------------
+struct RentRequest {
+  std::string offer_id;
+  int count = 1;  // rental units; whole GPUs: count x offer.gpus GPUs on ONE node; MIG: count slices
+  std::optional<int64_t> ends_at_ms;  // tick() terminates it then; must be in the future
+  std::string idempotency_key;        // optional; the same (tenant, key) returns the same rental
+  std::string template_name;          // optional; a Template name
+};
+struct Placement {
+  std::string gpu_id;
+  std::string gpu_uuid;
+  std::string node_id;
+  std::string profile;  // empty for a whole GPU
+  int start = 0;        // first memory slice (0 for a whole GPU)
+  int size = 1;         // memory slices held
+};
+struct Rental {
+  std::string id;
+  std::string tenant_id;
+  std::string created_by;  // user id
+  std::string offer_id;
+  std::string provider_id;
+  std::string target;
+  int count = 1;
+  int64_t price_micros_per_hour = 0;  // frozen at reservation: offer price x count
+  int64_t min_billable_seconds = 0;   // frozen at reservation
+  std::string template_name;
+  RentalState state = RentalState::kRequested;
+  std::string state_reason;
+  int64_t version = 0;  // If-Match
+  std::string idempotency_key;
+  std::optional<int64_t> ends_at_ms;
+  int64_t created_at_ms = 0;
+  int64_t updated_at_ms = 0;
+  std::vector<Placement> placements;  // empty unless it holds capacity
+  bool replayed = false;              // rent(): true when the idempotency key named an existing rental (HTTP 200, not 201)
+};
+struct RentalEvent {
+  int64_t seq = 0;
+  int64_t at_ms = 0;
+  std::optional<RentalState> from;  // absent for the first event
+  RentalState to = RentalState::kRequested;
+  std::string actor;  // user id, or "system"
+  std::string reason;
+};
+
+// --- billing ------------------------------------------------------------------------------------------------
+struct UsageSegment {
+  int64_t started_at_ms = 0;
+  std::optional<int64_t> ended_at_ms;  // absent while running
+  int64_t price_micros_per_hour = 0;
+};
+// Charge = ceil(billed_seconds x price_micros_per_hour / 3600) with billed_seconds = max(sum over
+// segments of ceil(segment ms / 1000), min_billable_seconds) once the rental has run at all (else 0).
+// An open segment counts up to now. docs/market.md, "Billing".
+struct RentalUsage {
+  std::string rental_id;
+  std::string tenant_id;
+  std::string provider_id;
+  int64_t billed_seconds = 0;
+  int64_t charge_micros = 0;
+  std::vector<UsageSegment> segments;
+};
+struct TenantUsage {
+  std::string tenant_id;
+  int64_t charge_micros = 0;
+  std::optional<int64_t> credit_limit_micros;
+  std::vector<RentalUsage> rentals;
+};
+struct Earnings {
+  std::string provider_id;
+  int64_t earnings_micros = 0;  // the sum of its rentals' charges
+  std::vector<RentalUsage> rentals;
+};
+
+// --- bounds (each a stated limit: kLimit names the field) -----------------------------------------------
+inline constexpr int kMaxGpusPerNode = 16;               // HGX boards carry 8; 16 leaves room for 16-GPU systems
+inline constexpr int kMaxRentCount = 64;                 // units per rental: 8 nodes' worth of 1g slices
+inline constexpr int64_t kMaxPriceMicrosPerHour = 1'000'000'000'000;  // $1M/h: above any real GPU price
+inline constexpr int64_t kMaxMinBillableSeconds = 30LL * 24 * 3600;     // 30 days
+inline constexpr size_t kMaxNameBytes = 128;             // names, regions, uuids, keys
+inline constexpr size_t kMaxListRows = 10'000;           // rows one list call returns (then kLimit)
+
+enum class Handoff {
+  kImmediate,  // rent/start go reserved -> starting -> running at once (billing starts): this issue's default
+  kManual,     // rent/start stop at reserved; the provider calls mark_running()
+};
+struct MarketOptions {
+  Handoff handoff = Handoff::kImmediate;
+  std::shared_ptr<const Catalog> catalog;  // null: the embedded catalog
+};
+
+// The market. All methods are thread-safe; each runs in its own store transaction(s).
+class Market {
+ public:
+  // Migrates the store to the newest schema and returns the market over it.
+  static Result<std::unique_ptr<Market>> open(std::unique_ptr<Db> db, std::shared_ptr<const Clock> clock = nullptr,
+                                              MarketOptions options = {});
+  ~Market();
+  Market(const Market&) = delete;
+  Market& operator=(const Market&) = delete;
+
+  Db& db();
+  const Clock& clock() const;
+
+  // --- bootstrap and authentication ---
+  // Creates the platform tenant ("platform") and its admin user and returns the admin's token, once.
+  // kConflict when the platform tenant exists already.
+  Result<IssuedToken> init_platform(std::string_view admin_name = "admin");
+  // "Bearer gpl_..." or the bare token. kUnauthenticated when missing, malformed, unknown, expired or revoked.
+  Result<Principal> authenticate(std::string_view bearer) const;
+
+  // --- tenants, users, tokens ---
+  // Platform admin only.
+  Result<Tenant> create_tenant(const Principal& p, std::string_view name, TenantKind kind);
+  // Platform admin: any; others: their own tenant.
+  Result<Tenant> get_tenant(const Principal& p, std::string_view tenant_id) const;
+  Result<std::vector<Tenant>> list_tenants(const Principal& p) const;
+  // Platform admin only; absent: unlimited.
+  Result<Tenant> set_credit_limit(const Principal& p, std::string_view tenant_id, std::optional<int64_t> micros);
+  // Platform admin for any tenant; a tenant admin for its own.
+  Result<User> create_user(const Principal& p, std::string_view tenant_id, std::string_view name, Role role);
+  Result<std::vector<User>> list_users(const Principal& p, std::string_view tenant_id) const;
+  // Admin (platform: any user; tenant admin: users of its tenant); member: itself only. Viewer: kForbidden.
+  Result<IssuedToken> create_token(const Principal& p, std::string_view user_id, const TokenOptions& options = {});
+  // The same rights as create_token; revoking one's own token is always allowed (logout).
+  Status revoke_token(const Principal& p, std::string_view token_id);
+
+  // --- inventory (provider tenants: admin or member writes, anyone of the tenant reads) ---
+  Result<Node> add_node(const Principal& p, const NodeSpec& spec);
+  Result<std::vector<Node>> list_nodes(const Principal& p) const;
+  Result<Node> get_node(const Principal& p, std::string_view node_id) const;
+  Result<Node> drain_node(const Principal& p, std::string_view node_id);
+  // kConflict while a live rental holds any of its GPUs.
+  Status remove_node(const Principal& p, std::string_view node_id);
+
+  // --- offers ---
+  Result<Offer> create_offer(const Principal& p, const OfferSpec& spec);
+  // Changes the price for future rentals; live rentals keep their frozen price.
+  Result<Offer> set_offer_price(const Principal& p, std::string_view offer_id, int64_t price_micros_per_hour);
+  // Deactivates (rentals keep referring to it). Live rentals are not affected.
+  Status delete_offer(const Principal& p, std::string_view offer_id);
+  // Public: no principal. Active offers only unless the filter says otherwise; `available` computed live.
+  Result<std::vector<Offer>> list_offers(const OfferFilter& filter = {}) const;
+  Result<Offer> get_offer(std::string_view offer_id) const;  // public
+
+  // --- templates (public) ---
+  Result<std::vector<Template>> list_templates() const;
+
+  // --- rentals (renter tenants: admin or member writes; viewers read) ---
+  // Places and reserves: whole GPUs on one node (NVLink nodes first for more than one GPU), a MIG slice
+  // at the valid placement with the lowest fragmentation score. kConflict with a reason per candidate
+  // when nothing is free; kPaymentRequired over the credit limit (charges so far plus one hour of this
+  // rental, kCreditLookaheadSeconds). With Handoff::kImmediate it returns the rental running.
+  Result<Rental> rent(const Principal& p, const RentRequest& request);
+  Result<Rental> get_rental(const Principal& p, std::string_view rental_id) const;
+  Result<std::vector<Rental>> list_rentals(const Principal& p) const;
+  // Provider side: the rentals on its offers (tenant ids shown, nothing else of the renter).
+  Result<std::vector<Rental>> list_provider_rentals(const Principal& p) const;
+  // Stop: closes the usage segment and releases the claims (-> stopped). kConflict from a state that
+  // cannot stop. `if_match`: the version the caller last saw (kPreconditionFailed when stale).
+  Result<Rental> stop_rental(const Principal& p, std::string_view rental_id, std::optional<int64_t> if_match = {});
+  // Start: places it again (its previous GPUs first), checks credit, and runs it (or reserves, kManual).
+  // kConflict (state unchanged) when nothing is free.
+  Result<Rental> start_rental(const Principal& p, std::string_view rental_id, std::optional<int64_t> if_match = {});
+  // Delete: terminating -> terminated; releases everything, closes the segment. Final.
+  Result<Rental> delete_rental(const Principal& p, std::string_view rental_id, std::optional<int64_t> if_match = {});
+  // Manual hand-off (the provider or the platform admin): reserved -> starting -> running.
+  Result<Rental> mark_running(const Principal& p, std::string_view rental_id, std::optional<int64_t> if_match = {});
+  Result<std::vector<RentalEvent>> rental_events(const Principal& p, std::string_view rental_id) const;
+
+  // --- billing ---
+  Result<RentalUsage> rental_usage(const Principal& p, std::string_view rental_id) const;
+  Result<TenantUsage> usage(const Principal& p) const;  // the caller's tenant
+  Result<Earnings> earnings(const Principal& p) const;  // provider tenants
+
+  // --- housekeeping (the server calls it every few seconds) ---
+  // Terminates live rentals past ends_at and stops running rentals of tenants whose charges reached
+  // their credit limit. Returns how many rentals it changed.
+  Result<int64_t> tick();
+
+  struct Impl;
+
+ private:
+  explicit Market(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+inline constexpr int64_t kCreditLookaheadSeconds = 3600;  // rent/start need room for one hour (design notes §5)
+
+// Crash-test hook: when the environment variable GPUPLAN_FAILPOINT equals `name`, the process kills
+// itself with SIGKILL at once. Names used: "after_claims", "before_commit", "after_commit".
+void failpoint(std::string_view name);
+
+}  // namespace gpuplan::market

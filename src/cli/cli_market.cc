@@ -1,0 +1,484 @@
+// The market's CLI (issue #13), in the style of gh and kubectl: every command is one HTTP call to a
+// `gpuplan serve --data-dir/--database` server (--server URL or GPUPLAN_SERVER, token from --token or
+// GPUPLAN_TOKEN), printed as a table, or as the server's JSON with --json. `admin init` is the one
+// command that opens the store itself (it makes the first token, before any server can be called).
+//
+// The HTTP client is cpp-httplib: header-only, already a dependency of the build (the loopback tests),
+// blocking calls with timeouts, which is all a one-call CLI needs. Plain http:// only (a server behind
+// a TLS proxy on another machine needs CPPHTTPLIB_OPENSSL_SUPPORT: not built here).
+#include <httplib.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/cli.h"
+#include "gpuplan/market.h"
+#include "market/db.h"
+
+namespace gpuplan::cli {
+
+namespace {
+
+// How long the CLI waits for the server: connecting, and the whole answer (the server's own request
+// deadline is 10 s, so this is longer than any answer it gives).
+constexpr time_t kConnectTimeoutSeconds = 5;
+constexpr time_t kReadTimeoutSeconds = 30;
+constexpr const char* kDefaultServer = "http://127.0.0.1:8080";
+
+struct MarketCli {
+  std::string server;  // --server (global)
+  std::string token;   // --token (global)
+  CLI::App* admin_init = nullptr;
+  std::string init_data_dir;
+  std::string init_database;
+  // One entry per subcommand: what it sends, how it prints.
+  struct Call {
+    CLI::App* app = nullptr;
+    std::function<Result<Json>()> run;
+    std::function<std::string(const Json&)> render;
+  };
+  std::deque<Call> calls;
+  CLI::App* offers_list = nullptr;  // `offers list` (file offers) goes to the market with --server
+  // Option storage (CLI11 keeps pointers into it).
+  std::deque<std::string> strings;
+  std::deque<std::vector<std::string>> lists;
+  std::deque<double> numbers;
+  std::deque<long long> integers;
+};
+
+MarketCli& state() {
+  static MarketCli s;
+  return s;
+}
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+Result<ErrorCode> code_from_name(std::string_view name) {
+  for (int i = 0; i <= static_cast<int>(ErrorCode::kUnavailable); ++i) {
+    const auto code = static_cast<ErrorCode>(i);
+    if (name == error_code_name(code)) return code;
+  }
+  return Error{ErrorCode::kInternal, "", ""};
+}
+
+// One call to the server: the answer's JSON, or the server's error as an Error (exit status from it).
+Result<Json> call(const std::string& method, const std::string& path, const Json* body = nullptr,
+                  const std::vector<std::pair<std::string, std::string>>& extra_headers = {}) {
+  const MarketCli& s = state();
+  const std::string server = s.server.empty() ? env_or("GPUPLAN_SERVER", kDefaultServer) : s.server;
+  const std::string token = s.token.empty() ? env_or("GPUPLAN_TOKEN", "") : s.token;
+  if (server.rfind("http://", 0) != 0) {
+    return usage_error("--server must be an http:// URL (got '" + server + "'); https needs a TLS proxy", "server");
+  }
+  httplib::Client client(server);
+  client.set_connection_timeout(kConnectTimeoutSeconds, 0);
+  client.set_read_timeout(kReadTimeoutSeconds, 0);
+  client.set_write_timeout(kReadTimeoutSeconds, 0);
+  httplib::Headers headers;
+  if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
+  for (const auto& [k, v] : extra_headers) headers.emplace(k, v);
+  const std::string full = "/api/v1" + path;
+  const std::string payload = body ? body->dump() : std::string();
+  httplib::Result res = method == "GET"      ? client.Get(full.c_str(), headers)
+                        : method == "DELETE" ? client.Delete(full.c_str(), headers)
+                                             : client.Post(full.c_str(), headers, payload, "application/json");
+  if (!res) {
+    return Error{ErrorCode::kUnavailable,
+                 "cannot reach the gpuplan server at " + server + " (" + httplib::to_string(res.error()) +
+                     "); start one with `gpuplan serve --data-dir DIR` or pass --server / GPUPLAN_SERVER",
+                 "server"};
+  }
+  Json answer;
+  try {
+    answer = Json::parse(res->body);
+  } catch (const Json::exception&) {
+    return Error{ErrorCode::kInternal,
+                 "the server at " + server + " answered " + std::to_string(res->status) + " with no JSON", "server"};
+  }
+  if (res->status >= 400) {
+    const Json& e = answer.contains("error") ? answer["error"] : Json::object();
+    auto code = code_from_name(e.value("code", std::string()));
+    Error err{code.ok() ? *code : ErrorCode::kInternal, e.value("message", "HTTP " + std::to_string(res->status)),
+              e.contains("field") && e["field"].is_string() ? e["field"].get<std::string>() : std::string()};
+    if (!code.ok()) {
+      // Codes the library has no name for (the router's not_found of a route, busy, timeout).
+      err.code = res->status == 404   ? ErrorCode::kNotFound
+                 : res->status == 503 ? ErrorCode::kUnavailable
+                 : res->status < 500  ? ErrorCode::kUsage
+                                      : ErrorCode::kInternal;
+    }
+    return err;
+  }
+  return answer;
+}
+
+std::string s(const Json& v) {
+  if (v.is_null()) return "-";
+  if (v.is_string()) return v.get<std::string>();
+  return fmt_value(v);
+}
+
+std::string table(const Json& items, const std::vector<std::string>& header, const std::vector<std::string>& keys,
+                  const std::string& none) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& it : items) {
+    std::vector<std::string> row;
+    for (const auto& k : keys) row.push_back(it.contains(k) ? s(it[k]) : "-");
+    rows.push_back(std::move(row));
+  }
+  if (rows.empty()) return none + "\n";
+  return render_table(header, rows);
+}
+
+std::string render_offers(const Json& r) {
+  std::string out = table(r["offers"], {"id", "provider", "region", "target", "gpus", "usd_h", "available", "demo"},
+                          {"id", "provider", "region", "target", "gpus", "price_per_hour", "available", "demo"},
+                          "no live offers");
+  return out;
+}
+std::string render_rental(const Json& r) {
+  std::string out = "rental " + s(r["id"]) + ": " + s(r["state"]) + " (version " + s(r["version"]) + "), " +
+                    s(r["target"]) + " x" + s(r["count"]) + " at $" + s(r["price_per_hour"]) + "/h\n";
+  for (const auto& p : r["placements"]) {
+    out += "  " + s(p["gpu_uuid"]) + (p["profile"].is_null() ? " whole GPU" : " " + s(p["profile"]) + " at slice " +
+                                                                                 s(p["start"])) +
+           "\n";
+  }
+  return out;
+}
+std::string render_rentals(const Json& r) {
+  return table(r["rentals"], {"id", "state", "version", "target", "count", "usd_h", "tenant"},
+               {"id", "state", "version", "target", "count", "price_per_hour", "tenant_id"}, "no rentals");
+}
+std::string render_nodes(const Json& r) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& n : r["nodes"]) {
+    int slices = 0, claimed = 0;
+    for (const auto& g : n["gpus"]) {
+      slices += g.value("memory_slices", 0);
+      claimed += g.value("claimed_slices", 0);
+    }
+    rows.push_back({s(n["id"]), s(n["name"]), s(n["region"]), s(n["state"]), std::to_string(n["gpus"].size()),
+                    std::to_string(claimed) + "/" + std::to_string(slices), s(n["live_rentals"])});
+  }
+  if (rows.empty()) return "no nodes\n";
+  return render_table({"id", "name", "region", "state", "gpus", "slices_held", "rentals"}, rows);
+}
+std::string render_usage(const Json& r) {
+  std::string out = table(r["rentals"], {"rental", "billed_s", "charge_usd"}, {"rental_id", "billed_seconds", "charge"},
+                          "no usage");
+  out += "total: $" + s(r.contains("charge") ? r["charge"] : r["earnings"]);
+  if (r.contains("credit_limit") && !r["credit_limit"].is_null()) {
+    out += " of a credit limit of $" + fmt_value(Json(r["credit_limit"].get<double>() / 1e6));
+  }
+  return out + "\n";
+}
+std::string render_id(const Json& r) {
+  std::string out = "id: " + s(r["id"]) + "\n";
+  if (r.contains("token")) out += "token: " + s(r["token"]) + "   (shown once: keep it)\n";
+  return out;
+}
+
+std::string& str() { return state().strings.emplace_back(); }
+std::vector<std::string>& lst() { return state().lists.emplace_back(); }
+double& num() { return state().numbers.emplace_back(0); }
+long long& integer() { return state().integers.emplace_back(0); }
+
+MarketCli::Call& add(CLI::App* app, std::function<Result<Json>()> run, std::function<std::string(const Json&)> render) {
+  return state().calls.emplace_back(MarketCli::Call{app, std::move(run), std::move(render)});
+}
+
+std::vector<std::pair<std::string, std::string>> if_match_header(const std::string& version) {
+  if (version.empty()) return {};
+  return {{"If-Match", "\"" + version + "\""}};
+}
+
+// --gpu TARGET:UUID[:MIG[:LAYOUT]] -> {"target", "uuid", "mig", "layout"}
+Result<Json> gpu_json(const std::string& spec) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (int i = 0; i < 3; ++i) {
+    const size_t colon = spec.find(':', start);
+    if (colon == std::string::npos) break;
+    parts.push_back(spec.substr(start, colon - start));
+    start = colon + 1;
+  }
+  parts.push_back(spec.substr(start));
+  if (parts.size() < 2 || parts[0].empty() || parts[1].empty()) {
+    return usage_error("--gpu takes TARGET:UUID[:MIG[:LAYOUT]], e.g. a100-80gb-sxm4:GPU-1234:dynamic; got '" + spec +
+                           "'",
+                       "gpu");
+  }
+  Json g{{"target", parts[0]}, {"uuid", parts[1]}, {"mig", parts.size() > 2 ? parts[2] : "none"}};
+  if (parts.size() > 3) g["layout"] = parts[3];
+  return g;
+}
+
+}  // namespace
+
+void add_market_commands(CLI::App& app) {
+  MarketCli& st = state();
+  app.add_option("--server", st.server, "The market's server, http://HOST:PORT (default: GPUPLAN_SERVER, else " +
+                                            std::string(kDefaultServer) + ")");
+  app.add_option("--token", st.token, "API token for the market (default: GPUPLAN_TOKEN)");
+
+  // admin init: the platform's first token, from the store itself.
+  CLI::App* admin = app.add_subcommand("admin", "Set up a market's store");
+  admin->require_subcommand(1);
+  st.admin_init = admin->add_subcommand("init", "Create the platform admin and print its token once");
+  st.admin_init->add_option("--data-dir", st.init_data_dir, "Data directory (SQLite DIR/gpuplan.db)");
+  st.admin_init->add_option("--database", st.init_database, "postgresql://... instead of a data directory");
+
+  // nodes
+  CLI::App* nodes = app.add_subcommand("nodes", "A provider's nodes in the market (needs --server)");
+  nodes->require_subcommand(1);
+  {
+    CLI::App* a = nodes->add_subcommand("add", "Register a node and its GPUs");
+    auto& name = str();
+    auto& region = str();
+    auto& ic = str();
+    auto& gpus = lst();
+    auto& vcpus = integer();
+    auto& ram = integer();
+    auto& disk = integer();
+    a->add_option("--name", name, "Node name (unique for the provider)")->required();
+    a->add_option("--region", region, "Region, e.g. eu-west")->required();
+    a->add_option("--interconnect", ic, "nvlink or pcie")->default_str("pcie");
+    a->add_option("--gpu", gpus, "TARGET:UUID[:MIG[:LAYOUT]] (repeat); MIG is none, static or dynamic")->required();
+    a->add_option("--vcpus", vcpus, "vCPUs");
+    a->add_option("--ram-gb", ram, "RAM in GB");
+    a->add_option("--disk-gb", disk, "Disk in GB");
+    add(
+        a,
+        [&] () -> Result<Json> {
+          Json body{{"name", name}, {"region", region}, {"interconnect", ic.empty() ? "pcie" : ic},
+                    {"vcpus", vcpus},  {"ram_gb", ram},    {"disk_gb", disk},
+                    {"gpus", Json::array()}};
+          for (const auto& g : gpus) {
+            GPUPLAN_TRY(j, gpu_json(g));
+            body["gpus"].push_back(j);
+          }
+          return call("POST", "/nodes", &body);
+        },
+        [](const Json& r) { return render_nodes(Json{{"nodes", Json::array({r})}}); });
+    CLI::App* l = nodes->add_subcommand("list", "List the provider's nodes");
+    add(l, [] { return call("GET", "/nodes"); }, render_nodes);
+    for (const char* verb : {"drain", "remove"}) {
+      CLI::App* c = nodes->add_subcommand(verb, std::string(verb) == "drain" ? "Take no new rentals on a node"
+                                                                              : "Remove a node without live rentals");
+      auto& id = str();
+      c->add_option("node", id, "Node id")->required();
+      const bool drain = std::string(verb) == "drain";
+      add(
+          c, [&id, drain] { return drain ? call("POST", "/nodes/" + id + "/drain") : call("DELETE", "/nodes/" + id); },
+          [drain](const Json& r) {
+            return drain ? render_nodes(Json{{"nodes", Json::array({r})}}) : "removed " + s(r["id"]) + "\n";
+          });
+    }
+  }
+
+  // offers create / delete (offers list exists: with --server it lists the market)
+  if (CLI::App* offers = app.get_subcommand("offers")) {
+    st.offers_list = offers->get_subcommand("list");
+    CLI::App* c = offers->add_subcommand("create", "Publish an offer on your inventory (needs --server)");
+    auto& target = str();
+    auto& region = str();
+    auto& price = num();
+    auto& gpus = integer();
+    auto& min_s = integer();
+    c->add_option("--target", target, "GPU (a100-80gb-sxm4) or MIG profile (a100-80gb-sxm4/1g.10gb)")->required();
+    c->add_option("--region", region, "Region")->required();
+    c->add_option("--price-per-hour", price, "Dollars per hour per rental unit")->required();
+    c->add_option("--gpus", gpus, "GPUs per rental (1, 2, 4, 8)");
+    c->add_option("--min-billable-seconds", min_s, "Minimum billed time of a rental");
+    add(
+        c,
+        [&] {
+          Json body{{"target", target}, {"region", region}, {"price_per_hour", price}};
+          if (gpus > 0) body["gpus"] = gpus;
+          if (min_s > 0) body["min_billable_seconds"] = min_s;
+          return call("POST", "/offers", &body);
+        },
+        [](const Json& r) { return render_offers(Json{{"offers", Json::array({r})}}); });
+    CLI::App* d = offers->add_subcommand("delete", "Withdraw an offer (rentals keep it)");
+    auto& id = str();
+    d->add_option("offer", id, "Offer id")->required();
+    add(d, [&id] { return call("DELETE", "/offers/" + id); }, [](const Json& r) { return "deleted " + s(r["id"]) + "\n"; });
+  }
+
+  // rent
+  {
+    CLI::App* r = app.add_subcommand("rent", "Rent an offer: whole GPUs or MIG slices (needs --server)");
+    auto& offer = str();
+    auto& count = integer();
+    auto& hours = num();
+    auto& key = str();
+    auto& tpl = str();
+    r->add_option("offer", offer, "Offer id (gpuplan offers list --server URL)")->required();
+    r->add_option("--count", count, "Rental units (default 1)");
+    r->add_option("--hours", hours, "End the rental after this many hours (default: until deleted)");
+    r->add_option("--idempotency-key", key, "The same key returns the same rental (safe retries)");
+    r->add_option("--template", tpl, "What it starts with: pytorch, tensorflow, cuda");
+    add(
+        r,
+        [&] {
+          Json body{{"offer", offer}, {"count", count > 0 ? count : 1}};
+          if (hours > 0) body["hours"] = hours;
+          if (!key.empty()) body["idempotency_key"] = key;
+          if (!tpl.empty()) body["template"] = tpl;
+          return call("POST", "/rentals", &body);
+        },
+        render_rental);
+  }
+
+  // rentals
+  {
+    CLI::App* rentals = app.add_subcommand("rentals", "Your rentals (needs --server)");
+    rentals->require_subcommand(1);
+    CLI::App* l = rentals->add_subcommand("list", "List your rentals");
+    add(l, [] { return call("GET", "/rentals"); }, render_rentals);
+    CLI::App* sh = rentals->add_subcommand("show", "One rental and its placements");
+    auto& sid = str();
+    sh->add_option("rental", sid, "Rental id")->required();
+    add(sh, [&sid] { return call("GET", "/rentals/" + sid); }, render_rental);
+    for (const char* verb : {"stop", "start", "delete"}) {
+      CLI::App* c = rentals->add_subcommand(verb, std::string("Rental: ") + verb);
+      auto& id = str();
+      auto& version = str();
+      c->add_option("rental", id, "Rental id")->required();
+      c->add_option("--if-match", version, "Only if the rental is still at this version (412 otherwise)");
+      const std::string v(verb);
+      add(
+          c,
+          [&id, &version, v] {
+            return v == "delete" ? call("DELETE", "/rentals/" + id, nullptr, if_match_header(version))
+                                 : call("POST", "/rentals/" + id + "/" + v, nullptr, if_match_header(version));
+          },
+          render_rental);
+    }
+    CLI::App* ev = rentals->add_subcommand("events", "A rental's history");
+    auto& eid = str();
+    ev->add_option("rental", eid, "Rental id")->required();
+    add(ev, [&eid] { return call("GET", "/rentals/" + eid + "/events"); },
+        [](const Json& r) {
+          return table(r["events"], {"seq", "at_ms", "from", "to", "actor", "reason"},
+                       {"seq", "at_ms", "from", "to", "actor", "reason"}, "no events");
+        });
+  }
+
+  // usage, earnings
+  {
+    CLI::App* u = app.add_subcommand("usage", "Your tenant's metered usage and charges (needs --server)");
+    static bool earnings = false;  // CLI11 keeps a pointer: one per process, like the app
+    u->add_flag("--earnings", earnings, "A provider's earnings instead");
+    add(u, [] { return call("GET", earnings ? "/provider/earnings" : "/usage"); }, render_usage);
+  }
+
+  // tenants, tokens
+  {
+    CLI::App* tenants = app.add_subcommand("tenants", "Market tenants (platform admin; needs --server)");
+    tenants->require_subcommand(1);
+    CLI::App* c = tenants->add_subcommand("create", "Create a renter or provider tenant");
+    auto& name = str();
+    auto& kind = str();
+    auto& limit = integer();
+    c->add_option("name", name, "Tenant name")->required();
+    c->add_option("--kind", kind, "renter or provider")->default_str("renter");
+    c->add_option("--credit-limit", limit, "Credit limit in micro-dollars (default: unlimited)");
+    add(
+        c,
+        [&] {
+          Json body{{"name", name}, {"kind", kind.empty() ? "renter" : kind}};
+          if (limit > 0) body["credit_limit"] = limit;
+          return call("POST", "/tenants", &body);
+        },
+        render_id);
+    CLI::App* u = tenants->add_subcommand("add-user", "Add a user to a tenant");
+    auto& tenant = str();
+    auto& uname = str();
+    auto& role = str();
+    u->add_option("tenant", tenant, "Tenant id")->required();
+    u->add_option("--name", uname, "User name")->required();
+    u->add_option("--role", role, "admin, member or viewer")->default_str("member");
+    add(
+        u,
+        [&] {
+          Json body{{"name", uname}, {"role", role.empty() ? "member" : role}};
+          return call("POST", "/tenants/" + tenant + "/users", &body);
+        },
+        render_id);
+
+    CLI::App* tokens = app.add_subcommand("tokens", "API tokens (needs --server)");
+    tokens->require_subcommand(1);
+    CLI::App* tc = tokens->add_subcommand("create", "Create a token for a user (printed once)");
+    auto& user = str();
+    tc->add_option("--user-id", user, "The user (default: yourself)");
+    add(
+        tc,
+        [&user] {
+          Json body = Json::object();
+          if (!user.empty()) body["user_id"] = user;
+          return call("POST", "/tokens", &body);
+        },
+        render_id);
+    CLI::App* tr = tokens->add_subcommand("revoke", "Revoke a token");
+    auto& tid = str();
+    tr->add_option("token", tid, "Token id")->required();
+    add(tr, [&tid] { return call("DELETE", "/tokens/" + tid); },
+        [](const Json& r) { return "revoked " + s(r["id"]) + "\n"; });
+  }
+}
+
+bool market_requested() {
+  const MarketCli& st = state();
+  if (st.admin_init && st.admin_init->parsed()) return true;
+  if (st.offers_list && st.offers_list->parsed() && !st.server.empty()) return true;
+  for (const auto& c : st.calls) {
+    if (c.app->parsed()) return true;
+  }
+  return false;
+}
+
+int run_market(const OutputFormat& fmt, const std::function<int(Error)>& report) {
+  MarketCli& st = state();
+  if (st.admin_init && st.admin_init->parsed()) {
+    if (st.init_data_dir.empty() == st.init_database.empty()) {
+      return report(usage_error("admin init needs --data-dir DIR or --database postgresql://... (one)", "data-dir"));
+    }
+    auto db = market::open_store(st.init_database.empty() ? st.init_data_dir : st.init_database);
+    if (!db) return report(db.error());
+    auto m = market::Market::open(std::move(*db));
+    if (!m) return report(m.error());
+    auto token = (*m)->init_platform();
+    if (!token) {
+      Error e = token.error();
+      if (e.code == ErrorCode::kConflict) e.message = "this market is already initialised (" + e.message + ")";
+      return report(e);
+    }
+    if (fmt.json) {
+      std::cout << Json{{"token", token->token}, {"id", token->id}, {"user_id", token->user_id}}.dump(2) << "\n";
+    } else {
+      std::cout << "platform admin token (shown once; keep it):\n" << token->token << "\n";
+    }
+    return 0;
+  }
+  if (st.offers_list && st.offers_list->parsed()) {
+    auto r = call("GET", "/offers?source=market");
+    if (!r) return report(r.error());
+    std::cout << (fmt.json ? r->dump(2) + "\n" : render_offers(*r));
+    return 0;
+  }
+  for (const auto& c : st.calls) {
+    if (!c.app->parsed()) continue;
+    auto r = c.run();
+    if (!r) return report(r.error());
+    std::cout << (fmt.json ? r->dump(2, ' ', false, Json::error_handler_t::replace) + "\n" : c.render(*r));
+    return 0;
+  }
+  return report(usage_error("no market command given", "command"));
+}
+
+}  // namespace gpuplan::cli

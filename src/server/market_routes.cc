@@ -1,0 +1,618 @@
+// The market's HTTP endpoints (see market_routes.h): request JSON -> one Market call -> answer JSON.
+#include "server/market_routes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+
+#include "server/server.h"
+
+namespace gpuplan::server {
+
+namespace {
+
+using market::Market;
+using market::Principal;
+
+// Micro-units of the currency in one unit: prices travel as dollars per hour in JSON (0.35) and are
+// integers of micro-dollars in the store.
+constexpr double kMicrosPerUnit = 1e6;
+constexpr int64_t kMillisPerHour = 3'600'000;
+// `hours` of a rental: at most a year (the store's ends_at is milliseconds; this keeps it far from overflow).
+constexpr double kMaxRentalHours = 24.0 * 366;
+
+Json j_opt(const std::optional<int64_t>& v) { return v ? Json(*v) : Json(nullptr); }
+Json j_str_or_null(const std::string& s) { return s.empty() ? Json(nullptr) : Json(s); }
+double money(int64_t micros) { return static_cast<double>(micros) / kMicrosPerUnit; }
+
+HttpResponse json_answer(int status, const Json& body) {
+  HttpResponse res;
+  res.status = status;
+  res.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  res.headers.emplace_back("Cache-Control", "no-store");
+  return res;
+}
+
+HttpResponse error_answer(const Error& e) {
+  HttpResponse res = json_answer(http_status(e.code), error_json(e));
+  if (e.code == ErrorCode::kUnauthenticated) res.headers.emplace_back("WWW-Authenticate", "Bearer");
+  if (e.code == ErrorCode::kUnavailable) res.headers.emplace_back("Retry-After", "1");
+  return res;
+}
+
+template <typename T>
+HttpResponse answer(const Result<T>& r, int status, Json (*to_json)(const T&)) {
+  if (!r) return error_answer(r.error());
+  return json_answer(status, to_json(*r));
+}
+
+// --- JSON of the market's objects ---------------------------------------------------------------------------
+Json tenant_json(const market::Tenant& t) {
+  return Json{{"id", t.id},
+              {"name", t.name},
+              {"kind", market::to_string(t.kind)},
+              {"credit_limit", j_opt(t.credit_limit_micros)},
+              {"created_at_ms", t.created_at_ms}};
+}
+Json user_json(const market::User& u) {
+  return Json{{"id", u.id}, {"tenant_id", u.tenant_id}, {"name", u.name}, {"role", market::to_string(u.role)}};
+}
+Json token_json(const market::IssuedToken& t) {
+  return Json{{"id", t.id},
+              {"token", t.token},
+              {"user_id", t.user_id},
+              {"tenant_id", t.tenant_id},
+              {"scope", market::to_string(t.scope)},
+              {"expires_at_ms", j_opt(t.expires_at_ms)}};
+}
+Json node_json(const market::Node& n) {
+  Json gpus = Json::array();
+  for (const auto& g : n.gpus) {
+    gpus.push_back(Json{{"id", g.id},
+                        {"index", g.index},
+                        {"uuid", g.uuid},
+                        {"target", g.catalog_id},
+                        {"mig", market::to_string(g.mig)},
+                        {"layout", j_str_or_null(g.layout)},
+                        {"memory_slices", g.memory_slices},
+                        {"claimed_slices", g.claimed_slices}});
+  }
+  return Json{{"id", n.id},
+              {"name", n.name},
+              {"region", n.region},
+              {"interconnect", market::to_string(n.interconnect)},
+              {"vcpus", n.vcpus},
+              {"ram_gb", n.ram_gb},
+              {"disk_gb", n.disk_gb},
+              {"state", market::to_string(n.state)},
+              {"live_rentals", n.live_rentals},
+              {"gpus", std::move(gpus)},
+              {"created_at_ms", n.created_at_ms}};
+}
+Json offer_json(const market::Offer& o) {
+  return Json{{"id", o.id},
+              {"source", "market"},
+              {"provider", o.provider},
+              {"provider_id", o.provider_id},
+              {"region", o.region},
+              {"target", o.target},
+              {"gpu", o.gpu},
+              {"profile", j_str_or_null(o.profile)},
+              {"gpus", o.gpus},
+              {"price_per_hour", money(o.price_micros_per_hour)},
+              {"price_micros_per_hour", o.price_micros_per_hour},
+              {"min_billable_seconds", o.min_billable_seconds},
+              {"available", o.available},
+              {"active", o.active},
+              {"demo", o.provider == kDemoProviderName},
+              {"created_at_ms", o.created_at_ms}};
+}
+Json rental_json(const market::Rental& r) {
+  Json placements = Json::array();
+  for (const auto& p : r.placements) {
+    placements.push_back(Json{{"gpu_uuid", p.gpu_uuid},
+                              {"gpu_id", p.gpu_id},
+                              {"node_id", p.node_id},
+                              {"profile", j_str_or_null(p.profile)},
+                              {"start", p.start},
+                              {"size", p.size}});
+  }
+  return Json{{"id", r.id},
+              {"state", market::to_string(r.state)},
+              {"state_reason", r.state_reason},
+              {"version", r.version},
+              {"offer", r.offer_id},
+              {"tenant_id", r.tenant_id},
+              {"provider_id", r.provider_id},
+              {"target", r.target},
+              {"count", r.count},
+              {"price_per_hour", money(r.price_micros_per_hour)},
+              {"price_micros_per_hour", r.price_micros_per_hour},
+              {"min_billable_seconds", r.min_billable_seconds},
+              {"template", j_str_or_null(r.template_name)},
+              {"idempotency_key", j_str_or_null(r.idempotency_key)},
+              {"ends_at_ms", j_opt(r.ends_at_ms)},
+              {"created_at_ms", r.created_at_ms},
+              {"updated_at_ms", r.updated_at_ms},
+              {"placements", std::move(placements)}};
+}
+Json rentals_json(const std::vector<market::Rental>& rs) {
+  Json a = Json::array();
+  for (const auto& r : rs) a.push_back(rental_json(r));
+  return Json{{"rentals", std::move(a)}};
+}
+Json nodes_json(const std::vector<market::Node>& ns) {
+  Json a = Json::array();
+  for (const auto& n : ns) a.push_back(node_json(n));
+  return Json{{"nodes", std::move(a)}};
+}
+Json offers_json(const std::vector<market::Offer>& os) {
+  Json a = Json::array();
+  for (const auto& o : os) a.push_back(offer_json(o));
+  return Json{{"offers", std::move(a)}};
+}
+Json templates_json(const std::vector<market::Template>& ts) {
+  Json a = Json::array();
+  for (const auto& t : ts) {
+    a.push_back(Json{{"id", t.id},
+                     {"name", t.name},
+                     {"image", t.image},
+                     {"command", t.command},
+                     {"description", t.description}});
+  }
+  return Json{{"templates", std::move(a)}};
+}
+Json events_json(const std::vector<market::RentalEvent>& es) {
+  Json a = Json::array();
+  for (const auto& e : es) {
+    a.push_back(Json{{"seq", e.seq},
+                     {"at_ms", e.at_ms},
+                     {"from", e.from ? Json(market::to_string(*e.from)) : Json(nullptr)},
+                     {"to", market::to_string(e.to)},
+                     {"actor", e.actor},
+                     {"reason", e.reason}});
+  }
+  return Json{{"events", std::move(a)}};
+}
+Json rental_usage_json(const market::RentalUsage& u) {
+  Json segs = Json::array();
+  for (const auto& s : u.segments) {
+    segs.push_back(Json{{"started_at_ms", s.started_at_ms},
+                        {"ended_at_ms", j_opt(s.ended_at_ms)},
+                        {"price_micros_per_hour", s.price_micros_per_hour}});
+  }
+  return Json{{"rental_id", u.rental_id},
+              {"billed_seconds", u.billed_seconds},
+              {"charge_micros", u.charge_micros},
+              {"charge", money(u.charge_micros)},
+              {"segments", std::move(segs)}};
+}
+Json usage_json(const market::TenantUsage& u) {
+  Json a = Json::array();
+  for (const auto& r : u.rentals) a.push_back(rental_usage_json(r));
+  return Json{{"tenant_id", u.tenant_id},
+              {"charge_micros", u.charge_micros},
+              {"charge", money(u.charge_micros)},
+              {"credit_limit", j_opt(u.credit_limit_micros)},
+              {"rentals", std::move(a)}};
+}
+Json earnings_json(const market::Earnings& e) {
+  Json a = Json::array();
+  for (const auto& r : e.rentals) a.push_back(rental_usage_json(r));
+  return Json{{"provider_id", e.provider_id},
+              {"earnings_micros", e.earnings_micros},
+              {"earnings", money(e.earnings_micros)},
+              {"rentals", std::move(a)}};
+}
+
+// --- reading a body ------------------------------------------------------------------------------------------
+Result<std::string> text_field(const Json& body, const char* key, bool required, std::string fallback = {}) {
+  if (!body.contains(key) || body[key].is_null()) {
+    if (required) return usage_error(std::string("'") + key + "' is required", key);
+    return fallback;
+  }
+  if (!body[key].is_string()) return usage_error(std::string("'") + key + "' must be a string", key);
+  const auto& s = body[key].get_ref<const std::string&>();
+  if (s.size() > market::kMaxNameBytes) {
+    return limit_error(std::string("'") + key + "' is longer than " + std::to_string(market::kMaxNameBytes) +
+                           " bytes",
+                       key);
+  }
+  return s;
+}
+
+Result<std::optional<int64_t>> int_field(const Json& body, const char* key, int64_t lo, int64_t hi) {
+  if (!body.contains(key) || body[key].is_null()) return std::optional<int64_t>{};
+  const Json& v = body[key];
+  if (!v.is_number_integer()) return usage_error(std::string("'") + key + "' must be an integer", key);
+  const int64_t n = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                        ? INT64_MAX
+                        : v.get<int64_t>();
+  if (n < lo || n > hi) {
+    return usage_error(std::string("'") + key + "' must be between " + std::to_string(lo) + " and " +
+                           std::to_string(hi) + ", got " + std::to_string(n),
+                       key);
+  }
+  return std::optional<int64_t>{n};
+}
+
+Result<std::optional<double>> number_field(const Json& body, const char* key) {
+  if (!body.contains(key) || body[key].is_null()) return std::optional<double>{};
+  const Json& v = body[key];
+  if (!v.is_number()) return usage_error(std::string("'") + key + "' must be a number", key);
+  const double d = v.get<double>();
+  if (!std::isfinite(d)) return usage_error(std::string("'") + key + "' must be a finite number", key);
+  return std::optional<double>{d};
+}
+
+// Dollars per hour -> integer micro-dollars, refusing what is not a price.
+Result<int64_t> price_micros(double per_hour, const char* field) {
+  const double max = static_cast<double>(market::kMaxPriceMicrosPerHour) / kMicrosPerUnit;
+  if (!(per_hour > 0) || per_hour > max) {
+    return usage_error(std::string("'") + field + "' must be a price per hour above 0 and at most " +
+                           std::to_string(static_cast<int64_t>(max)),
+                       field);
+  }
+  const auto micros = static_cast<int64_t>(std::llround(per_hour * kMicrosPerUnit));
+  if (micros < 1) return usage_error(std::string("'") + field + "' is below one micro-unit", field);
+  return micros;
+}
+
+// If-Match: 3, "3" or W/"3" -> 3; absent -> nullopt.
+Result<std::optional<int64_t>> if_match(const HttpRequest& req) {
+  std::string_view v = trim(req.if_match);
+  if (v.empty()) return std::optional<int64_t>{};
+  if (v.starts_with("W/")) v.remove_prefix(2);
+  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+  int64_t n = 0;
+  if (v.empty() || v.size() > 18 || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return usage_error("If-Match must be the rental's version, a whole number (as GET /rentals/{id} says)", "If-Match");
+  }
+  for (char c : v) n = n * 10 + (c - '0');
+  return std::optional<int64_t>{n};
+}
+
+std::string query_value(const HttpRequest& req, std::string_view key) {
+  for (const auto& [k, v] : req.query) {
+    if (k == key) return v;
+  }
+  return {};
+}
+
+Result<market::NodeSpec> node_spec(const Json& body) {
+  market::NodeSpec spec;
+  GPUPLAN_TRY(name, text_field(body, "name", true));
+  GPUPLAN_TRY(region, text_field(body, "region", true));
+  GPUPLAN_TRY(ic, text_field(body, "interconnect", false, "pcie"));
+  GPUPLAN_TRY(interconnect, market::parse_interconnect(ic, "interconnect"));
+  constexpr int64_t kMaxResource = 1'000'000'000;  // vCPUs, GB: far above any one machine
+  GPUPLAN_TRY(vcpus, int_field(body, "vcpus", 0, kMaxResource));
+  GPUPLAN_TRY(ram, int_field(body, "ram_gb", 0, kMaxResource));
+  GPUPLAN_TRY(disk, int_field(body, "disk_gb", 0, kMaxResource));
+  spec.name = name;
+  spec.region = region;
+  spec.interconnect = interconnect;
+  spec.vcpus = vcpus.value_or(0);
+  spec.ram_gb = ram.value_or(0);
+  spec.disk_gb = disk.value_or(0);
+  if (!body.contains("gpus") || !body["gpus"].is_array()) {
+    return usage_error("'gpus' must be a list of {target, uuid, mig}", "gpus");
+  }
+  const Json& gpus = body["gpus"];
+  if (gpus.size() > static_cast<size_t>(market::kMaxGpusPerNode)) {
+    return limit_error("a node has at most " + std::to_string(market::kMaxGpusPerNode) + " GPUs", "gpus");
+  }
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const std::string field = "gpus[" + std::to_string(i) + "]";
+    if (!gpus[i].is_object()) return usage_error(field + " must be an object {target, uuid, mig}", field);
+    auto target = text_field(gpus[i], "target", true);
+    auto uuid = text_field(gpus[i], "uuid", true);
+    auto mig = text_field(gpus[i], "mig", false, "none");
+    auto layout = text_field(gpus[i], "layout", false);
+    for (auto* r : {&target, &uuid, &mig, &layout}) {
+      if (!*r) return Error{r->error().code, field + ": " + r->error().message, field + "." + r->error().field};
+    }
+    auto policy = market::parse_mig_policy(*mig, field + ".mig");
+    if (!policy) return policy.error();
+    spec.gpus.push_back(market::GpuSpec{*target, *uuid, *policy, *layout});
+  }
+  return spec;
+}
+
+Result<market::OfferSpec> offer_spec(const Json& body) {
+  market::OfferSpec spec;
+  GPUPLAN_TRY(target, text_field(body, "target", true));
+  GPUPLAN_TRY(region, text_field(body, "region", true));
+  GPUPLAN_TRY(gpus, int_field(body, "gpus", 1, 8));
+  GPUPLAN_TRY(min_s, int_field(body, "min_billable_seconds", 0, market::kMaxMinBillableSeconds));
+  GPUPLAN_TRY(price, number_field(body, "price_per_hour"));
+  if (!price) return usage_error("'price_per_hour' is required (dollars per hour, e.g. 0.35)", "price_per_hour");
+  GPUPLAN_TRY(micros, price_micros(*price, "price_per_hour"));
+  spec.target = target;
+  spec.region = region;
+  spec.gpus = static_cast<int>(gpus.value_or(1));
+  spec.min_billable_seconds = min_s.value_or(0);
+  spec.price_micros_per_hour = micros;
+  return spec;
+}
+
+Result<market::RentRequest> rent_request(const Json& body, int64_t now_ms) {
+  market::RentRequest r;
+  GPUPLAN_TRY(offer, text_field(body, "offer", false));
+  GPUPLAN_TRY(offer_id, text_field(body, "offer_id", false, offer));  // the design notes' name
+  if (offer_id.empty()) return usage_error("'offer' is required: an offer id from GET /offers?source=market", "offer");
+  GPUPLAN_TRY(count, int_field(body, "count", 1, market::kMaxRentCount));
+  GPUPLAN_TRY(key, text_field(body, "idempotency_key", false));
+  GPUPLAN_TRY(tpl, text_field(body, "template", false));
+  GPUPLAN_TRY(ends, int_field(body, "ends_at_ms", 0, INT64_MAX / 2));
+  GPUPLAN_TRY(hours, number_field(body, "hours"));
+  r.offer_id = offer_id;
+  r.count = static_cast<int>(count.value_or(1));
+  r.idempotency_key = key;
+  r.template_name = tpl;
+  r.ends_at_ms = ends;
+  if (hours) {
+    if (!(*hours > 0) || *hours > kMaxRentalHours) {
+      return usage_error("'hours' must be above 0 and at most " + std::to_string(static_cast<int>(kMaxRentalHours)),
+                         "hours");
+    }
+    r.ends_at_ms = now_ms + static_cast<int64_t>(std::llround(*hours * kMillisPerHour));
+  }
+  return r;
+}
+
+bool is_id(const std::string& s) { return !s.empty() && s.size() <= market::kMaxNameBytes; }
+
+HttpResponse no_route(const HttpRequest& req) {
+  return error_response(404, "not_found",
+                        "no API route " + req.method + " " + req.path + "; the routes are in /api/v1/openapi.json",
+                        "path");
+}
+
+}  // namespace
+
+bool is_market_route(const HttpRequest& req, const std::vector<std::string>& segs) {
+  if (segs.empty()) return false;
+  const std::string& root = segs[0];
+  if (root == "tenants" || root == "tokens" || root == "nodes" || root == "provider" || root == "rentals" ||
+      root == "usage" || root == "templates") {
+    return true;
+  }
+  if (root == "offers") {
+    // GET /offers and POST /offers[/list] are the offers-file command (offers.list) as before; the
+    // market has GET /offers?source=market, DELETE /offers/{id}, and POST /offers with a bearer token.
+    if (req.method == "GET" || req.method == "HEAD") return segs.size() == 1 && query_value(req, "source") == "market";
+    if (req.method == "DELETE") return true;
+    return req.method == "POST" && segs.size() == 1 && !trim(req.authorization).empty();
+  }
+  return false;
+}
+
+HttpResponse market_disabled_response() {
+  return error_response(404, "market_disabled",
+                        "this server has no market: start it with `gpuplan serve --data-dir DIR` (SQLite) or "
+                        "`gpuplan serve --database postgresql://...` (or `make run` for a demo)",
+                        "path");
+}
+
+HttpResponse market_response(Market& m, const HttpRequest& req, const std::vector<std::string>& segs,
+                             const Json& body) {
+  const std::string& method = req.method;
+  const bool get = method == "GET" || method == "HEAD";
+  const bool post = method == "POST";
+  const bool del = method == "DELETE";
+  const size_t n = segs.size();
+  const std::string& root = segs[0];
+  if (n > 1 && !is_id(segs[1])) return no_route(req);
+
+  // Public reads: the live catalog, like any rental site's.
+  if (root == "offers" && n == 1 && get) {
+    market::OfferFilter filter;
+    filter.target = query_value(req, "target");
+    filter.region = query_value(req, "region");
+    filter.provider = query_value(req, "provider");
+    return answer(m.list_offers(filter), 200, offers_json);
+  }
+  if (root == "templates") {
+    if (n != 1) return no_route(req);
+    if (!get) {
+      HttpResponse res = error_response(405, "method_not_allowed", "use GET here", "method");
+      res.headers.emplace_back("Allow", "GET");
+      return res;
+    }
+    return answer(m.list_templates(), 200, templates_json);
+  }
+
+  // Everything else needs a token. The route is checked first, so that an unknown path is 404 either way.
+  enum class Op {
+    kNone,
+    kCreateTenant,
+    kCreateUser,
+    kCreateToken,
+    kRevokeToken,
+    kAddNode,
+    kListNodes,
+    kDrainNode,
+    kRemoveNode,
+    kCreateOffer,
+    kDeleteOffer,
+    kProviderRentals,
+    kEarnings,
+    kRent,
+    kListRentals,
+    kGetRental,
+    kStop,
+    kStart,
+    kDeleteRental,
+    kEvents,
+    kUsage
+  };
+  Op op = Op::kNone;
+  // (path shape, method) -> operation; a path that exists with another method is 405.
+  struct Shape {
+    bool matches;
+    Op op;
+    const char* method;
+  };
+  const Shape shapes[] = {
+      {root == "tenants" && n == 1, Op::kCreateTenant, "POST"},
+      {root == "tenants" && n == 3 && segs[2] == "users", Op::kCreateUser, "POST"},
+      {root == "tokens" && n == 1, Op::kCreateToken, "POST"},
+      {root == "tokens" && n == 2, Op::kRevokeToken, "DELETE"},
+      {root == "nodes" && n == 1, Op::kAddNode, "POST"},
+      {root == "nodes" && n == 1, Op::kListNodes, "GET"},
+      {root == "nodes" && n == 3 && segs[2] == "drain", Op::kDrainNode, "POST"},
+      {root == "nodes" && n == 2, Op::kRemoveNode, "DELETE"},
+      {root == "offers" && n == 1, Op::kCreateOffer, "POST"},
+      {root == "offers" && n == 2, Op::kDeleteOffer, "DELETE"},
+      {root == "provider" && n == 2 && segs[1] == "rentals", Op::kProviderRentals, "GET"},
+      {root == "provider" && n == 2 && segs[1] == "earnings", Op::kEarnings, "GET"},
+      {root == "rentals" && n == 1, Op::kRent, "POST"},
+      {root == "rentals" && n == 1, Op::kListRentals, "GET"},
+      {root == "rentals" && n == 2, Op::kGetRental, "GET"},
+      {root == "rentals" && n == 3 && segs[2] == "stop", Op::kStop, "POST"},
+      {root == "rentals" && n == 3 && segs[2] == "start", Op::kStart, "POST"},
+      {root == "rentals" && n == 2, Op::kDeleteRental, "DELETE"},
+      {root == "rentals" && n == 3 && segs[2] == "events", Op::kEvents, "GET"},
+      {root == "usage" && n == 1, Op::kUsage, "GET"},
+  };
+  std::string allowed;
+  for (const Shape& s : shapes) {
+    if (!s.matches) continue;
+    const std::string_view want(s.method);
+    if (op == Op::kNone && ((want == "GET" && get) || (want == "POST" && post) || (want == "DELETE" && del))) op = s.op;
+    if (allowed.find(s.method) == std::string::npos) allowed += (allowed.empty() ? "" : ", ") + std::string(s.method);
+  }
+  if (op == Op::kNone) {
+    if (allowed.empty()) return no_route(req);
+    HttpResponse res = error_response(405, "method_not_allowed", "use " + allowed + " here", "method");
+    res.headers.emplace_back("Allow", allowed);
+    return res;
+  }
+
+  if (trim(req.authorization).empty()) {
+    return error_answer(Error{ErrorCode::kUnauthenticated,
+                              "this endpoint needs `Authorization: Bearer <token>` (`gpuplan admin init` prints the "
+                              "platform's first token; `POST /tokens` makes more)",
+                              "Authorization"});
+  }
+  auto principal = m.authenticate(req.authorization);
+  if (!principal) return error_answer(principal.error());
+  const Principal& p = *principal;
+
+  switch (op) {
+    case Op::kCreateTenant: {
+      auto name = text_field(body, "name", true);
+      if (!name) return error_answer(name.error());
+      auto kind_text = text_field(body, "kind", false, "renter");
+      if (!kind_text) return error_answer(kind_text.error());
+      auto kind = market::parse_tenant_kind(*kind_text, "kind");
+      if (!kind) return error_answer(kind.error());
+      auto limit = int_field(body, "credit_limit", 0, INT64_MAX / 2);
+      if (!limit) return error_answer(limit.error());
+      auto t = m.create_tenant(p, *name, *kind);
+      if (!t) return error_answer(t.error());
+      if (*limit) {
+        auto with = m.set_credit_limit(p, t->id, **limit);
+        if (!with) return error_answer(with.error());
+        return json_answer(201, tenant_json(*with));
+      }
+      return json_answer(201, tenant_json(*t));
+    }
+    case Op::kCreateUser: {
+      auto name = text_field(body, "name", true);
+      if (!name) return error_answer(name.error());
+      auto role_text = text_field(body, "role", false, "member");
+      if (!role_text) return error_answer(role_text.error());
+      auto role = market::parse_role(*role_text, "role");
+      if (!role) return error_answer(role.error());
+      return answer(m.create_user(p, segs[1], *name, *role), 201, user_json);
+    }
+    case Op::kCreateToken: {
+      auto user = text_field(body, "user_id", false, p.user_id);
+      if (!user) return error_answer(user.error());
+      auto expires = int_field(body, "expires_at_ms", 0, INT64_MAX / 2);
+      if (!expires) return error_answer(expires.error());
+      auto scope_text = text_field(body, "scope", false, "full");
+      if (!scope_text) return error_answer(scope_text.error());
+      auto scope = market::parse_scope(*scope_text, "scope");
+      if (!scope) return error_answer(scope.error());
+      market::TokenOptions options;
+      options.expires_at_ms = *expires;
+      options.scope = *scope;
+      return answer(m.create_token(p, *user, options), 201, token_json);
+    }
+    case Op::kRevokeToken: {
+      Status s = m.revoke_token(p, segs[1]);
+      if (!s) return error_answer(s.error());
+      return json_answer(200, Json{{"id", segs[1]}, {"revoked", true}});
+    }
+    case Op::kAddNode: {
+      auto spec = node_spec(body);
+      if (!spec) return error_answer(spec.error());
+      return answer(m.add_node(p, *spec), 201, node_json);
+    }
+    case Op::kListNodes:
+      return answer(m.list_nodes(p), 200, nodes_json);
+    case Op::kDrainNode:
+      return answer(m.drain_node(p, segs[1]), 200, node_json);
+    case Op::kRemoveNode: {
+      Status s = m.remove_node(p, segs[1]);
+      if (!s) return error_answer(s.error());
+      return json_answer(200, Json{{"id", segs[1]}, {"removed", true}});
+    }
+    case Op::kCreateOffer: {
+      auto spec = offer_spec(body);
+      if (!spec) return error_answer(spec.error());
+      return answer(m.create_offer(p, *spec), 201, offer_json);
+    }
+    case Op::kDeleteOffer: {
+      Status s = m.delete_offer(p, segs[1]);
+      if (!s) return error_answer(s.error());
+      return json_answer(200, Json{{"id", segs[1]}, {"deleted", true}});
+    }
+    case Op::kProviderRentals:
+      return answer(m.list_provider_rentals(p), 200, rentals_json);
+    case Op::kEarnings:
+      return answer(m.earnings(p), 200, earnings_json);
+    case Op::kRent: {
+      auto request = rent_request(body, m.clock().now_ms());
+      if (!request) return error_answer(request.error());
+      auto r = m.rent(p, *request);
+      if (!r) return error_answer(r.error());
+      return json_answer(r->replayed ? 200 : 201, rental_json(*r));
+    }
+    case Op::kListRentals:
+      return answer(m.list_rentals(p), 200, rentals_json);
+    case Op::kGetRental: {
+      auto r = m.get_rental(p, segs[1]);
+      if (!r) return error_answer(r.error());
+      HttpResponse res = json_answer(200, rental_json(*r));
+      res.headers.emplace_back("ETag", "\"" + std::to_string(r->version) + "\"");
+      return res;
+    }
+    case Op::kStop:
+    case Op::kStart:
+    case Op::kDeleteRental: {
+      auto version = if_match(req);
+      if (!version) return error_answer(version.error());
+      auto r = op == Op::kStop    ? m.stop_rental(p, segs[1], *version)
+               : op == Op::kStart ? m.start_rental(p, segs[1], *version)
+                                  : m.delete_rental(p, segs[1], *version);
+      if (!r) return error_answer(r.error());
+      HttpResponse res = json_answer(200, rental_json(*r));
+      res.headers.emplace_back("ETag", "\"" + std::to_string(r->version) + "\"");
+      return res;
+    }
+    case Op::kEvents:
+      return answer(m.rental_events(p, segs[1]), 200, events_json);
+    case Op::kUsage:
+      return answer(m.usage(p), 200, usage_json);
+    case Op::kNone:
+      break;
+  }
+  return no_route(req);
+}
+
+}  // namespace gpuplan::server

@@ -1,0 +1,43 @@
+// The market's HTTP endpoints under /api/v1 (issue #13; documented with every status in
+// web/openapi.json): a thin layer from a request to one gpuplan::market::Market call and back to JSON.
+// The Router sends a request here when is_market_route() says so, on the market's own worker lane (the
+// calls wait on the store), with its JSON body already checked against the server's limits.
+//   public:   GET /offers?source=market, GET /templates
+//   platform: POST /tenants, POST /tenants/{id}/users, POST /tokens, DELETE /tokens/{id}
+//   provider: POST /nodes, GET /nodes, POST /nodes/{id}/drain, DELETE /nodes/{id}, POST /offers,
+//             DELETE /offers/{id}, GET /provider/rentals, GET /provider/earnings
+//   renter:   POST /rentals, GET /rentals, GET /rentals/{id}, POST /rentals/{id}/stop|start,
+//             DELETE /rentals/{id}, GET /rentals/{id}/events, GET /usage
+// Authorization: Bearer <token> on everything but the public reads (401 without, 403 for a role that
+// may not, 404 for another tenant's object); If-Match: <version> on stop, start and delete (412 stale).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpuplan/api.h"
+#include "gpuplan/market.h"
+#include "server/http_parser.h"
+
+namespace gpuplan::server {
+
+struct HttpResponse;
+
+// Offers of this provider tenant are demo data (`make run`): their answers carry "demo": true.
+inline constexpr std::string_view kDemoProviderName = "demo-provider";
+
+// Whether the request names a market resource (by its first path segment after /api/v1). /offers is
+// shared with the offers-file command: the market answers GET /offers?source=market, DELETE
+// /offers/{id} and a POST /offers that carries `Authorization: Bearer` (without one, POST /offers runs
+// offers.list on the body's files, as before).
+bool is_market_route(const HttpRequest& request, const std::vector<std::string>& segments);
+
+// The answer to a market route. `body` is the parsed JSON body (an empty object for GET and DELETE).
+HttpResponse market_response(market::Market& market, const HttpRequest& request,
+                             const std::vector<std::string>& segments, const Json& body);
+
+// The 404 a market route gets from a server started without a store.
+HttpResponse market_disabled_response();
+
+}  // namespace gpuplan::server
