@@ -329,10 +329,20 @@ uint32_t mask_of(int start, int size) { return size >= 32 ? ~0u : (((1u << size)
 
 // Everything placement needs, in one consistent read: the provider's nodes ("" = all), GPUs, claims,
 // and live MIG instances.
-Result<Snapshot> load_snapshot(Tx& tx, const Catalog& catalog, const std::string& provider) {
+// `region` and `gpu` ("" = any) narrow it to what one offer can use.
+Result<Snapshot> load_snapshot(Tx& tx, const Catalog& catalog, const std::string& provider,
+                               const std::string& region = {}, const std::string& gpu_id = {}) {
   Snapshot snap;
-  const std::string where = provider.empty() ? "" : " WHERE n.provider_id = ?1";
-  const std::vector<Value> v = provider.empty() ? std::vector<Value>{} : params(provider);
+  std::string where;
+  std::vector<Value> v;
+  auto add = [&](const std::string& value, const char* column) {
+    if (value.empty()) return;
+    v.push_back(value);
+    where += std::string(where.empty() ? " WHERE " : " AND ") + column + " = ?" + std::to_string(v.size());
+  };
+  add(provider, "n.provider_id");
+  add(region, "n.region");
+  add(gpu_id, "g.catalog_id");
   GPUPLAN_TRY(rows, tx.query("SELECT n.id, n.provider_id, n.name, n.region, n.interconnect, n.state, g.id, g.idx, g.uuid, "
                              "g.catalog_id, g.mig_policy, g.mig_layout, g.mem_slices FROM nodes n JOIN gpus g ON "
                              "g.node_id = n.id" +
@@ -378,8 +388,8 @@ Result<Snapshot> load_snapshot(Tx& tx, const Catalog& catalog, const std::string
     if (it != gpu_index.end() && s >= 0 && s < 32) snap.gpus[it->second].claimed |= 1u << s;
   }
   GPUPLAN_TRY(inst, tx.query("SELECT p.gpu_id, p.profile, p.start_slice FROM rental_placements p JOIN gpus g ON g.id = "
-                             "p.gpu_id JOIN nodes n ON n.id = g.node_id WHERE p.profile IS NOT NULL" +
-                                 (provider.empty() ? std::string() : std::string(" AND n.provider_id = ?1")),
+                             "p.gpu_id JOIN nodes n ON n.id = g.node_id" +
+                                 (where.empty() ? std::string(" WHERE") : where + " AND") + " p.profile IS NOT NULL",
                              v));
   for (const Row& row : inst) {
     auto it = gpu_index.find(row.text(0));
@@ -418,50 +428,83 @@ constexpr const char* kOfferSelect =
     "o.provider_id ";
 
 // One MIG candidate: a profile instance on a GPU at a start, with its fragmentation score (lower is
-// better): (takes a GPU whose whole capacity is free, dynamic rather than static, memory slices then
-// compute slices stranded by the new layout, free slices left, not a previous GPU, node order, GPU, start).
-using MigScore = std::tuple<int, int, int, int, int, int, int64_t, int, int>;
+// better): (not a previous GPU, takes a GPU whose whole capacity is free, dynamic rather than static,
+// memory slices then compute slices stranded by the new layout, free slices left, GPU order, start).
+using MigScore = std::tuple<int, int, int, int, int, int, int64_t, int>;
 struct MigCandidate {
   size_t gpu = 0;
   int start = 0;
   MigScore score;
 };
+// The best start on one GPU depends only on its state (table, policy, layout, claims) and the profile:
+// (empty, dynamic, stranded memory, stranded compute, free after, start). Identical GPUs (most of an
+// inventory) are scored once per call through this memo, and so are the greedy counts of `available`.
+using LocalScore = std::tuple<int, int, int, int, int, int>;
+struct Memo {
+  std::map<std::string, std::optional<LocalScore>> best;
+  std::map<std::string, int64_t> count;
+};
+
+std::string state_key(const GpuSnap& g, int profile) {
+  std::vector<mig::Placed> running = g.running;
+  std::sort(running.begin(), running.end(),
+            [](const mig::Placed& a, const mig::Placed& b) { return std::tie(a.start, a.profile) < std::tie(b.start, b.profile); });
+  std::string key = g.table != nullptr ? g.table->id : "";
+  key += "|" + std::to_string(static_cast<int>(g.mig)) + "|" + std::to_string(g.claimed) + "|" + std::to_string(profile) + "|";
+  for (const mig::Placed& p : running) key += std::to_string(p.profile) + "@" + std::to_string(p.start) + ",";
+  if (g.mig == MigPolicy::kStatic) {
+    key += "|";
+    for (const mig::Placed& p : g.static_layout) key += std::to_string(p.profile) + "@" + std::to_string(p.start) + ",";
+  }
+  return key;
+}
+
+std::optional<LocalScore> best_on_gpu(const GpuSnap& g, int pi, Memo& memo) {
+  const std::string key = state_key(g, pi);
+  if (auto it = memo.best.find(key); it != memo.best.end()) return it->second;
+  const MigProfile& prof = g.table->profiles[static_cast<size_t>(pi)];
+  std::optional<LocalScore> best;
+  auto consider = [&](int start, int empty, int dynamic) {
+    std::vector<mig::Placed> layout = g.running;
+    layout.push_back(mig::Placed{pi, start});
+    std::string why;
+    if (mig::first_broken_rule(*g.table, layout, &why) != mig::Rule::kNone) return;
+    const mig::Stranded st = dynamic != 0 ? mig::stranded(*g.table, layout) : mig::Stranded{};
+    const int free_after = std::popcount(g.full_mask() & ~(g.claimed | mask_of(start, prof.memory_slices)));
+    LocalScore score{empty, dynamic, st.memory_slices, st.compute_slices, free_after, start};
+    if (!best || score < *best) best = score;
+  };
+  if (g.mig == MigPolicy::kStatic) {
+    for (const mig::Placed& inst : g.static_layout) {
+      if (inst.profile != pi || (g.claimed & mask_of(inst.start, prof.memory_slices)) != 0) continue;
+      consider(inst.start, 0, 0);
+    }
+  } else if (g.mig == MigPolicy::kDynamic) {
+    for (int start : prof.placement_starts) {
+      if (start + prof.memory_slices > g.mem_slices) continue;
+      if ((g.claimed & mask_of(start, prof.memory_slices)) != 0) continue;
+      consider(start, g.claimed == 0 ? 1 : 0, 1);
+    }
+  }
+  memo.best.emplace(key, best);
+  return best;
+}
 
 bool node_matches(const NodeSnap& n, const Offer& o) { return n.region == o.region && n.state == NodeState::kReady; }
 
 std::optional<MigCandidate> best_mig(const Snapshot& snap, const std::vector<size_t>& gpus, const Offer& o,
-                                     const std::set<std::string>& prev) {
+                                     const std::set<std::string>& prev, Memo& memo) {
   std::optional<MigCandidate> best;
   for (size_t gi : gpus) {
     const GpuSnap& g = snap.gpus[gi];
     if (g.table == nullptr) continue;
     const int pi = profile_index(*g.table, o.profile);
     if (pi < 0) continue;
-    const MigProfile& prof = g.table->profiles[static_cast<size_t>(pi)];
-    const int is_prev = prev.count(g.id) > 0 ? 0 : 1;
-    auto consider = [&](int start, int empty, int dynamic) {
-      std::vector<mig::Placed> layout = g.running;
-      layout.push_back(mig::Placed{pi, start});
-      std::string why;
-      if (mig::first_broken_rule(*g.table, layout, &why) != mig::Rule::kNone) return;
-      const mig::Stranded st = dynamic != 0 ? mig::stranded(*g.table, layout) : mig::Stranded{};
-      const int free_after = std::popcount(g.full_mask() & ~(g.claimed | mask_of(start, prof.memory_slices)));
-      MigScore score{is_prev, empty, dynamic, st.memory_slices, st.compute_slices, free_after,
-                     static_cast<int64_t>(gi), start, 0};
-      if (!best || score < best->score) best = MigCandidate{gi, start, score};
-    };
-    if (g.mig == MigPolicy::kStatic) {
-      for (const mig::Placed& inst : g.static_layout) {
-        if (inst.profile != pi || (g.claimed & mask_of(inst.start, prof.memory_slices)) != 0) continue;
-        consider(inst.start, 0, 0);
-      }
-    } else if (g.mig == MigPolicy::kDynamic) {
-      for (int start : prof.placement_starts) {
-        if (start + prof.memory_slices > g.mem_slices) continue;
-        if ((g.claimed & mask_of(start, prof.memory_slices)) != 0) continue;
-        consider(start, g.claimed == 0 ? 1 : 0, 1);
-      }
-    }
+    auto local = best_on_gpu(g, pi, memo);
+    if (!local) continue;
+    const auto [empty, dynamic, sm, sc, free_after, start] = *local;
+    MigScore score{prev.count(g.id) > 0 ? 0 : 1, empty, dynamic, sm, sc, free_after, static_cast<int64_t>(gi), start};
+    if (!best || score < best->score) best = MigCandidate{gi, start, score};
   }
   return best;
 }
@@ -483,8 +526,25 @@ bool whole_free(const GpuSnap& g, const Offer& o) {
   return g.catalog_id == o.gpu && g.mig != MigPolicy::kStatic && g.claimed == 0;
 }
 
+// How many more instances of profile `pi` fit on `g`, placing each by the same rule as rent().
+int64_t greedy_count(const GpuSnap& start, int pi, Memo& memo) {
+  const std::string key = state_key(start, pi);
+  if (auto it = memo.count.find(key); it != memo.count.end()) return it->second;
+  GpuSnap g = start;
+  int64_t n = 0;
+  const int size = g.table->profiles[static_cast<size_t>(pi)].memory_slices;
+  while (auto c = best_on_gpu(g, pi, memo)) {
+    const int st = std::get<5>(*c);
+    g.running.push_back(mig::Placed{pi, st});
+    g.claimed |= mask_of(st, size);
+    ++n;
+  }
+  memo.count.emplace(key, n);
+  return n;
+}
+
 // Units of `o` placeable now.
-int64_t available_units(const Snapshot& snap, const Offer& o) {
+int64_t available_units(const Snapshot& snap, const Offer& o, Memo& memo) {
   if (!o.active) return 0;
   int64_t units = 0;
   if (o.profile.empty()) {
@@ -497,22 +557,16 @@ int64_t available_units(const Snapshot& snap, const Offer& o) {
     return units;
   }
   for (size_t gi : mig_gpus(snap, o)) {
-    GpuSnap g = snap.gpus[gi];  // a copy, filled greedily
-    Snapshot one;
-    one.gpus.push_back(g);
-    const std::vector<size_t> only{0};
-    const std::set<std::string> none;
-    for (;;) {
-      auto c = best_mig(one, only, o, none);
-      if (!c) break;
-      GpuSnap& gg = one.gpus[0];
-      const int pi = profile_index(*gg.table, o.profile);
-      gg.running.push_back(mig::Placed{pi, c->start});
-      gg.claimed |= mask_of(c->start, gg.table->profiles[static_cast<size_t>(pi)].memory_slices);
-      ++units;
-    }
+    const GpuSnap& g = snap.gpus[gi];
+    if (g.table == nullptr) continue;
+    const int pi = profile_index(*g.table, o.profile);
+    if (pi >= 0) units += greedy_count(g, pi, memo);
   }
   return units;
+}
+int64_t available_units(const Snapshot& snap, const Offer& o) {
+  Memo memo;
+  return available_units(snap, o, memo);
 }
 
 std::string join_reasons(const std::vector<std::string>& reasons) {
@@ -587,8 +641,9 @@ Result<std::vector<Placement>> choose(Snapshot& snap, const Offer& o, int units,
     return out;
   }
   const std::vector<size_t> gpus = mig_gpus(snap, o);
+  Memo memo;
   for (int u = 0; u < units; ++u) {
-    auto c = best_mig(snap, gpus, o, prev);
+    auto c = best_mig(snap, gpus, o, prev, memo);
     if (!c) {
       for (const NodeSnap& n : snap.nodes) {
         if (n.provider_id != o.provider_id || n.region != o.region) continue;
@@ -641,9 +696,13 @@ struct Market::Impl {
       (void)n;
     }
     if (to == RentalState::kRunning) {
+      // Two plain statements, not INSERT ... SELECT ?n: PostgreSQL cannot type a parameter in a select list.
+      GPUPLAN_TRY(next, tx.query("SELECT COALESCE(MAX(seq), 0) + 1 FROM usage_segments WHERE rental_id = ?1",
+                                 params(r.id)));
+      const int64_t seq = next.empty() ? 1 : next[0].integer(0);
       GPUPLAN_TRY(n, tx.exec("INSERT INTO usage_segments (rental_id, seq, started_at, ended_at, price_micros_per_hour) "
-                             "SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, NULL, ?3 FROM usage_segments WHERE rental_id = ?1",
-                             params(r.id, t, r.price_micros_per_hour)));
+                             "VALUES (?1, ?2, ?3, NULL, ?4)",
+                             params(r.id, seq, t, r.price_micros_per_hour)));
       (void)n;
     }
     if (to == RentalState::kStopped || to == RentalState::kTerminated || to == RentalState::kFailed) {
@@ -701,7 +760,7 @@ struct Market::Impl {
 
   // requested -> reserved with claims, then (immediate hand-off) -> starting -> running.
   Status place_and_run(Tx& tx, RentalRow& rr, const Offer& offer, const std::string& actor, bool* collision) {
-    GPUPLAN_TRY(snap, load_snapshot(tx, *catalog, offer.provider_id));
+    GPUPLAN_TRY(snap, load_snapshot(tx, *catalog, offer.provider_id, offer.region, offer.gpu));
     Snapshot s = snap;
     GPUPLAN_TRY(ps, choose(s, offer, rr.r.count, split_ids(rr.prev_gpus)));
     GPUPLAN_CHECK(claim(tx, rr.r, ps, collision));
@@ -1350,10 +1409,11 @@ Result<std::vector<Offer>> Market::list_offers(const OfferFilter& filter) const 
     GPUPLAN_TRY(rows, tx.query(std::string(kOfferSelect) + where + " ORDER BY o.created_at, o.id", v));
     if (rows.empty()) return Status::Ok();
     GPUPLAN_TRY(snap, load_snapshot(tx, *impl_->catalog, filter.provider));
+    Memo memo;
     for (const Row& r : rows) {
       if (out.size() >= kMaxListRows) break;
       Offer o = offer_from(r);
-      o.available = available_units(snap, o);
+      o.available = available_units(snap, o, memo);
       out.push_back(std::move(o));
     }
     return Status::Ok();
