@@ -11,6 +11,8 @@
 #include <random>
 #include <thread>
 
+#include <gtest/gtest-spi.h>
+
 #include "gpuplan/catalog.h"
 #include "gpuplan/mig.h"
 #include "market_fixture.h"
@@ -304,6 +306,32 @@ TEST_P(MarketBooking, PlacementPrefersNvlinkPartlyUsedGpusAndThePreviousGpu) {
   auto nt = w.market->rent(w.renter_b, RentRequest{one.id, 1, std::nullopt, "", "no-such"});
   ASSERT_FALSE(nt.ok());
   EXPECT_EQ(nt.error().field, "template");
+}
+
+// The recount can fail: a second placement written behind the market's back on a held slice is caught.
+Market* g_tampered = nullptr;
+TEST_P(MarketBooking, TheRecountCatchesASliceHeldTwice) {
+  w.add_a100_node("n1", 1, MigPolicy::kDynamic);
+  auto o = w.add_offer("a100-80gb-sxm4/1g.10gb", 1, 100'000);
+  auto r = w.market->rent(w.renter_a, RentRequest{o.id});
+  ASSERT_TRUE(r.ok());
+  const Placement p = r->placements.at(0);
+  Status s = with_tx(w.market->db(), TxMode::kWrite, [&](Tx& tx) -> Status {
+    auto n = tx.exec("INSERT INTO rental_placements (rental_id, seq, gpu_id, profile, start_slice, size_slices) VALUES "
+                     "(?1, 2, ?2, '1g.10gb', ?3, 1)",
+                     std::vector<Value>{r->id, p.gpu_id, int64_t{p.start}});
+    if (!n) return n.error();
+    return Status::Ok();
+  });
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  g_tampered = w.market.get();
+  EXPECT_NONFATAL_FAILURE(
+      {
+        size_t live = 0;
+        recount(*g_tampered, &live);
+      },
+      "held by");
+  g_tampered = nullptr;
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, MarketBooking, ::testing::ValuesIn(testing::kStoreKinds), testing::store_name);
