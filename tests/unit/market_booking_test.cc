@@ -309,7 +309,6 @@ TEST_P(MarketBooking, PlacementPrefersNvlinkPartlyUsedGpusAndThePreviousGpu) {
 }
 
 // The recount can fail: a second placement written behind the market's back on a held slice is caught.
-Market* g_tampered = nullptr;
 TEST_P(MarketBooking, TheRecountCatchesASliceHeldTwice) {
   w.add_a100_node("n1", 1, MigPolicy::kDynamic);
   auto o = w.add_offer("a100-80gb-sxm4/1g.10gb", 1, 100'000);
@@ -324,14 +323,18 @@ TEST_P(MarketBooking, TheRecountCatchesASliceHeldTwice) {
     return Status::Ok();
   });
   ASSERT_TRUE(s.ok()) << s.error().message;
-  g_tampered = w.market.get();
-  EXPECT_NONFATAL_FAILURE(
-      {
-        size_t live = 0;
-        recount(*g_tampered, &live);
-      },
-      "held by");
-  g_tampered = nullptr;
+  // Both checks must fire: the slice held twice, and the layout the MIG rules refuse.
+  ::testing::TestPartResultArray failures;
+  {
+    ::testing::ScopedFakeTestPartResultReporter reporter(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+    size_t live = 0;
+    recount(*w.market, &live);
+  }
+  std::string all;
+  for (int i = 0; i < failures.size(); ++i) all += failures.GetTestPartResult(i).message();
+  EXPECT_NE(all.find("held by"), std::string::npos) << all;
+  EXPECT_NE(all.find("overlaps"), std::string::npos) << all;
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, MarketBooking, ::testing::ValuesIn(testing::kStoreKinds), testing::store_name);
