@@ -17,9 +17,9 @@
 #include "market/db.h"
 
 // GPUPLAN_CHECK around a call whose lambda argument uses GPUPLAN_CHECK itself would shadow its variable.
-#define MARKET_RUN(expr)                               \
-  do {                                                 \
-    ::gpuplan::Status market_run_status_ = (expr);     \
+#define MARKET_RUN(expr)                                        \
+  do {                                                          \
+    ::gpuplan::Status market_run_status_ = (expr);              \
     if (!market_run_status_) return market_run_status_.error(); \
   } while (0)
 
@@ -93,9 +93,9 @@ Status check_name(std::string_view s, const std::string& field, bool allow_empty
     return usage_error("'" + field + "' is required", field);
   }
   if (s.size() > kMaxNameBytes) {
-    return limit_error("'" + field + "' is " + std::to_string(s.size()) + " bytes; the limit is " +
-                           std::to_string(kMaxNameBytes),
-                       field);
+    return limit_error(
+        "'" + field + "' is " + std::to_string(s.size()) + " bytes; the limit is " + std::to_string(kMaxNameBytes),
+        field);
   }
   for (char c : s) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
@@ -188,7 +188,8 @@ Status load_placements(Tx& tx, Rental& r) {
 }
 
 // A rental by id, visible to `tenant` ("" = any): kNotFound otherwise (another tenant's rental included).
-Result<RentalRow> load_rental(Tx& tx, std::string_view id, const std::string& tenant, const std::string& provider = {}) {
+Result<RentalRow> load_rental(Tx& tx, std::string_view id, const std::string& tenant,
+                              const std::string& provider = {}) {
   std::string sql = std::string("SELECT ") + kRentalCols + kRentalFrom + "WHERE r.id = ?1";
   std::vector<Value> v = params(std::string(id));
   if (!tenant.empty()) {
@@ -232,11 +233,12 @@ RentalUsage usage_of(const std::string& rental_id, const std::string& tenant, co
 
 // Usage of every rental matching `where` (a condition on r with ?1 bound to `key`).
 Result<std::vector<RentalUsage>> usages(Tx& tx, const std::string& where, const std::string& key, int64_t now) {
-  GPUPLAN_TRY(rows, tx.query("SELECT r.id, r.tenant_id, r.provider_id, r.price_micros_per_hour, r.min_billable_seconds, "
-                             "s.started_at, s.ended_at, s.price_micros_per_hour FROM rentals r LEFT JOIN usage_segments s "
-                             "ON s.rental_id = r.id WHERE " +
-                                 where + " ORDER BY r.created_at, r.id, s.seq",
-                             params(key)));
+  GPUPLAN_TRY(rows,
+              tx.query("SELECT r.id, r.tenant_id, r.provider_id, r.price_micros_per_hour, r.min_billable_seconds, "
+                       "s.started_at, s.ended_at, s.price_micros_per_hour FROM rentals r LEFT JOIN usage_segments s "
+                       "ON s.rental_id = r.id WHERE " +
+                           where + " ORDER BY r.created_at, r.id, s.seq",
+                       params(key)));
   std::vector<RentalUsage> out;
   size_t i = 0;
   while (i < rows.size()) {
@@ -244,7 +246,8 @@ Result<std::vector<RentalUsage>> usages(Tx& tx, const std::string& where, const 
     std::vector<SegmentRow> segs;
     const size_t first = i;
     for (; i < rows.size() && rows[i].text(0) == id; ++i) {
-      if (!rows[i].is_null(5)) segs.push_back(SegmentRow{rows[i].integer(5), rows[i].maybe_integer(6), rows[i].integer(7)});
+      if (!rows[i].is_null(5))
+        segs.push_back(SegmentRow{rows[i].integer(5), rows[i].maybe_integer(6), rows[i].integer(7)});
     }
     const Row& r = rows[first];
     out.push_back(usage_of(id, r.text(1), r.text(2), r.integer(3), r.integer(4), segs, now));
@@ -343,11 +346,12 @@ Result<Snapshot> load_snapshot(Tx& tx, const Catalog& catalog, const std::string
   add(provider, "n.provider_id");
   add(region, "n.region");
   add(gpu_id, "g.catalog_id");
-  GPUPLAN_TRY(rows, tx.query("SELECT n.id, n.provider_id, n.name, n.region, n.interconnect, n.state, g.id, g.idx, g.uuid, "
-                             "g.catalog_id, g.mig_policy, g.mig_layout, g.mem_slices FROM nodes n JOIN gpus g ON "
-                             "g.node_id = n.id" +
-                                 where + " ORDER BY n.created_at, n.id, g.idx",
-                             v));
+  GPUPLAN_TRY(rows,
+              tx.query("SELECT n.id, n.provider_id, n.name, n.region, n.interconnect, n.state, g.id, g.idx, g.uuid, "
+                       "g.catalog_id, g.mig_policy, g.mig_layout, g.mem_slices FROM nodes n JOIN gpus g ON "
+                       "g.node_id = n.id" +
+                           where + " ORDER BY n.created_at, n.id, g.idx",
+                       v));
   std::map<std::string, size_t, std::less<>> gpu_index;
   for (const Row& row : rows) {
     if (snap.nodes.empty() || snap.nodes.back().id != row.text(0)) {
@@ -378,10 +382,11 @@ Result<Snapshot> load_snapshot(Tx& tx, const Catalog& catalog, const std::string
     snap.nodes.back().gpus.push_back(snap.gpus.size());
     snap.gpus.push_back(std::move(g));
   }
-  GPUPLAN_TRY(claims, tx.query("SELECT c.gpu_id, c.mem_slice FROM slice_claims c JOIN gpus g ON g.id = c.gpu_id JOIN nodes "
-                               "n ON n.id = g.node_id" +
-                                   where,
-                               v));
+  GPUPLAN_TRY(claims,
+              tx.query("SELECT c.gpu_id, c.mem_slice FROM slice_claims c JOIN gpus g ON g.id = c.gpu_id JOIN nodes "
+                       "n ON n.id = g.node_id" +
+                           where,
+                       v));
   for (const Row& row : claims) {
     auto it = gpu_index.find(row.text(0));
     const int64_t s = row.integer(1);
@@ -447,10 +452,12 @@ struct Memo {
 
 std::string state_key(const GpuSnap& g, int profile) {
   std::vector<mig::Placed> running = g.running;
-  std::sort(running.begin(), running.end(),
-            [](const mig::Placed& a, const mig::Placed& b) { return std::tie(a.start, a.profile) < std::tie(b.start, b.profile); });
+  std::sort(running.begin(), running.end(), [](const mig::Placed& a, const mig::Placed& b) {
+    return std::tie(a.start, a.profile) < std::tie(b.start, b.profile);
+  });
   std::string key = g.table != nullptr ? g.table->id : "";
-  key += "|" + std::to_string(static_cast<int>(g.mig)) + "|" + std::to_string(g.claimed) + "|" + std::to_string(profile) + "|";
+  key += "|" + std::to_string(static_cast<int>(g.mig)) + "|" + std::to_string(g.claimed) + "|" +
+         std::to_string(profile) + "|";
   for (const mig::Placed& p : running) key += std::to_string(p.profile) + "@" + std::to_string(p.start) + ",";
   if (g.mig == MigPolicy::kStatic) {
     key += "|";
@@ -615,8 +622,8 @@ Result<std::vector<Placement>> choose(Snapshot& snap, const Offer& o, int units,
         continue;
       }
       if (static_cast<int>(free.size()) < need) {
-        reasons.push_back("node " + n.name + ": " + std::to_string(free.size()) + " of " + std::to_string(matching) + " " +
-                          o.gpu + " free, " + std::to_string(need) + " needed");
+        reasons.push_back("node " + n.name + ": " + std::to_string(free.size()) + " of " + std::to_string(matching) +
+                          " " + o.gpu + " free, " + std::to_string(need) + " needed");
         continue;
       }
       int prev_here = 0;
@@ -632,7 +639,8 @@ Result<std::vector<Placement>> choose(Snapshot& snap, const Offer& o, int units,
       return conflict("nothing free for " + std::to_string(need) + " x " + o.target + ": " + join_reasons(reasons),
                       "offer");
     }
-    const Cand& best = *std::min_element(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) { return a.key < b.key; });
+    const Cand& best =
+        *std::min_element(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) { return a.key < b.key; });
     for (int i = 0; i < need; ++i) {
       GpuSnap& g = snap.gpus[best.free[static_cast<size_t>(i)]];
       g.claimed = g.full_mask();
@@ -650,14 +658,17 @@ Result<std::vector<Placement>> choose(Snapshot& snap, const Offer& o, int units,
         for (size_t gi : n.gpus) {
           const GpuSnap& g = snap.gpus[gi];
           if (g.catalog_id != o.gpu) continue;
-          if (n.state != NodeState::kReady) reasons.push_back(g.uuid + " on " + n.name + ": node draining");
-          else if (g.mig == MigPolicy::kNone) reasons.push_back(g.uuid + " on " + n.name + ": MIG disabled (whole GPU only)");
-          else reasons.push_back(g.uuid + " on " + n.name + ": no free valid placement for " + o.profile);
+          if (n.state != NodeState::kReady)
+            reasons.push_back(g.uuid + " on " + n.name + ": node draining");
+          else if (g.mig == MigPolicy::kNone)
+            reasons.push_back(g.uuid + " on " + n.name + ": MIG disabled (whole GPU only)");
+          else
+            reasons.push_back(g.uuid + " on " + n.name + ": no free valid placement for " + o.profile);
         }
       }
       if (reasons.empty()) reasons.push_back("no MIG-capable " + o.gpu + " of the provider in " + o.region);
-      return conflict("nothing free for " + std::to_string(units) + " x " + o.target + (u > 0 ? " (" + std::to_string(u) + " placed)" : "") +
-                          ": " + join_reasons(reasons),
+      return conflict("nothing free for " + std::to_string(units) + " x " + o.target +
+                          (u > 0 ? " (" + std::to_string(u) + " placed)" : "") + ": " + join_reasons(reasons),
                       "offer");
     }
     GpuSnap& g = snap.gpus[c->gpu];
@@ -697,8 +708,8 @@ struct Market::Impl {
     }
     if (to == RentalState::kRunning) {
       // Two plain statements, not INSERT ... SELECT ?n: PostgreSQL cannot type a parameter in a select list.
-      GPUPLAN_TRY(next, tx.query("SELECT COALESCE(MAX(seq), 0) + 1 FROM usage_segments WHERE rental_id = ?1",
-                                 params(r.id)));
+      GPUPLAN_TRY(next,
+                  tx.query("SELECT COALESCE(MAX(seq), 0) + 1 FROM usage_segments WHERE rental_id = ?1", params(r.id)));
       const int64_t seq = next.empty() ? 1 : next[0].integer(0);
       GPUPLAN_TRY(n, tx.exec("INSERT INTO usage_segments (rental_id, seq, started_at, ended_at, price_micros_per_hour) "
                              "VALUES (?1, ?2, ?3, NULL, ?4)",
@@ -719,16 +730,18 @@ struct Market::Impl {
       (void)b;
       r.placements.clear();
     }
-    GPUPLAN_TRY(changed, tx.exec("UPDATE rentals SET state = ?2, state_reason = ?3, version = version + 1, updated_at = ?4, "
-                                 "prev_gpus = ?5 WHERE id = ?1 AND version = ?6",
-                                 params(r.id, std::string(to_string(to)), reason, t, rr.prev_gpus, r.version)));
+    GPUPLAN_TRY(changed,
+                tx.exec("UPDATE rentals SET state = ?2, state_reason = ?3, version = version + 1, updated_at = ?4, "
+                        "prev_gpus = ?5 WHERE id = ?1 AND version = ?6",
+                        params(r.id, std::string(to_string(to)), reason, t, rr.prev_gpus, r.version)));
     if (changed != 1) {
       return Error{ErrorCode::kPreconditionFailed, "rental " + r.id + " changed underneath; GET it again", "version"};
     }
-    GPUPLAN_TRY(ev, tx.exec("INSERT INTO rental_events (rental_id, seq, at, from_state, to_state, actor, reason) VALUES "
-                            "(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                            params(r.id, r.version + 1, t, std::string(to_string(r.state)), std::string(to_string(to)),
-                                   actor, reason)));
+    GPUPLAN_TRY(
+        ev, tx.exec("INSERT INTO rental_events (rental_id, seq, at, from_state, to_state, actor, reason) VALUES "
+                    "(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    params(r.id, r.version + 1, t, std::string(to_string(r.state)), std::string(to_string(to)), actor,
+                           reason)));
     (void)ev;
     r.state = to;
     r.state_reason = reason;
@@ -741,9 +754,10 @@ struct Market::Impl {
   Status claim(Tx& tx, Rental& r, const std::vector<Placement>& ps, bool* collision) {
     int seq = 0;
     for (const Placement& p : ps) {
-      GPUPLAN_TRY(n, tx.exec("INSERT INTO rental_placements (rental_id, seq, gpu_id, profile, start_slice, size_slices) "
-                             "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                             params(r.id, int64_t{++seq}, p.gpu_id, opt_text(p.profile), int64_t{p.start}, int64_t{p.size})));
+      GPUPLAN_TRY(
+          n, tx.exec("INSERT INTO rental_placements (rental_id, seq, gpu_id, profile, start_slice, size_slices) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                     params(r.id, int64_t{++seq}, p.gpu_id, opt_text(p.profile), int64_t{p.start}, int64_t{p.size})));
       (void)n;
       for (int s = p.start; s < p.start + p.size; ++s) {
         auto c = tx.exec("INSERT INTO slice_claims (gpu_id, mem_slice, rental_id) VALUES (?1, ?2, ?3)",
@@ -797,8 +811,8 @@ struct Market::Impl {
     Rental out;
     MARKET_RUN(write_with_claims([&](Tx& tx, bool* collision) -> Status {
       const bool admin = is_platform_admin(p);
-      Result<RentalRow> rr = provider_side ? load_rental(tx, id, "", admin ? "" : p.tenant_id)
-                                           : load_rental(tx, id, p.tenant_id);
+      Result<RentalRow> rr =
+          provider_side ? load_rental(tx, id, "", admin ? "" : p.tenant_id) : load_rental(tx, id, p.tenant_id);
       if (!rr) return rr.error();
       GPUPLAN_CHECK(require_write(p));
       if (if_match && *if_match != rr->r.version) {
@@ -845,10 +859,11 @@ Result<IssuedToken> insert_token(Tx& tx, const std::string& user_id, const std::
   t.tenant_id = tenant_id;
   t.scope = options.scope;
   t.expires_at_ms = options.expires_at_ms;
-  GPUPLAN_TRY(n, tx.exec("INSERT INTO api_tokens (id, user_id, secret_sha256, scope, created_at, expires_at, revoked_at) "
-                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL)",
-                         params(t.id, user_id, sha256_hex(t.token), std::string(to_string(options.scope)), now,
-                                opt(options.expires_at_ms))));
+  GPUPLAN_TRY(n,
+              tx.exec("INSERT INTO api_tokens (id, user_id, secret_sha256, scope, created_at, expires_at, revoked_at) "
+                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL)",
+                      params(t.id, user_id, sha256_hex(t.token), std::string(to_string(options.scope)), now,
+                             opt(options.expires_at_ms))));
   (void)n;
   return t;
 }
@@ -863,9 +878,10 @@ Result<IssuedToken> Market::init_platform(std::string_view admin_name) {
     const int64_t now = impl_->now();
     const std::string tenant = new_id("t_");
     const std::string user = new_id("u_");
-    GPUPLAN_TRY(a, tx.exec("INSERT INTO tenants (id, name, kind, credit_limit_micros, created_at) VALUES (?1, 'platform', "
-                           "'platform', NULL, ?2)",
-                           params(tenant, now)));
+    GPUPLAN_TRY(a,
+                tx.exec("INSERT INTO tenants (id, name, kind, credit_limit_micros, created_at) VALUES (?1, 'platform', "
+                        "'platform', NULL, ?2)",
+                        params(tenant, now)));
     GPUPLAN_TRY(b, tx.exec("INSERT INTO users (id, tenant_id, name, role, created_at) VALUES (?1, ?2, ?3, 'admin', ?4)",
                            params(user, tenant, std::string(admin_name), now)));
     (void)a;
@@ -899,10 +915,11 @@ Result<Principal> Market::authenticate(std::string_view bearer) const {
   const std::string digest = sha256_hex(s);
   const int64_t now = impl_->now();
   MARKET_RUN(with_tx(*impl_->db, TxMode::kRead, [&](Tx& tx) -> Status {
-    GPUPLAN_TRY(rows, tx.query("SELECT k.secret_sha256, k.expires_at, k.revoked_at, k.scope, u.id, u.role, u.tenant_id, "
-                               "t.kind FROM api_tokens k JOIN users u ON u.id = k.user_id JOIN tenants t ON t.id = "
-                               "u.tenant_id WHERE k.id = ?1",
-                               params(token_id)));
+    GPUPLAN_TRY(rows,
+                tx.query("SELECT k.secret_sha256, k.expires_at, k.revoked_at, k.scope, u.id, u.role, u.tenant_id, "
+                         "t.kind FROM api_tokens k JOIN users u ON u.id = k.user_id JOIN tenants t ON t.id = "
+                         "u.tenant_id WHERE k.id = ?1",
+                         params(token_id)));
     if (rows.empty()) return Status::Ok();
     const Row& r = rows[0];
     if (!constant_time_equal(r.text(0), digest)) return Status::Ok();
@@ -945,16 +962,20 @@ Result<Tenant> visible_tenant(Tx& tx, const Principal& p, std::string_view id) {
 Result<Tenant> Market::create_tenant(const Principal& p, std::string_view name, TenantKind kind) {
   GPUPLAN_CHECK(require_platform_admin(p));
   GPUPLAN_CHECK(check_name(name, "name"));
-  if (kind == TenantKind::kPlatform) return usage_error("there is one platform tenant; kind must be renter or provider", "kind");
+  if (kind == TenantKind::kPlatform)
+    return usage_error("there is one platform tenant; kind must be renter or provider", "kind");
   Tenant t{new_id("t_"), std::string(name), kind, std::nullopt, impl_->now()};
   Status s = with_tx(*impl_->db, TxMode::kWrite, [&](Tx& tx) -> Status {
-    GPUPLAN_TRY(n, tx.exec("INSERT INTO tenants (id, name, kind, credit_limit_micros, created_at) VALUES (?1, ?2, ?3, NULL, ?4)",
-                           params(t.id, t.name, std::string(to_string(kind)), t.created_at_ms)));
+    GPUPLAN_TRY(
+        n,
+        tx.exec("INSERT INTO tenants (id, name, kind, credit_limit_micros, created_at) VALUES (?1, ?2, ?3, NULL, ?4)",
+                params(t.id, t.name, std::string(to_string(kind)), t.created_at_ms)));
     (void)n;
     return Status::Ok();
   });
   if (!s) {
-    if (s.error().code == ErrorCode::kConflict) return conflict("a tenant named '" + t.name + "' exists already", "name");
+    if (s.error().code == ErrorCode::kConflict)
+      return conflict("a tenant named '" + t.name + "' exists already", "name");
     return s.error();
   }
   return t;
@@ -989,8 +1010,9 @@ Result<std::vector<Tenant>> Market::list_tenants(const Principal& p) const {
 Result<Tenant> Market::set_credit_limit(const Principal& p, std::string_view tenant_id, std::optional<int64_t> micros) {
   GPUPLAN_CHECK(require_platform_admin(p));
   if (micros && (*micros < 0 || *micros > kMaxPriceMicrosPerHour * 24 * 365)) {
-    return limit_error("credit_limit must be between 0 and " + std::to_string(kMaxPriceMicrosPerHour * 24 * 365) + " micros",
-                       "credit_limit");
+    return limit_error(
+        "credit_limit must be between 0 and " + std::to_string(kMaxPriceMicrosPerHour * 24 * 365) + " micros",
+        "credit_limit");
   }
   Tenant out;
   MARKET_RUN(with_tx(*impl_->db, TxMode::kWrite, [&](Tx& tx) -> Status {
@@ -1054,7 +1076,8 @@ Result<IssuedToken> Market::create_token(const Principal& p, std::string_view us
       return not_found_error("no user '" + std::string(user_id) + "'", "user_id");
     }
     GPUPLAN_CHECK(require_write(p));
-    if (p.role != Role::kAdmin && user_id != p.user_id) return forbidden("only an admin may create tokens for other users");
+    if (p.role != Role::kAdmin && user_id != p.user_id)
+      return forbidden("only an admin may create tokens for other users");
     GPUPLAN_TRY(t, insert_token(tx, std::string(user_id), rows[0].text(0), options, now));
     out = t;
     return Status::Ok();
@@ -1073,7 +1096,8 @@ Status Market::revoke_token(const Principal& p, std::string_view token_id) {
     const bool own = token_id == p.token_id;
     if (!own) {
       GPUPLAN_CHECK(require_write(p));
-      if (p.role != Role::kAdmin && rows[0].text(0) != p.user_id) return forbidden("only an admin may revoke others' tokens");
+      if (p.role != Role::kAdmin && rows[0].text(0) != p.user_id)
+        return forbidden("only an admin may revoke others' tokens");
     }
     GPUPLAN_TRY(n, tx.exec("UPDATE api_tokens SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
                            params(std::string(token_id), impl_->now())));
@@ -1091,12 +1115,13 @@ Result<std::vector<Node>> load_nodes(Tx& tx, const std::string& provider, const 
     where += " AND n.id = ?2";
     v.push_back(node_id);
   }
-  GPUPLAN_TRY(rows, tx.query("SELECT n.id, n.provider_id, n.name, n.region, n.interconnect, n.vcpus, n.ram_gb, n.disk_gb, "
-                             "n.state, n.created_at, g.id, g.idx, g.uuid, g.catalog_id, g.mig_policy, "
-                             "COALESCE(g.mig_layout, ''), g.mem_slices, (SELECT COUNT(*) FROM slice_claims c WHERE c.gpu_id "
-                             "= g.id) FROM nodes n JOIN gpus g ON g.node_id = n.id WHERE " +
-                                 where + " ORDER BY n.created_at, n.id, g.idx",
-                             v));
+  GPUPLAN_TRY(rows,
+              tx.query("SELECT n.id, n.provider_id, n.name, n.region, n.interconnect, n.vcpus, n.ram_gb, n.disk_gb, "
+                       "n.state, n.created_at, g.id, g.idx, g.uuid, g.catalog_id, g.mig_policy, "
+                       "COALESCE(g.mig_layout, ''), g.mem_slices, (SELECT COUNT(*) FROM slice_claims c WHERE c.gpu_id "
+                       "= g.id) FROM nodes n JOIN gpus g ON g.node_id = n.id WHERE " +
+                           where + " ORDER BY n.created_at, n.id, g.idx",
+                       v));
   std::vector<Node> out;
   for (const Row& r : rows) {
     if (out.empty() || out.back().id != r.text(0)) {
@@ -1127,9 +1152,10 @@ Result<std::vector<Node>> load_nodes(Tx& tx, const std::string& provider, const 
     out.back().gpus.push_back(std::move(g));
   }
   for (Node& n : out) {
-    GPUPLAN_TRY(c, tx.query("SELECT COUNT(DISTINCT c.rental_id) FROM slice_claims c JOIN gpus g ON g.id = c.gpu_id WHERE "
-                            "g.node_id = ?1",
-                            params(n.id)));
+    GPUPLAN_TRY(c,
+                tx.query("SELECT COUNT(DISTINCT c.rental_id) FROM slice_claims c JOIN gpus g ON g.id = c.gpu_id WHERE "
+                         "g.node_id = ?1",
+                         params(n.id)));
     n.live_rentals = c.empty() ? 0 : c[0].integer(0);
   }
   return out;
@@ -1137,8 +1163,8 @@ Result<std::vector<Node>> load_nodes(Tx& tx, const std::string& provider, const 
 
 Status check_range(int64_t v, int64_t lo, int64_t hi, const std::string& field) {
   if (v < lo || v > hi) {
-    return limit_error("'" + field + "' is " + std::to_string(v) + "; it must be between " + std::to_string(lo) + " and " +
-                           std::to_string(hi),
+    return limit_error("'" + field + "' is " + std::to_string(v) + "; it must be between " + std::to_string(lo) +
+                           " and " + std::to_string(hi),
                        field);
   }
   return Status::Ok();
@@ -1155,9 +1181,9 @@ Result<Node> Market::add_node(const Principal& p, const NodeSpec& spec) {
   GPUPLAN_CHECK(check_range(spec.disk_gb, 0, kMaxNodeDiskGb, "disk_gb"));
   if (spec.gpus.empty()) return usage_error("a node needs at least one GPU", "gpus");
   if (spec.gpus.size() > static_cast<size_t>(kMaxGpusPerNode)) {
-    return limit_error("a node has " + std::to_string(spec.gpus.size()) + " GPUs; the limit is " +
-                           std::to_string(kMaxGpusPerNode),
-                       "gpus");
+    return limit_error(
+        "a node has " + std::to_string(spec.gpus.size()) + " GPUs; the limit is " + std::to_string(kMaxGpusPerNode),
+        "gpus");
   }
   struct Resolved {
     std::string catalog_id;
@@ -1207,8 +1233,8 @@ Result<Node> Market::add_node(const Principal& p, const NodeSpec& spec) {
       if (!check->valid) return Error{ErrorCode::kInvalidLayout, check->reason, f + ".layout"};
       std::string canonical;
       for (const mig::Placed& pl : check->placements) {
-        canonical += (canonical.empty() ? "" : ",") + ref->mig_table->profiles[static_cast<size_t>(pl.profile)].name + "@" +
-                     std::to_string(pl.start);
+        canonical += (canonical.empty() ? "" : ",") + ref->mig_table->profiles[static_cast<size_t>(pl.profile)].name +
+                     "@" + std::to_string(pl.start);
       }
       r.layout = canonical;
     }
@@ -1218,23 +1244,26 @@ Result<Node> Market::add_node(const Principal& p, const NodeSpec& spec) {
   const int64_t now = impl_->now();
   Node out;
   Status s = with_tx(*impl_->db, TxMode::kWrite, [&](Tx& tx) -> Status {
-    auto n = tx.exec("INSERT INTO nodes (id, provider_id, name, region, interconnect, vcpus, ram_gb, disk_gb, state, "
-                     "created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'ready', ?9)",
-                     params(node_id, p.tenant_id, spec.name, spec.region, std::string(to_string(spec.interconnect)),
-                            spec.vcpus, spec.ram_gb, spec.disk_gb, now));
+    auto n = tx.exec(
+        "INSERT INTO nodes (id, provider_id, name, region, interconnect, vcpus, ram_gb, disk_gb, state, "
+        "created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'ready', ?9)",
+        params(node_id, p.tenant_id, spec.name, spec.region, std::string(to_string(spec.interconnect)), spec.vcpus,
+               spec.ram_gb, spec.disk_gb, now));
     if (!n) {
       if (n.error().code == ErrorCode::kConflict) return conflict("you have a node named '" + spec.name + "'", "name");
       return n.error();
     }
     for (size_t i = 0; i < spec.gpus.size(); ++i) {
-      auto g = tx.exec("INSERT INTO gpus (id, node_id, idx, uuid, catalog_id, mig_policy, mig_layout, mem_slices) VALUES "
-                       "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                       params(new_id("g_"), node_id, static_cast<int64_t>(i), spec.gpus[i].uuid, resolved[i].catalog_id,
-                              std::string(to_string(spec.gpus[i].mig)), opt_text(resolved[i].layout),
-                              int64_t{resolved[i].mem_slices}));
+      auto g = tx.exec(
+          "INSERT INTO gpus (id, node_id, idx, uuid, catalog_id, mig_policy, mig_layout, mem_slices) VALUES "
+          "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+          params(new_id("g_"), node_id, static_cast<int64_t>(i), spec.gpus[i].uuid, resolved[i].catalog_id,
+                 std::string(to_string(spec.gpus[i].mig)), opt_text(resolved[i].layout),
+                 int64_t{resolved[i].mem_slices}));
       if (!g) {
         if (g.error().code == ErrorCode::kConflict) {
-          return conflict("GPU UUID " + spec.gpus[i].uuid + " is registered already", "gpus[" + std::to_string(i) + "].uuid");
+          return conflict("GPU UUID " + spec.gpus[i].uuid + " is registered already",
+                          "gpus[" + std::to_string(i) + "].uuid");
         }
         return g.error();
       }
@@ -1315,7 +1344,8 @@ Result<Offer> Market::create_offer(const Principal& p, const OfferSpec& spec) {
     e.field = "target";
     return e;
   }
-  if (ref->is_mig() && spec.gpus != 1) return usage_error("a MIG offer rents one slice per unit: gpus must be 1", "gpus");
+  if (ref->is_mig() && spec.gpus != 1)
+    return usage_error("a MIG offer rents one slice per unit: gpus must be 1", "gpus");
   if (spec.gpus != 1 && spec.gpus != 2 && spec.gpus != 4 && spec.gpus != 8) {
     return usage_error("gpus per rental must be 1, 2, 4 or 8 (on one node)", "gpus");
   }
@@ -1333,11 +1363,12 @@ Result<Offer> Market::create_offer(const Principal& p, const OfferSpec& spec) {
   o.min_billable_seconds = spec.min_billable_seconds;
   o.created_at_ms = impl_->now();
   MARKET_RUN(with_tx(*impl_->db, TxMode::kWrite, [&](Tx& tx) -> Status {
-    GPUPLAN_TRY(n, tx.exec("INSERT INTO offers (id, provider_id, target, catalog_id, profile, gpus, region, "
-                           "price_micros_per_hour, min_billable_seconds, active, created_at) VALUES (?1, ?2, ?3, ?4, ?5, "
-                           "?6, ?7, ?8, ?9, 1, ?10)",
-                           params(o.id, o.provider_id, o.target, o.gpu, opt_text(o.profile), int64_t{o.gpus}, o.region,
-                                  o.price_micros_per_hour, o.min_billable_seconds, o.created_at_ms)));
+    GPUPLAN_TRY(n,
+                tx.exec("INSERT INTO offers (id, provider_id, target, catalog_id, profile, gpus, region, "
+                        "price_micros_per_hour, min_billable_seconds, active, created_at) VALUES (?1, ?2, ?3, ?4, ?5, "
+                        "?6, ?7, ?8, ?9, 1, ?10)",
+                        params(o.id, o.provider_id, o.target, o.gpu, opt_text(o.profile), int64_t{o.gpus}, o.region,
+                               o.price_micros_per_hour, o.min_billable_seconds, o.created_at_ms)));
     (void)n;
     GPUPLAN_TRY(full, impl_->offer_by_id(tx, o.id));
     GPUPLAN_TRY(snap, load_snapshot(tx, *impl_->catalog, p.tenant_id));
@@ -1502,20 +1533,22 @@ Result<Rental> Market::rent(const Principal& p, const RentRequest& request) {
     r.ends_at_ms = request.ends_at_ms;
     r.created_at_ms = now;
     r.updated_at_ms = now;
-    auto ins = tx.exec("INSERT INTO rentals (id, tenant_id, created_by, offer_id, provider_id, target, units, "
-                       "price_micros_per_hour, min_billable_seconds, template_id, state, state_reason, version, "
-                       "idempotency_key, ends_at, prev_gpus, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
-                       "?8, ?9, ?10, 'requested', '', 1, ?11, ?12, '', ?13, ?13)",
-                       params(r.id, r.tenant_id, r.created_by, r.offer_id, r.provider_id, r.target, int64_t{r.count},
-                              r.price_micros_per_hour, r.min_billable_seconds, template_id,
-                              opt_text(r.idempotency_key), opt(r.ends_at_ms), now));
+    auto ins = tx.exec(
+        "INSERT INTO rentals (id, tenant_id, created_by, offer_id, provider_id, target, units, "
+        "price_micros_per_hour, min_billable_seconds, template_id, state, state_reason, version, "
+        "idempotency_key, ends_at, prev_gpus, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+        "?8, ?9, ?10, 'requested', '', 1, ?11, ?12, '', ?13, ?13)",
+        params(r.id, r.tenant_id, r.created_by, r.offer_id, r.provider_id, r.target, int64_t{r.count},
+               r.price_micros_per_hour, r.min_billable_seconds, template_id, opt_text(r.idempotency_key),
+               opt(r.ends_at_ms), now));
     if (!ins) {
       if (ins.error().code == ErrorCode::kConflict) *collision = true;  // the same key, concurrently: replay it
       return ins.error();
     }
-    GPUPLAN_TRY(ev, tx.exec("INSERT INTO rental_events (rental_id, seq, at, from_state, to_state, actor, reason) VALUES "
-                            "(?1, 1, ?2, NULL, 'requested', ?3, 'rent')",
-                            params(r.id, now, p.user_id)));
+    GPUPLAN_TRY(ev,
+                tx.exec("INSERT INTO rental_events (rental_id, seq, at, from_state, to_state, actor, reason) VALUES "
+                        "(?1, 1, ?2, NULL, 'requested', ?3, 'rent')",
+                        params(r.id, now, p.user_id)));
     (void)ev;
     GPUPLAN_CHECK(impl_->place_and_run(tx, rr, offer, p.user_id, collision));
     failpoint("before_commit");
@@ -1549,10 +1582,12 @@ Result<std::vector<Rental>> list_where(Tx& tx, const std::string& column, const 
     index[row.text(0)] = out.size();
     out.push_back(rental_from(row).r);
   }
-  GPUPLAN_TRY(ps, tx.query("SELECT p.rental_id, p.gpu_id, g.uuid, g.node_id, p.profile, p.start_slice, p.size_slices FROM "
-                           "rental_placements p JOIN gpus g ON g.id = p.gpu_id JOIN rentals r ON r.id = p.rental_id WHERE "
-                           "r." + column + " = ?1 ORDER BY p.rental_id, p.seq",
-                           params(key)));
+  GPUPLAN_TRY(ps,
+              tx.query("SELECT p.rental_id, p.gpu_id, g.uuid, g.node_id, p.profile, p.start_slice, p.size_slices FROM "
+                       "rental_placements p JOIN gpus g ON g.id = p.gpu_id JOIN rentals r ON r.id = p.rental_id WHERE "
+                       "r." +
+                           column + " = ?1 ORDER BY p.rental_id, p.seq",
+                       params(key)));
   for (const Row& row : ps) {
     auto it = index.find(row.text(0));
     if (it == index.end()) continue;
@@ -1595,12 +1630,13 @@ Result<Rental> Market::stop_rental(const Principal& p, std::string_view rental_i
 Result<Rental> Market::start_rental(const Principal& p, std::string_view rental_id, std::optional<int64_t> if_match) {
   return impl_->change(p, rental_id, if_match, false, [&](Tx& tx, RentalRow& rr, bool* collision) -> Status {
     if (rr.r.state != RentalState::kStopped) {
-      return conflict("rental " + rr.r.id + " is " + std::string(to_string(rr.r.state)) + "; only a stopped rental starts",
-                      "state");
+      return conflict(
+          "rental " + rr.r.id + " is " + std::string(to_string(rr.r.state)) + "; only a stopped rental starts",
+          "state");
     }
     GPUPLAN_TRY(offer, impl_->offer_by_id(tx, rr.r.offer_id));
-    GPUPLAN_CHECK(check_credit(tx, p.tenant_id, charge_for(kCreditLookaheadSeconds, rr.r.price_micros_per_hour),
-                               impl_->now()));
+    GPUPLAN_CHECK(
+        check_credit(tx, p.tenant_id, charge_for(kCreditLookaheadSeconds, rr.r.price_micros_per_hour), impl_->now()));
     GPUPLAN_CHECK(impl_->transition(tx, rr, RentalState::kRequested, p.user_id, "start"));
     // Placement failure rolls the whole transaction back: the rental stays stopped.
     return impl_->place_and_run(tx, rr, offer, p.user_id, collision);
@@ -1627,9 +1663,10 @@ Result<std::vector<RentalEvent>> Market::rental_events(const Principal& p, std::
   MARKET_RUN(with_tx(*impl_->db, TxMode::kRead, [&](Tx& tx) -> Status {
     out.clear();
     GPUPLAN_TRY(rr, load_rental(tx, rental_id, p.tenant_id));
-    GPUPLAN_TRY(rows, tx.query("SELECT seq, at, from_state, to_state, actor, reason FROM rental_events WHERE rental_id = ?1 "
-                               "ORDER BY seq",
-                               params(rr.r.id)));
+    GPUPLAN_TRY(rows,
+                tx.query("SELECT seq, at, from_state, to_state, actor, reason FROM rental_events WHERE rental_id = ?1 "
+                         "ORDER BY seq",
+                         params(rr.r.id)));
     for (const Row& r : rows) {
       RentalEvent e;
       e.seq = r.integer(0);

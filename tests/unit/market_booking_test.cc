@@ -4,8 +4,8 @@
 // renters; eight 1g.10gb on one A100-80GB give exactly seven. Also: live availability and placement.
 #include <gtest/gtest.h>
 
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -65,7 +65,8 @@ void recount(Market& m, size_t* live_out) {
       holders.insert(r.text(0));
       for (int64_t sl = r.integer(3); sl < r.integer(3) + r.integer(4); ++sl) {
         auto [it, fresh] = held.emplace(std::make_pair(r.text(1), sl), r.text(0));
-        EXPECT_TRUE(fresh) << "slice " << sl << " of " << r.text(1) << " held by " << it->second << " and " << r.text(0);
+        EXPECT_TRUE(fresh) << "slice " << sl << " of " << r.text(1) << " held by " << it->second << " and "
+                           << r.text(0);
       }
       if (r.is_null(2)) {
         ++whole[r.text(1)];
@@ -241,7 +242,13 @@ TEST_P(MarketBooking, StaticLayoutsSellTheirFreeInstancesAndDrainStopsSales) {
   EXPECT_EQ(r->placements.size(), 3u);
   EXPECT_EQ(available(slices.id), 1);
   // Malformed static layouts are refused with the field.
-  NodeSpec bad{"bad", "eu-west", Interconnect::kPcie, 8, 64, 100, {GpuSpec{"a100-80gb-sxm4", "GPU-bad", MigPolicy::kStatic, "7g.80gb,1g.10gb"}}};
+  NodeSpec bad{"bad",
+               "eu-west",
+               Interconnect::kPcie,
+               8,
+               64,
+               100,
+               {GpuSpec{"a100-80gb-sxm4", "GPU-bad", MigPolicy::kStatic, "7g.80gb,1g.10gb"}}};
   auto nb = w.market->add_node(w.provider, bad);
   ASSERT_FALSE(nb.ok());
   EXPECT_EQ(nb.error().field, "gpus[0].layout");
@@ -316,9 +323,10 @@ TEST_P(MarketBooking, TheRecountCatchesASliceHeldTwice) {
   ASSERT_TRUE(r.ok());
   const Placement p = r->placements.at(0);
   Status s = with_tx(w.market->db(), TxMode::kWrite, [&](Tx& tx) -> Status {
-    auto n = tx.exec("INSERT INTO rental_placements (rental_id, seq, gpu_id, profile, start_slice, size_slices) VALUES "
-                     "(?1, 2, ?2, '1g.10gb', ?3, 1)",
-                     std::vector<Value>{r->id, p.gpu_id, int64_t{p.start}});
+    auto n = tx.exec(
+        "INSERT INTO rental_placements (rental_id, seq, gpu_id, profile, start_slice, size_slices) VALUES "
+        "(?1, 2, ?2, '1g.10gb', ?3, 1)",
+        std::vector<Value>{r->id, p.gpu_id, int64_t{p.start}});
     if (!n) return n.error();
     return Status::Ok();
   });
