@@ -43,8 +43,12 @@ enum class TenantKind { kRenter, kProvider, kPlatform };
 enum class Role { kAdmin, kMember, kViewer };  // admin: users, tokens and all writes; member: writes; viewer: reads
 enum class Scope { kFull, kRead };             // a kRead token cannot write whatever its user's role
 enum class Interconnect { kNvlink, kPcie };
-enum class MigPolicy { kNone, kStatic, kDynamic };  // none: whole GPU only; static: a fixed layout; dynamic: any valid one
-enum class NodeState { kReady, kDraining };         // a draining node takes no new rentals (running ones stay)
+enum class MigPolicy {
+  kNone,
+  kStatic,
+  kDynamic
+};                                           // none: whole GPU only; static: a fixed layout; dynamic: any valid one
+enum class NodeState { kReady, kDraining };  // a draining node takes no new rentals (running ones stay)
 enum class RentalState {
   kRequested,    // being placed (also after start on a stopped rental)
   kReserved,     // claims held, waiting for the hand-off
@@ -258,7 +262,7 @@ struct Rental {
   int64_t created_at_ms = 0;
   int64_t updated_at_ms = 0;
   std::vector<Placement> placements;  // empty unless it holds capacity
-  bool replayed = false;              // rent(): true when the idempotency key named an existing rental (HTTP 200, not 201)
+  bool replayed = false;  // rent(): true when the idempotency key named an existing rental (HTTP 200, not 201)
 };
 struct RentalEvent {
   int64_t seq = 0;
@@ -299,12 +303,12 @@ struct Earnings {
 };
 
 // --- bounds (each a stated limit: kLimit names the field) -----------------------------------------------
-inline constexpr int kMaxGpusPerNode = 16;               // HGX boards carry 8; 16 leaves room for 16-GPU systems
-inline constexpr int kMaxRentCount = 64;                 // units per rental: 8 nodes' worth of 1g slices
+inline constexpr int kMaxGpusPerNode = 16;  // HGX boards carry 8; 16 leaves room for 16-GPU systems
+inline constexpr int kMaxRentCount = 64;    // units per rental: 8 nodes' worth of 1g slices
 inline constexpr int64_t kMaxPriceMicrosPerHour = 1'000'000'000'000;  // $1M/h: above any real GPU price
-inline constexpr int64_t kMaxMinBillableSeconds = 30LL * 24 * 3600;     // 30 days
-inline constexpr size_t kMaxNameBytes = 128;             // names, regions, uuids, keys
-inline constexpr size_t kMaxListRows = 10'000;           // rows one list call returns (then kLimit)
+inline constexpr int64_t kMaxMinBillableSeconds = 30LL * 24 * 3600;   // 30 days
+inline constexpr size_t kMaxNameBytes = 128;                          // names, regions, uuids, keys
+inline constexpr size_t kMaxListRows = 10'000;                        // rows one list call returns (then kLimit)
 
 enum class Handoff {
   kImmediate,  // rent/start go reserved -> starting -> running at once (billing starts): this default

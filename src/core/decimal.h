@@ -42,10 +42,10 @@ inline std::optional<double> parse_decimal(std::string_view s) {
 // digits [. digits] [(e|E) [+-] digits], no sign, at most 6 significant fractional digits after the
 // exponent is applied (more is refused: it would not be a whole micro), at most `max_micros`.
 inline std::optional<int64_t> parse_micros(std::string_view s, int64_t max_micros) {
-  constexpr int kMicroDigits = 6;      // 1 unit = 10^6 micro-units
-  constexpr int kMaxExponent = 40;     // beyond any price or limit; keeps the shift arithmetic bounded
-  std::string digits;                  // all mantissa digits, leading zeros dropped later
-  int point = -1;                      // digits before the decimal point
+  constexpr int kMicroDigits = 6;   // 1 unit = 10^6 micro-units
+  constexpr int kMaxExponent = 40;  // beyond any price or limit; keeps the shift arithmetic bounded
+  std::string digits;               // all mantissa digits, leading zeros dropped later
+  int point = -1;                   // digits before the decimal point
   size_t i = 0;
   while (i < s.size() && ((s[i] >= '0' && s[i] <= '9') || s[i] == '.')) {
     if (s[i] == '.') {

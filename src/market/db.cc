@@ -112,7 +112,8 @@ Result<std::unique_ptr<Db>> open_store(const std::string& database_or_data_dir) 
   if (database_or_data_dir.rfind("postgresql://", 0) == 0 || database_or_data_dir.rfind("postgres://", 0) == 0) {
     return open_postgresql(database_or_data_dir);
   }
-  if (database_or_data_dir.empty()) return usage_error("a data directory or a postgresql:// URL is required", "data-dir");
+  if (database_or_data_dir.empty())
+    return usage_error("a data directory or a postgresql:// URL is required", "data-dir");
   std::error_code ec;
   std::filesystem::create_directories(database_or_data_dir, ec);
   if (ec) {

@@ -17,9 +17,9 @@
 #include "market/db.h"
 
 // GPUPLAN_CHECK around a call whose lambda argument uses GPUPLAN_CHECK itself would shadow its variable.
-#define MARKET_RUN(expr)                               \
-  do {                                                 \
-    ::gpuplan::Status market_run_status_ = (expr);     \
+#define MARKET_RUN(expr)                                        \
+  do {                                                          \
+    ::gpuplan::Status market_run_status_ = (expr);              \
     if (!market_run_status_) return market_run_status_.error(); \
   } while (0)
 
@@ -93,9 +93,9 @@ Status check_name(std::string_view s, const std::string& field, bool allow_empty
     return usage_error("'" + field + "' is required", field);
   }
   if (s.size() > kMaxNameBytes) {
-    return limit_error("'" + field + "' is " + std::to_string(s.size()) + " bytes; the limit is " +
-                           std::to_string(kMaxNameBytes),
-                       field);
+    return limit_error(
+        "'" + field + "' is " + std::to_string(s.size()) + " bytes; the limit is " + std::to_string(kMaxNameBytes),
+        field);
   }
   for (char c : s) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
@@ -188,7 +188,8 @@ Status load_placements(Tx& tx, Rental& r) {
 }
 
 // A rental by id, visible to `tenant` ("" = any): kNotFound otherwise (another tenant's rental included).
-Result<RentalRow> load_rental(Tx& tx, std::string_view id, const std::string& tenant, const std::string& provider = {}) {
+Result<RentalRow> load_rental(Tx& tx, std::string_view id, const std::string& tenant,
+                              const std::string& provider = {}) {
   std::string sql = std::string("SELECT ") + kRentalCols + kRentalFrom + "WHERE r.id = ?1";
   std::vector<Value> v = params(std::string(id));
   if (!tenant.empty()) {
@@ -232,11 +233,12 @@ RentalUsage usage_of(const std::string& rental_id, const std::string& tenant, co
 
 // Usage of every rental matching `where` (a condition on r with ?1 bound to `key`).
 Result<std::vector<RentalUsage>> usages(Tx& tx, const std::string& where, const std::string& key, int64_t now) {
-  GPUPLAN_TRY(rows, tx.query("SELECT r.id, r.tenant_id, r.provider_id, r.price_micros_per_hour, r.min_billable_seconds, "
-                             "s.started_at, s.ended_at, s.price_micros_per_hour FROM rentals r LEFT JOIN usage_segments s "
-                             "ON s.rental_id = r.id WHERE " +
-                                 where + " ORDER BY r.created_at, r.id, s.seq",
-                             params(key)));
+  GPUPLAN_TRY(rows,
+              tx.query("SELECT r.id, r.tenant_id, r.provider_id, r.price_micros_per_hour, r.min_billable_seconds, "
+                       "s.started_at, s.ended_at, s.price_micros_per_hour FROM rentals r LEFT JOIN usage_segments s "
+                       "ON s.rental_id = r.id WHERE " +
+                           where + " ORDER BY r.created_at, r.id, s.seq",
+                       params(key)));
   std::vector<RentalUsage> out;
   size_t i = 0;
   while (i < rows.size()) {
@@ -244,7 +246,8 @@ Result<std::vector<RentalUsage>> usages(Tx& tx, const std::string& where, const 
     std::vector<SegmentRow> segs;
     const size_t first = i;
     for (; i < rows.size() && rows[i].text(0) == id; ++i) {
-      if (!rows[i].is_null(5)) segs.push_back(SegmentRow{rows[i].integer(5), rows[i].maybe_integer(6), rows[i].integer(7)});
+      if (!rows[i].is_null(5))
+        segs.push_back(SegmentRow{rows[i].integer(5), rows[i].maybe_integer(6), rows[i].integer(7)});
     }
     const Row& r = rows[first];
     out.push_back(usage_of(id, r.text(1), r.text(2), r.integer(3), r.integer(4), segs, now));
@@ -329,15 +332,26 @@ uint32_t mask_of(int start, int size) { return size >= 32 ? ~0u : (((1u << size)
 
 // Everything placement needs, in one consistent read: the provider's nodes ("" = all), GPUs, claims,
 // and live MIG instances.
-Result<Snapshot> load_snapshot(Tx& tx, const Catalog& catalog, const std::string& provider) {
+// `region` and `gpu` ("" = any) narrow it to what one offer can use.
+Result<Snapshot> load_snapshot(Tx& tx, const Catalog& catalog, const std::string& provider,
+                               const std::string& region = {}, const std::string& gpu_id = {}) {
   Snapshot snap;
-  const std::string where = provider.empty() ? "" : " WHERE n.provider_id = ?1";
-  const std::vector<Value> v = provider.empty() ? std::vector<Value>{} : params(provider);
-  GPUPLAN_TRY(rows, tx.query("SELECT n.id, n.provider_id, n.name, n.region, n.interconnect, n.state, g.id, g.idx, g.uuid, "
-                             "g.catalog_id, g.mig_policy, g.mig_layout, g.mem_slices FROM nodes n JOIN gpus g ON "
-                             "g.node_id = n.id" +
-                                 where + " ORDER BY n.created_at, n.id, g.idx",
-                             v));
+  std::string where;
+  std::vector<Value> v;
+  auto add = [&](const std::string& value, const char* column) {
+    if (value.empty()) return;
+    v.push_back(value);
+    where += std::string(where.empty() ? " WHERE " : " AND ") + column + " = ?" + std::to_string(v.size());
+  };
+  add(provider, "n.provider_id");
+  add(region, "n.region");
+  add(gpu_id, "g.catalog_id");
+  GPUPLAN_TRY(rows,
+              tx.query("SELECT n.id, n.provider_id, n.name, n.region, n.interconnect, n.state, g.id, g.idx, g.uuid, "
+                       "g.catalog_id, g.mig_policy, g.mig_layout, g.mem_slices FROM nodes n JOIN gpus g ON "
+                       "g.node_id = n.id" +
+                           where + " ORDER BY n.created_at, n.id, g.idx",
+                       v));
   std::map<std::string, size_t, std::less<>> gpu_index;
   for (const Row& row : rows) {
     if (snap.nodes.empty() || snap.nodes.back().id != row.text(0)) {
@@ -368,18 +382,19 @@ Result<Snapshot> load_snapshot(Tx& tx, const Catalog& catalog, const std::string
     snap.nodes.back().gpus.push_back(snap.gpus.size());
     snap.gpus.push_back(std::move(g));
   }
-  GPUPLAN_TRY(claims, tx.query("SELECT c.gpu_id, c.mem_slice FROM slice_claims c JOIN gpus g ON g.id = c.gpu_id JOIN nodes "
-                               "n ON n.id = g.node_id" +
-                                   where,
-                               v));
+  GPUPLAN_TRY(claims,
+              tx.query("SELECT c.gpu_id, c.mem_slice FROM slice_claims c JOIN gpus g ON g.id = c.gpu_id JOIN nodes "
+                       "n ON n.id = g.node_id" +
+                           where,
+                       v));
   for (const Row& row : claims) {
     auto it = gpu_index.find(row.text(0));
     const int64_t s = row.integer(1);
     if (it != gpu_index.end() && s >= 0 && s < 32) snap.gpus[it->second].claimed |= 1u << s;
   }
   GPUPLAN_TRY(inst, tx.query("SELECT p.gpu_id, p.profile, p.start_slice FROM rental_placements p JOIN gpus g ON g.id = "
-                             "p.gpu_id JOIN nodes n ON n.id = g.node_id WHERE p.profile IS NOT NULL" +
-                                 (provider.empty() ? std::string() : std::string(" AND n.provider_id = ?1")),
+                             "p.gpu_id JOIN nodes n ON n.id = g.node_id" +
+                                 (where.empty() ? std::string(" WHERE") : where + " AND") + " p.profile IS NOT NULL",
                              v));
   for (const Row& row : inst) {
     auto it = gpu_index.find(row.text(0));
@@ -418,50 +433,85 @@ constexpr const char* kOfferSelect =
     "o.provider_id ";
 
 // One MIG candidate: a profile instance on a GPU at a start, with its fragmentation score (lower is
-// better): (takes a GPU whose whole capacity is free, dynamic rather than static, memory slices then
-// compute slices stranded by the new layout, free slices left, not a previous GPU, node order, GPU, start).
-using MigScore = std::tuple<int, int, int, int, int, int, int64_t, int, int>;
+// better): (not a previous GPU, takes a GPU whose whole capacity is free, dynamic rather than static,
+// memory slices then compute slices stranded by the new layout, free slices left, GPU order, start).
+using MigScore = std::tuple<int, int, int, int, int, int, int64_t, int>;
 struct MigCandidate {
   size_t gpu = 0;
   int start = 0;
   MigScore score;
 };
+// The best start on one GPU depends only on its state (table, policy, layout, claims) and the profile:
+// (empty, dynamic, stranded memory, stranded compute, free after, start). Identical GPUs (most of an
+// inventory) are scored once per call through this memo, and so are the greedy counts of `available`.
+using LocalScore = std::tuple<int, int, int, int, int, int>;
+struct Memo {
+  std::map<std::string, std::optional<LocalScore>> best;
+  std::map<std::string, int64_t> count;
+};
+
+std::string state_key(const GpuSnap& g, int profile) {
+  std::vector<mig::Placed> running = g.running;
+  std::sort(running.begin(), running.end(), [](const mig::Placed& a, const mig::Placed& b) {
+    return std::tie(a.start, a.profile) < std::tie(b.start, b.profile);
+  });
+  std::string key = g.table != nullptr ? g.table->id : "";
+  key += "|" + std::to_string(static_cast<int>(g.mig)) + "|" + std::to_string(g.claimed) + "|" +
+         std::to_string(profile) + "|";
+  for (const mig::Placed& p : running) key += std::to_string(p.profile) + "@" + std::to_string(p.start) + ",";
+  if (g.mig == MigPolicy::kStatic) {
+    key += "|";
+    for (const mig::Placed& p : g.static_layout) key += std::to_string(p.profile) + "@" + std::to_string(p.start) + ",";
+  }
+  return key;
+}
+
+std::optional<LocalScore> best_on_gpu(const GpuSnap& g, int pi, Memo& memo) {
+  const std::string key = state_key(g, pi);
+  if (auto it = memo.best.find(key); it != memo.best.end()) return it->second;
+  const MigProfile& prof = g.table->profiles[static_cast<size_t>(pi)];
+  std::optional<LocalScore> best;
+  auto consider = [&](int start, int empty, int dynamic) {
+    std::vector<mig::Placed> layout = g.running;
+    layout.push_back(mig::Placed{pi, start});
+    std::string why;
+    if (mig::first_broken_rule(*g.table, layout, &why) != mig::Rule::kNone) return;
+    const mig::Stranded st = dynamic != 0 ? mig::stranded(*g.table, layout) : mig::Stranded{};
+    const int free_after = std::popcount(g.full_mask() & ~(g.claimed | mask_of(start, prof.memory_slices)));
+    LocalScore score{empty, dynamic, st.memory_slices, st.compute_slices, free_after, start};
+    if (!best || score < *best) best = score;
+  };
+  if (g.mig == MigPolicy::kStatic) {
+    for (const mig::Placed& inst : g.static_layout) {
+      if (inst.profile != pi || (g.claimed & mask_of(inst.start, prof.memory_slices)) != 0) continue;
+      consider(inst.start, 0, 0);
+    }
+  } else if (g.mig == MigPolicy::kDynamic) {
+    for (int start : prof.placement_starts) {
+      if (start + prof.memory_slices > g.mem_slices) continue;
+      if ((g.claimed & mask_of(start, prof.memory_slices)) != 0) continue;
+      consider(start, g.claimed == 0 ? 1 : 0, 1);
+    }
+  }
+  memo.best.emplace(key, best);
+  return best;
+}
 
 bool node_matches(const NodeSnap& n, const Offer& o) { return n.region == o.region && n.state == NodeState::kReady; }
 
 std::optional<MigCandidate> best_mig(const Snapshot& snap, const std::vector<size_t>& gpus, const Offer& o,
-                                     const std::set<std::string>& prev) {
+                                     const std::set<std::string>& prev, Memo& memo) {
   std::optional<MigCandidate> best;
   for (size_t gi : gpus) {
     const GpuSnap& g = snap.gpus[gi];
     if (g.table == nullptr) continue;
     const int pi = profile_index(*g.table, o.profile);
     if (pi < 0) continue;
-    const MigProfile& prof = g.table->profiles[static_cast<size_t>(pi)];
-    const int is_prev = prev.count(g.id) > 0 ? 0 : 1;
-    auto consider = [&](int start, int empty, int dynamic) {
-      std::vector<mig::Placed> layout = g.running;
-      layout.push_back(mig::Placed{pi, start});
-      std::string why;
-      if (mig::first_broken_rule(*g.table, layout, &why) != mig::Rule::kNone) return;
-      const mig::Stranded st = dynamic != 0 ? mig::stranded(*g.table, layout) : mig::Stranded{};
-      const int free_after = std::popcount(g.full_mask() & ~(g.claimed | mask_of(start, prof.memory_slices)));
-      MigScore score{is_prev, empty, dynamic, st.memory_slices, st.compute_slices, free_after,
-                     static_cast<int64_t>(gi), start, 0};
-      if (!best || score < best->score) best = MigCandidate{gi, start, score};
-    };
-    if (g.mig == MigPolicy::kStatic) {
-      for (const mig::Placed& inst : g.static_layout) {
-        if (inst.profile != pi || (g.claimed & mask_of(inst.start, prof.memory_slices)) != 0) continue;
-        consider(inst.start, 0, 0);
-      }
-    } else if (g.mig == MigPolicy::kDynamic) {
-      for (int start : prof.placement_starts) {
-        if (start + prof.memory_slices > g.mem_slices) continue;
-        if ((g.claimed & mask_of(start, prof.memory_slices)) != 0) continue;
-        consider(start, g.claimed == 0 ? 1 : 0, 1);
-      }
-    }
+    auto local = best_on_gpu(g, pi, memo);
+    if (!local) continue;
+    const auto [empty, dynamic, sm, sc, free_after, start] = *local;
+    MigScore score{prev.count(g.id) > 0 ? 0 : 1, empty, dynamic, sm, sc, free_after, static_cast<int64_t>(gi), start};
+    if (!best || score < best->score) best = MigCandidate{gi, start, score};
   }
   return best;
 }
@@ -483,8 +533,25 @@ bool whole_free(const GpuSnap& g, const Offer& o) {
   return g.catalog_id == o.gpu && g.mig != MigPolicy::kStatic && g.claimed == 0;
 }
 
+// How many more instances of profile `pi` fit on `g`, placing each by the same rule as rent().
+int64_t greedy_count(const GpuSnap& start, int pi, Memo& memo) {
+  const std::string key = state_key(start, pi);
+  if (auto it = memo.count.find(key); it != memo.count.end()) return it->second;
+  GpuSnap g = start;
+  int64_t n = 0;
+  const int size = g.table->profiles[static_cast<size_t>(pi)].memory_slices;
+  while (auto c = best_on_gpu(g, pi, memo)) {
+    const int st = std::get<5>(*c);
+    g.running.push_back(mig::Placed{pi, st});
+    g.claimed |= mask_of(st, size);
+    ++n;
+  }
+  memo.count.emplace(key, n);
+  return n;
+}
+
 // Units of `o` placeable now.
-int64_t available_units(const Snapshot& snap, const Offer& o) {
+int64_t available_units(const Snapshot& snap, const Offer& o, Memo& memo) {
   if (!o.active) return 0;
   int64_t units = 0;
   if (o.profile.empty()) {
@@ -497,22 +564,16 @@ int64_t available_units(const Snapshot& snap, const Offer& o) {
     return units;
   }
   for (size_t gi : mig_gpus(snap, o)) {
-    GpuSnap g = snap.gpus[gi];  // a copy, filled greedily
-    Snapshot one;
-    one.gpus.push_back(g);
-    const std::vector<size_t> only{0};
-    const std::set<std::string> none;
-    for (;;) {
-      auto c = best_mig(one, only, o, none);
-      if (!c) break;
-      GpuSnap& gg = one.gpus[0];
-      const int pi = profile_index(*gg.table, o.profile);
-      gg.running.push_back(mig::Placed{pi, c->start});
-      gg.claimed |= mask_of(c->start, gg.table->profiles[static_cast<size_t>(pi)].memory_slices);
-      ++units;
-    }
+    const GpuSnap& g = snap.gpus[gi];
+    if (g.table == nullptr) continue;
+    const int pi = profile_index(*g.table, o.profile);
+    if (pi >= 0) units += greedy_count(g, pi, memo);
   }
   return units;
+}
+int64_t available_units(const Snapshot& snap, const Offer& o) {
+  Memo memo;
+  return available_units(snap, o, memo);
 }
 
 std::string join_reasons(const std::vector<std::string>& reasons) {
@@ -561,8 +622,8 @@ Result<std::vector<Placement>> choose(Snapshot& snap, const Offer& o, int units,
         continue;
       }
       if (static_cast<int>(free.size()) < need) {
-        reasons.push_back("node " + n.name + ": " + std::to_string(free.size()) + " of " + std::to_string(matching) + " " +
-                          o.gpu + " free, " + std::to_string(need) + " needed");
+        reasons.push_back("node " + n.name + ": " + std::to_string(free.size()) + " of " + std::to_string(matching) +
+                          " " + o.gpu + " free, " + std::to_string(need) + " needed");
         continue;
       }
       int prev_here = 0;
@@ -578,7 +639,8 @@ Result<std::vector<Placement>> choose(Snapshot& snap, const Offer& o, int units,
       return conflict("nothing free for " + std::to_string(need) + " x " + o.target + ": " + join_reasons(reasons),
                       "offer");
     }
-    const Cand& best = *std::min_element(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) { return a.key < b.key; });
+    const Cand& best =
+        *std::min_element(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) { return a.key < b.key; });
     for (int i = 0; i < need; ++i) {
       GpuSnap& g = snap.gpus[best.free[static_cast<size_t>(i)]];
       g.claimed = g.full_mask();
@@ -587,22 +649,26 @@ Result<std::vector<Placement>> choose(Snapshot& snap, const Offer& o, int units,
     return out;
   }
   const std::vector<size_t> gpus = mig_gpus(snap, o);
+  Memo memo;
   for (int u = 0; u < units; ++u) {
-    auto c = best_mig(snap, gpus, o, prev);
+    auto c = best_mig(snap, gpus, o, prev, memo);
     if (!c) {
       for (const NodeSnap& n : snap.nodes) {
         if (n.provider_id != o.provider_id || n.region != o.region) continue;
         for (size_t gi : n.gpus) {
           const GpuSnap& g = snap.gpus[gi];
           if (g.catalog_id != o.gpu) continue;
-          if (n.state != NodeState::kReady) reasons.push_back(g.uuid + " on " + n.name + ": node draining");
-          else if (g.mig == MigPolicy::kNone) reasons.push_back(g.uuid + " on " + n.name + ": MIG disabled (whole GPU only)");
-          else reasons.push_back(g.uuid + " on " + n.name + ": no free valid placement for " + o.profile);
+          if (n.state != NodeState::kReady)
+            reasons.push_back(g.uuid + " on " + n.name + ": node draining");
+          else if (g.mig == MigPolicy::kNone)
+            reasons.push_back(g.uuid + " on " + n.name + ": MIG disabled (whole GPU only)");
+          else
+            reasons.push_back(g.uuid + " on " + n.name + ": no free valid placement for " + o.profile);
         }
       }
       if (reasons.empty()) reasons.push_back("no MIG-capable " + o.gpu + " of the provider in " + o.region);
-      return conflict("nothing free for " + std::to_string(units) + " x " + o.target + (u > 0 ? " (" + std::to_string(u) + " placed)" : "") +
-                          ": " + join_reasons(reasons),
+      return conflict("nothing free for " + std::to_string(units) + " x " + o.target +
+                          (u > 0 ? " (" + std::to_string(u) + " placed)" : "") + ": " + join_reasons(reasons),
                       "offer");
     }
     GpuSnap& g = snap.gpus[c->gpu];
@@ -641,9 +707,13 @@ struct Market::Impl {
       (void)n;
     }
     if (to == RentalState::kRunning) {
+      // Two plain statements, not INSERT ... SELECT ?n: PostgreSQL cannot type a parameter in a select list.
+      GPUPLAN_TRY(next,
+                  tx.query("SELECT COALESCE(MAX(seq), 0) + 1 FROM usage_segments WHERE rental_id = ?1", params(r.id)));
+      const int64_t seq = next.empty() ? 1 : next[0].integer(0);
       GPUPLAN_TRY(n, tx.exec("INSERT INTO usage_segments (rental_id, seq, started_at, ended_at, price_micros_per_hour) "
-                             "SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, NULL, ?3 FROM usage_segments WHERE rental_id = ?1",
-                             params(r.id, t, r.price_micros_per_hour)));
+                             "VALUES (?1, ?2, ?3, NULL, ?4)",
+                             params(r.id, seq, t, r.price_micros_per_hour)));
       (void)n;
     }
     if (to == RentalState::kStopped || to == RentalState::kTerminated || to == RentalState::kFailed) {
@@ -660,16 +730,18 @@ struct Market::Impl {
       (void)b;
       r.placements.clear();
     }
-    GPUPLAN_TRY(changed, tx.exec("UPDATE rentals SET state = ?2, state_reason = ?3, version = version + 1, updated_at = ?4, "
-                                 "prev_gpus = ?5 WHERE id = ?1 AND version = ?6",
-                                 params(r.id, std::string(to_string(to)), reason, t, rr.prev_gpus, r.version)));
+    GPUPLAN_TRY(changed,
+                tx.exec("UPDATE rentals SET state = ?2, state_reason = ?3, version = version + 1, updated_at = ?4, "
+                        "prev_gpus = ?5 WHERE id = ?1 AND version = ?6",
+                        params(r.id, std::string(to_string(to)), reason, t, rr.prev_gpus, r.version)));
     if (changed != 1) {
       return Error{ErrorCode::kPreconditionFailed, "rental " + r.id + " changed underneath; GET it again", "version"};
     }
-    GPUPLAN_TRY(ev, tx.exec("INSERT INTO rental_events (rental_id, seq, at, from_state, to_state, actor, reason) VALUES "
-                            "(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                            params(r.id, r.version + 1, t, std::string(to_string(r.state)), std::string(to_string(to)),
-                                   actor, reason)));
+    GPUPLAN_TRY(
+        ev, tx.exec("INSERT INTO rental_events (rental_id, seq, at, from_state, to_state, actor, reason) VALUES "
+                    "(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    params(r.id, r.version + 1, t, std::string(to_string(r.state)), std::string(to_string(to)), actor,
+                           reason)));
     (void)ev;
     r.state = to;
     r.state_reason = reason;
@@ -682,9 +754,10 @@ struct Market::Impl {
   Status claim(Tx& tx, Rental& r, const std::vector<Placement>& ps, bool* collision) {
     int seq = 0;
     for (const Placement& p : ps) {
-      GPUPLAN_TRY(n, tx.exec("INSERT INTO rental_placements (rental_id, seq, gpu_id, profile, start_slice, size_slices) "
-                             "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                             params(r.id, int64_t{++seq}, p.gpu_id, opt_text(p.profile), int64_t{p.start}, int64_t{p.size})));
+      GPUPLAN_TRY(
+          n, tx.exec("INSERT INTO rental_placements (rental_id, seq, gpu_id, profile, start_slice, size_slices) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                     params(r.id, int64_t{++seq}, p.gpu_id, opt_text(p.profile), int64_t{p.start}, int64_t{p.size})));
       (void)n;
       for (int s = p.start; s < p.start + p.size; ++s) {
         auto c = tx.exec("INSERT INTO slice_claims (gpu_id, mem_slice, rental_id) VALUES (?1, ?2, ?3)",
@@ -701,7 +774,7 @@ struct Market::Impl {
 
   // requested -> reserved with claims, then (immediate hand-off) -> starting -> running.
   Status place_and_run(Tx& tx, RentalRow& rr, const Offer& offer, const std::string& actor, bool* collision) {
-    GPUPLAN_TRY(snap, load_snapshot(tx, *catalog, offer.provider_id));
+    GPUPLAN_TRY(snap, load_snapshot(tx, *catalog, offer.provider_id, offer.region, offer.gpu));
     Snapshot s = snap;
     GPUPLAN_TRY(ps, choose(s, offer, rr.r.count, split_ids(rr.prev_gpus)));
     GPUPLAN_CHECK(claim(tx, rr.r, ps, collision));
@@ -738,8 +811,8 @@ struct Market::Impl {
     Rental out;
     MARKET_RUN(write_with_claims([&](Tx& tx, bool* collision) -> Status {
       const bool admin = is_platform_admin(p);
-      Result<RentalRow> rr = provider_side ? load_rental(tx, id, "", admin ? "" : p.tenant_id)
-                                           : load_rental(tx, id, p.tenant_id);
+      Result<RentalRow> rr =
+          provider_side ? load_rental(tx, id, "", admin ? "" : p.tenant_id) : load_rental(tx, id, p.tenant_id);
       if (!rr) return rr.error();
       GPUPLAN_CHECK(require_write(p));
       if (if_match && *if_match != rr->r.version) {
@@ -786,10 +859,11 @@ Result<IssuedToken> insert_token(Tx& tx, const std::string& user_id, const std::
   t.tenant_id = tenant_id;
   t.scope = options.scope;
   t.expires_at_ms = options.expires_at_ms;
-  GPUPLAN_TRY(n, tx.exec("INSERT INTO api_tokens (id, user_id, secret_sha256, scope, created_at, expires_at, revoked_at) "
-                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL)",
-                         params(t.id, user_id, sha256_hex(t.token), std::string(to_string(options.scope)), now,
-                                opt(options.expires_at_ms))));
+  GPUPLAN_TRY(n,
+              tx.exec("INSERT INTO api_tokens (id, user_id, secret_sha256, scope, created_at, expires_at, revoked_at) "
+                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL)",
+                      params(t.id, user_id, sha256_hex(t.token), std::string(to_string(options.scope)), now,
+                             opt(options.expires_at_ms))));
   (void)n;
   return t;
 }
@@ -804,9 +878,10 @@ Result<IssuedToken> Market::init_platform(std::string_view admin_name) {
     const int64_t now = impl_->now();
     const std::string tenant = new_id("t_");
     const std::string user = new_id("u_");
-    GPUPLAN_TRY(a, tx.exec("INSERT INTO tenants (id, name, kind, credit_limit_micros, created_at) VALUES (?1, 'platform', "
-                           "'platform', NULL, ?2)",
-                           params(tenant, now)));
+    GPUPLAN_TRY(a,
+                tx.exec("INSERT INTO tenants (id, name, kind, credit_limit_micros, created_at) VALUES (?1, 'platform', "
+                        "'platform', NULL, ?2)",
+                        params(tenant, now)));
     GPUPLAN_TRY(b, tx.exec("INSERT INTO users (id, tenant_id, name, role, created_at) VALUES (?1, ?2, ?3, 'admin', ?4)",
                            params(user, tenant, std::string(admin_name), now)));
     (void)a;
@@ -840,10 +915,11 @@ Result<Principal> Market::authenticate(std::string_view bearer) const {
   const std::string digest = sha256_hex(s);
   const int64_t now = impl_->now();
   MARKET_RUN(with_tx(*impl_->db, TxMode::kRead, [&](Tx& tx) -> Status {
-    GPUPLAN_TRY(rows, tx.query("SELECT k.secret_sha256, k.expires_at, k.revoked_at, k.scope, u.id, u.role, u.tenant_id, "
-                               "t.kind FROM api_tokens k JOIN users u ON u.id = k.user_id JOIN tenants t ON t.id = "
-                               "u.tenant_id WHERE k.id = ?1",
-                               params(token_id)));
+    GPUPLAN_TRY(rows,
+                tx.query("SELECT k.secret_sha256, k.expires_at, k.revoked_at, k.scope, u.id, u.role, u.tenant_id, "
+                         "t.kind FROM api_tokens k JOIN users u ON u.id = k.user_id JOIN tenants t ON t.id = "
+                         "u.tenant_id WHERE k.id = ?1",
+                         params(token_id)));
     if (rows.empty()) return Status::Ok();
     const Row& r = rows[0];
     if (!constant_time_equal(r.text(0), digest)) return Status::Ok();
@@ -886,16 +962,20 @@ Result<Tenant> visible_tenant(Tx& tx, const Principal& p, std::string_view id) {
 Result<Tenant> Market::create_tenant(const Principal& p, std::string_view name, TenantKind kind) {
   GPUPLAN_CHECK(require_platform_admin(p));
   GPUPLAN_CHECK(check_name(name, "name"));
-  if (kind == TenantKind::kPlatform) return usage_error("there is one platform tenant; kind must be renter or provider", "kind");
+  if (kind == TenantKind::kPlatform)
+    return usage_error("there is one platform tenant; kind must be renter or provider", "kind");
   Tenant t{new_id("t_"), std::string(name), kind, std::nullopt, impl_->now()};
   Status s = with_tx(*impl_->db, TxMode::kWrite, [&](Tx& tx) -> Status {
-    GPUPLAN_TRY(n, tx.exec("INSERT INTO tenants (id, name, kind, credit_limit_micros, created_at) VALUES (?1, ?2, ?3, NULL, ?4)",
-                           params(t.id, t.name, std::string(to_string(kind)), t.created_at_ms)));
+    GPUPLAN_TRY(
+        n,
+        tx.exec("INSERT INTO tenants (id, name, kind, credit_limit_micros, created_at) VALUES (?1, ?2, ?3, NULL, ?4)",
+                params(t.id, t.name, std::string(to_string(kind)), t.created_at_ms)));
     (void)n;
     return Status::Ok();
   });
   if (!s) {
-    if (s.error().code == ErrorCode::kConflict) return conflict("a tenant named '" + t.name + "' exists already", "name");
+    if (s.error().code == ErrorCode::kConflict)
+      return conflict("a tenant named '" + t.name + "' exists already", "name");
     return s.error();
   }
   return t;
@@ -930,8 +1010,9 @@ Result<std::vector<Tenant>> Market::list_tenants(const Principal& p) const {
 Result<Tenant> Market::set_credit_limit(const Principal& p, std::string_view tenant_id, std::optional<int64_t> micros) {
   GPUPLAN_CHECK(require_platform_admin(p));
   if (micros && (*micros < 0 || *micros > kMaxPriceMicrosPerHour * 24 * 365)) {
-    return limit_error("credit_limit must be between 0 and " + std::to_string(kMaxPriceMicrosPerHour * 24 * 365) + " micros",
-                       "credit_limit");
+    return limit_error(
+        "credit_limit must be between 0 and " + std::to_string(kMaxPriceMicrosPerHour * 24 * 365) + " micros",
+        "credit_limit");
   }
   Tenant out;
   MARKET_RUN(with_tx(*impl_->db, TxMode::kWrite, [&](Tx& tx) -> Status {
@@ -995,7 +1076,8 @@ Result<IssuedToken> Market::create_token(const Principal& p, std::string_view us
       return not_found_error("no user '" + std::string(user_id) + "'", "user_id");
     }
     GPUPLAN_CHECK(require_write(p));
-    if (p.role != Role::kAdmin && user_id != p.user_id) return forbidden("only an admin may create tokens for other users");
+    if (p.role != Role::kAdmin && user_id != p.user_id)
+      return forbidden("only an admin may create tokens for other users");
     GPUPLAN_TRY(t, insert_token(tx, std::string(user_id), rows[0].text(0), options, now));
     out = t;
     return Status::Ok();
@@ -1014,7 +1096,8 @@ Status Market::revoke_token(const Principal& p, std::string_view token_id) {
     const bool own = token_id == p.token_id;
     if (!own) {
       GPUPLAN_CHECK(require_write(p));
-      if (p.role != Role::kAdmin && rows[0].text(0) != p.user_id) return forbidden("only an admin may revoke others' tokens");
+      if (p.role != Role::kAdmin && rows[0].text(0) != p.user_id)
+        return forbidden("only an admin may revoke others' tokens");
     }
     GPUPLAN_TRY(n, tx.exec("UPDATE api_tokens SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
                            params(std::string(token_id), impl_->now())));
@@ -1032,12 +1115,13 @@ Result<std::vector<Node>> load_nodes(Tx& tx, const std::string& provider, const 
     where += " AND n.id = ?2";
     v.push_back(node_id);
   }
-  GPUPLAN_TRY(rows, tx.query("SELECT n.id, n.provider_id, n.name, n.region, n.interconnect, n.vcpus, n.ram_gb, n.disk_gb, "
-                             "n.state, n.created_at, g.id, g.idx, g.uuid, g.catalog_id, g.mig_policy, "
-                             "COALESCE(g.mig_layout, ''), g.mem_slices, (SELECT COUNT(*) FROM slice_claims c WHERE c.gpu_id "
-                             "= g.id) FROM nodes n JOIN gpus g ON g.node_id = n.id WHERE " +
-                                 where + " ORDER BY n.created_at, n.id, g.idx",
-                             v));
+  GPUPLAN_TRY(rows,
+              tx.query("SELECT n.id, n.provider_id, n.name, n.region, n.interconnect, n.vcpus, n.ram_gb, n.disk_gb, "
+                       "n.state, n.created_at, g.id, g.idx, g.uuid, g.catalog_id, g.mig_policy, "
+                       "COALESCE(g.mig_layout, ''), g.mem_slices, (SELECT COUNT(*) FROM slice_claims c WHERE c.gpu_id "
+                       "= g.id) FROM nodes n JOIN gpus g ON g.node_id = n.id WHERE " +
+                           where + " ORDER BY n.created_at, n.id, g.idx",
+                       v));
   std::vector<Node> out;
   for (const Row& r : rows) {
     if (out.empty() || out.back().id != r.text(0)) {
@@ -1068,9 +1152,10 @@ Result<std::vector<Node>> load_nodes(Tx& tx, const std::string& provider, const 
     out.back().gpus.push_back(std::move(g));
   }
   for (Node& n : out) {
-    GPUPLAN_TRY(c, tx.query("SELECT COUNT(DISTINCT c.rental_id) FROM slice_claims c JOIN gpus g ON g.id = c.gpu_id WHERE "
-                            "g.node_id = ?1",
-                            params(n.id)));
+    GPUPLAN_TRY(c,
+                tx.query("SELECT COUNT(DISTINCT c.rental_id) FROM slice_claims c JOIN gpus g ON g.id = c.gpu_id WHERE "
+                         "g.node_id = ?1",
+                         params(n.id)));
     n.live_rentals = c.empty() ? 0 : c[0].integer(0);
   }
   return out;
@@ -1078,8 +1163,8 @@ Result<std::vector<Node>> load_nodes(Tx& tx, const std::string& provider, const 
 
 Status check_range(int64_t v, int64_t lo, int64_t hi, const std::string& field) {
   if (v < lo || v > hi) {
-    return limit_error("'" + field + "' is " + std::to_string(v) + "; it must be between " + std::to_string(lo) + " and " +
-                           std::to_string(hi),
+    return limit_error("'" + field + "' is " + std::to_string(v) + "; it must be between " + std::to_string(lo) +
+                           " and " + std::to_string(hi),
                        field);
   }
   return Status::Ok();
@@ -1096,9 +1181,9 @@ Result<Node> Market::add_node(const Principal& p, const NodeSpec& spec) {
   GPUPLAN_CHECK(check_range(spec.disk_gb, 0, kMaxNodeDiskGb, "disk_gb"));
   if (spec.gpus.empty()) return usage_error("a node needs at least one GPU", "gpus");
   if (spec.gpus.size() > static_cast<size_t>(kMaxGpusPerNode)) {
-    return limit_error("a node has " + std::to_string(spec.gpus.size()) + " GPUs; the limit is " +
-                           std::to_string(kMaxGpusPerNode),
-                       "gpus");
+    return limit_error(
+        "a node has " + std::to_string(spec.gpus.size()) + " GPUs; the limit is " + std::to_string(kMaxGpusPerNode),
+        "gpus");
   }
   struct Resolved {
     std::string catalog_id;
@@ -1148,8 +1233,8 @@ Result<Node> Market::add_node(const Principal& p, const NodeSpec& spec) {
       if (!check->valid) return Error{ErrorCode::kInvalidLayout, check->reason, f + ".layout"};
       std::string canonical;
       for (const mig::Placed& pl : check->placements) {
-        canonical += (canonical.empty() ? "" : ",") + ref->mig_table->profiles[static_cast<size_t>(pl.profile)].name + "@" +
-                     std::to_string(pl.start);
+        canonical += (canonical.empty() ? "" : ",") + ref->mig_table->profiles[static_cast<size_t>(pl.profile)].name +
+                     "@" + std::to_string(pl.start);
       }
       r.layout = canonical;
     }
@@ -1159,23 +1244,26 @@ Result<Node> Market::add_node(const Principal& p, const NodeSpec& spec) {
   const int64_t now = impl_->now();
   Node out;
   Status s = with_tx(*impl_->db, TxMode::kWrite, [&](Tx& tx) -> Status {
-    auto n = tx.exec("INSERT INTO nodes (id, provider_id, name, region, interconnect, vcpus, ram_gb, disk_gb, state, "
-                     "created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'ready', ?9)",
-                     params(node_id, p.tenant_id, spec.name, spec.region, std::string(to_string(spec.interconnect)),
-                            spec.vcpus, spec.ram_gb, spec.disk_gb, now));
+    auto n = tx.exec(
+        "INSERT INTO nodes (id, provider_id, name, region, interconnect, vcpus, ram_gb, disk_gb, state, "
+        "created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'ready', ?9)",
+        params(node_id, p.tenant_id, spec.name, spec.region, std::string(to_string(spec.interconnect)), spec.vcpus,
+               spec.ram_gb, spec.disk_gb, now));
     if (!n) {
       if (n.error().code == ErrorCode::kConflict) return conflict("you have a node named '" + spec.name + "'", "name");
       return n.error();
     }
     for (size_t i = 0; i < spec.gpus.size(); ++i) {
-      auto g = tx.exec("INSERT INTO gpus (id, node_id, idx, uuid, catalog_id, mig_policy, mig_layout, mem_slices) VALUES "
-                       "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                       params(new_id("g_"), node_id, static_cast<int64_t>(i), spec.gpus[i].uuid, resolved[i].catalog_id,
-                              std::string(to_string(spec.gpus[i].mig)), opt_text(resolved[i].layout),
-                              int64_t{resolved[i].mem_slices}));
+      auto g = tx.exec(
+          "INSERT INTO gpus (id, node_id, idx, uuid, catalog_id, mig_policy, mig_layout, mem_slices) VALUES "
+          "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+          params(new_id("g_"), node_id, static_cast<int64_t>(i), spec.gpus[i].uuid, resolved[i].catalog_id,
+                 std::string(to_string(spec.gpus[i].mig)), opt_text(resolved[i].layout),
+                 int64_t{resolved[i].mem_slices}));
       if (!g) {
         if (g.error().code == ErrorCode::kConflict) {
-          return conflict("GPU UUID " + spec.gpus[i].uuid + " is registered already", "gpus[" + std::to_string(i) + "].uuid");
+          return conflict("GPU UUID " + spec.gpus[i].uuid + " is registered already",
+                          "gpus[" + std::to_string(i) + "].uuid");
         }
         return g.error();
       }
@@ -1256,7 +1344,8 @@ Result<Offer> Market::create_offer(const Principal& p, const OfferSpec& spec) {
     e.field = "target";
     return e;
   }
-  if (ref->is_mig() && spec.gpus != 1) return usage_error("a MIG offer rents one slice per unit: gpus must be 1", "gpus");
+  if (ref->is_mig() && spec.gpus != 1)
+    return usage_error("a MIG offer rents one slice per unit: gpus must be 1", "gpus");
   if (spec.gpus != 1 && spec.gpus != 2 && spec.gpus != 4 && spec.gpus != 8) {
     return usage_error("gpus per rental must be 1, 2, 4 or 8 (on one node)", "gpus");
   }
@@ -1274,11 +1363,12 @@ Result<Offer> Market::create_offer(const Principal& p, const OfferSpec& spec) {
   o.min_billable_seconds = spec.min_billable_seconds;
   o.created_at_ms = impl_->now();
   MARKET_RUN(with_tx(*impl_->db, TxMode::kWrite, [&](Tx& tx) -> Status {
-    GPUPLAN_TRY(n, tx.exec("INSERT INTO offers (id, provider_id, target, catalog_id, profile, gpus, region, "
-                           "price_micros_per_hour, min_billable_seconds, active, created_at) VALUES (?1, ?2, ?3, ?4, ?5, "
-                           "?6, ?7, ?8, ?9, 1, ?10)",
-                           params(o.id, o.provider_id, o.target, o.gpu, opt_text(o.profile), int64_t{o.gpus}, o.region,
-                                  o.price_micros_per_hour, o.min_billable_seconds, o.created_at_ms)));
+    GPUPLAN_TRY(n,
+                tx.exec("INSERT INTO offers (id, provider_id, target, catalog_id, profile, gpus, region, "
+                        "price_micros_per_hour, min_billable_seconds, active, created_at) VALUES (?1, ?2, ?3, ?4, ?5, "
+                        "?6, ?7, ?8, ?9, 1, ?10)",
+                        params(o.id, o.provider_id, o.target, o.gpu, opt_text(o.profile), int64_t{o.gpus}, o.region,
+                               o.price_micros_per_hour, o.min_billable_seconds, o.created_at_ms)));
     (void)n;
     GPUPLAN_TRY(full, impl_->offer_by_id(tx, o.id));
     GPUPLAN_TRY(snap, load_snapshot(tx, *impl_->catalog, p.tenant_id));
@@ -1350,10 +1440,11 @@ Result<std::vector<Offer>> Market::list_offers(const OfferFilter& filter) const 
     GPUPLAN_TRY(rows, tx.query(std::string(kOfferSelect) + where + " ORDER BY o.created_at, o.id", v));
     if (rows.empty()) return Status::Ok();
     GPUPLAN_TRY(snap, load_snapshot(tx, *impl_->catalog, filter.provider));
+    Memo memo;
     for (const Row& r : rows) {
       if (out.size() >= kMaxListRows) break;
       Offer o = offer_from(r);
-      o.available = available_units(snap, o);
+      o.available = available_units(snap, o, memo);
       out.push_back(std::move(o));
     }
     return Status::Ok();
@@ -1442,20 +1533,22 @@ Result<Rental> Market::rent(const Principal& p, const RentRequest& request) {
     r.ends_at_ms = request.ends_at_ms;
     r.created_at_ms = now;
     r.updated_at_ms = now;
-    auto ins = tx.exec("INSERT INTO rentals (id, tenant_id, created_by, offer_id, provider_id, target, units, "
-                       "price_micros_per_hour, min_billable_seconds, template_id, state, state_reason, version, "
-                       "idempotency_key, ends_at, prev_gpus, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
-                       "?8, ?9, ?10, 'requested', '', 1, ?11, ?12, '', ?13, ?13)",
-                       params(r.id, r.tenant_id, r.created_by, r.offer_id, r.provider_id, r.target, int64_t{r.count},
-                              r.price_micros_per_hour, r.min_billable_seconds, template_id,
-                              opt_text(r.idempotency_key), opt(r.ends_at_ms), now));
+    auto ins = tx.exec(
+        "INSERT INTO rentals (id, tenant_id, created_by, offer_id, provider_id, target, units, "
+        "price_micros_per_hour, min_billable_seconds, template_id, state, state_reason, version, "
+        "idempotency_key, ends_at, prev_gpus, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+        "?8, ?9, ?10, 'requested', '', 1, ?11, ?12, '', ?13, ?13)",
+        params(r.id, r.tenant_id, r.created_by, r.offer_id, r.provider_id, r.target, int64_t{r.count},
+               r.price_micros_per_hour, r.min_billable_seconds, template_id, opt_text(r.idempotency_key),
+               opt(r.ends_at_ms), now));
     if (!ins) {
       if (ins.error().code == ErrorCode::kConflict) *collision = true;  // the same key, concurrently: replay it
       return ins.error();
     }
-    GPUPLAN_TRY(ev, tx.exec("INSERT INTO rental_events (rental_id, seq, at, from_state, to_state, actor, reason) VALUES "
-                            "(?1, 1, ?2, NULL, 'requested', ?3, 'rent')",
-                            params(r.id, now, p.user_id)));
+    GPUPLAN_TRY(ev,
+                tx.exec("INSERT INTO rental_events (rental_id, seq, at, from_state, to_state, actor, reason) VALUES "
+                        "(?1, 1, ?2, NULL, 'requested', ?3, 'rent')",
+                        params(r.id, now, p.user_id)));
     (void)ev;
     GPUPLAN_CHECK(impl_->place_and_run(tx, rr, offer, p.user_id, collision));
     failpoint("before_commit");
@@ -1489,10 +1582,12 @@ Result<std::vector<Rental>> list_where(Tx& tx, const std::string& column, const 
     index[row.text(0)] = out.size();
     out.push_back(rental_from(row).r);
   }
-  GPUPLAN_TRY(ps, tx.query("SELECT p.rental_id, p.gpu_id, g.uuid, g.node_id, p.profile, p.start_slice, p.size_slices FROM "
-                           "rental_placements p JOIN gpus g ON g.id = p.gpu_id JOIN rentals r ON r.id = p.rental_id WHERE "
-                           "r." + column + " = ?1 ORDER BY p.rental_id, p.seq",
-                           params(key)));
+  GPUPLAN_TRY(ps,
+              tx.query("SELECT p.rental_id, p.gpu_id, g.uuid, g.node_id, p.profile, p.start_slice, p.size_slices FROM "
+                       "rental_placements p JOIN gpus g ON g.id = p.gpu_id JOIN rentals r ON r.id = p.rental_id WHERE "
+                       "r." +
+                           column + " = ?1 ORDER BY p.rental_id, p.seq",
+                       params(key)));
   for (const Row& row : ps) {
     auto it = index.find(row.text(0));
     if (it == index.end()) continue;
@@ -1535,12 +1630,13 @@ Result<Rental> Market::stop_rental(const Principal& p, std::string_view rental_i
 Result<Rental> Market::start_rental(const Principal& p, std::string_view rental_id, std::optional<int64_t> if_match) {
   return impl_->change(p, rental_id, if_match, false, [&](Tx& tx, RentalRow& rr, bool* collision) -> Status {
     if (rr.r.state != RentalState::kStopped) {
-      return conflict("rental " + rr.r.id + " is " + std::string(to_string(rr.r.state)) + "; only a stopped rental starts",
-                      "state");
+      return conflict(
+          "rental " + rr.r.id + " is " + std::string(to_string(rr.r.state)) + "; only a stopped rental starts",
+          "state");
     }
     GPUPLAN_TRY(offer, impl_->offer_by_id(tx, rr.r.offer_id));
-    GPUPLAN_CHECK(check_credit(tx, p.tenant_id, charge_for(kCreditLookaheadSeconds, rr.r.price_micros_per_hour),
-                               impl_->now()));
+    GPUPLAN_CHECK(
+        check_credit(tx, p.tenant_id, charge_for(kCreditLookaheadSeconds, rr.r.price_micros_per_hour), impl_->now()));
     GPUPLAN_CHECK(impl_->transition(tx, rr, RentalState::kRequested, p.user_id, "start"));
     // Placement failure rolls the whole transaction back: the rental stays stopped.
     return impl_->place_and_run(tx, rr, offer, p.user_id, collision);
@@ -1567,9 +1663,10 @@ Result<std::vector<RentalEvent>> Market::rental_events(const Principal& p, std::
   MARKET_RUN(with_tx(*impl_->db, TxMode::kRead, [&](Tx& tx) -> Status {
     out.clear();
     GPUPLAN_TRY(rr, load_rental(tx, rental_id, p.tenant_id));
-    GPUPLAN_TRY(rows, tx.query("SELECT seq, at, from_state, to_state, actor, reason FROM rental_events WHERE rental_id = ?1 "
-                               "ORDER BY seq",
-                               params(rr.r.id)));
+    GPUPLAN_TRY(rows,
+                tx.query("SELECT seq, at, from_state, to_state, actor, reason FROM rental_events WHERE rental_id = ?1 "
+                         "ORDER BY seq",
+                         params(rr.r.id)));
     for (const Row& r : rows) {
       RentalEvent e;
       e.seq = r.integer(0);

@@ -1,8 +1,8 @@
 // The market's vocabulary (enum names), clocks and the crash-test failpoint.
-#include <csignal>
-#include <chrono>
-#include <cstdlib>
 #include <unistd.h>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
 
 #include "gpuplan/market.h"
 
@@ -24,17 +24,23 @@ Result<E> parse_enum(std::string_view s, std::string_view field, const E (&value
 
 std::string_view to_string(TenantKind v) {
   switch (v) {
-    case TenantKind::kRenter: return "renter";
-    case TenantKind::kProvider: return "provider";
-    case TenantKind::kPlatform: return "platform";
+    case TenantKind::kRenter:
+      return "renter";
+    case TenantKind::kProvider:
+      return "provider";
+    case TenantKind::kPlatform:
+      return "platform";
   }
   return "renter";
 }
 std::string_view to_string(Role v) {
   switch (v) {
-    case Role::kAdmin: return "admin";
-    case Role::kMember: return "member";
-    case Role::kViewer: return "viewer";
+    case Role::kAdmin:
+      return "admin";
+    case Role::kMember:
+      return "member";
+    case Role::kViewer:
+      return "viewer";
   }
   return "viewer";
 }
@@ -42,25 +48,38 @@ std::string_view to_string(Scope v) { return v == Scope::kFull ? "full" : "read"
 std::string_view to_string(Interconnect v) { return v == Interconnect::kNvlink ? "nvlink" : "pcie"; }
 std::string_view to_string(MigPolicy v) {
   switch (v) {
-    case MigPolicy::kNone: return "none";
-    case MigPolicy::kStatic: return "static";
-    case MigPolicy::kDynamic: return "dynamic";
+    case MigPolicy::kNone:
+      return "none";
+    case MigPolicy::kStatic:
+      return "static";
+    case MigPolicy::kDynamic:
+      return "dynamic";
   }
   return "none";
 }
 std::string_view to_string(NodeState v) { return v == NodeState::kReady ? "ready" : "draining"; }
 std::string_view to_string(RentalState v) {
   switch (v) {
-    case RentalState::kRequested: return "requested";
-    case RentalState::kReserved: return "reserved";
-    case RentalState::kStarting: return "starting";
-    case RentalState::kRunning: return "running";
-    case RentalState::kStopping: return "stopping";
-    case RentalState::kStopped: return "stopped";
-    case RentalState::kTerminating: return "terminating";
-    case RentalState::kTerminated: return "terminated";
-    case RentalState::kFailed: return "failed";
-    case RentalState::kLost: return "lost";
+    case RentalState::kRequested:
+      return "requested";
+    case RentalState::kReserved:
+      return "reserved";
+    case RentalState::kStarting:
+      return "starting";
+    case RentalState::kRunning:
+      return "running";
+    case RentalState::kStopping:
+      return "stopping";
+    case RentalState::kStopped:
+      return "stopped";
+    case RentalState::kTerminating:
+      return "terminating";
+    case RentalState::kTerminated:
+      return "terminated";
+    case RentalState::kFailed:
+      return "failed";
+    case RentalState::kLost:
+      return "lost";
   }
   return "failed";
 }
@@ -99,18 +118,25 @@ bool is_live(RentalState s) { return !is_final(s) && s != RentalState::kStopped 
 bool edge_allowed(RentalState from, RentalState to) {
   using S = RentalState;
   switch (from) {
-    case S::kRequested: return to == S::kReserved || to == S::kFailed || to == S::kTerminating;
+    case S::kRequested:
+      return to == S::kReserved || to == S::kFailed || to == S::kTerminating;
     case S::kReserved:
       return to == S::kStarting || to == S::kStopping || to == S::kTerminating || to == S::kFailed;
     case S::kStarting:
       return to == S::kRunning || to == S::kStopping || to == S::kTerminating || to == S::kFailed || to == S::kLost;
-    case S::kRunning: return to == S::kStopping || to == S::kTerminating || to == S::kLost;
-    case S::kStopping: return to == S::kStopped;
-    case S::kStopped: return to == S::kRequested || to == S::kTerminating;
-    case S::kTerminating: return to == S::kTerminated;
-    case S::kLost: return to == S::kRunning || to == S::kTerminating || to == S::kTerminated;
+    case S::kRunning:
+      return to == S::kStopping || to == S::kTerminating || to == S::kLost;
+    case S::kStopping:
+      return to == S::kStopped;
+    case S::kStopped:
+      return to == S::kRequested || to == S::kTerminating;
+    case S::kTerminating:
+      return to == S::kTerminated;
+    case S::kLost:
+      return to == S::kRunning || to == S::kTerminating || to == S::kTerminated;
     case S::kTerminated:
-    case S::kFailed: return false;
+    case S::kFailed:
+      return false;
   }
   return false;
 }

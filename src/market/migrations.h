@@ -13,9 +13,9 @@
 namespace gpuplan::market {
 
 struct Migration {
-  int version = 0;        // NNNN of the file name
-  std::string name;       // "0001_init"
-  std::string_view sql;   // the file's text
+  int version = 0;       // NNNN of the file name
+  std::string name;      // "0001_init"
+  std::string_view sql;  // the file's text
 };
 
 // The embedded migrations, in version order.

@@ -51,7 +51,8 @@ class SqliteDb;
 
 class SqliteTx final : public Tx {
  public:
-  SqliteTx(SqliteDb* owner, std::unique_ptr<Connection> conn, bool write) : owner_(owner), conn_(std::move(conn)), write_(write) {}
+  SqliteTx(SqliteDb* owner, std::unique_ptr<Connection> conn, bool write)
+      : owner_(owner), conn_(std::move(conn)), write_(write) {}
   ~SqliteTx() override;
   Result<std::vector<Row>> query(std::string_view sql, std::span<const Value> params) override;
   Result<int64_t> exec(std::string_view sql, std::span<const Value> params) override;
@@ -84,7 +85,8 @@ class SqliteDb final : public Db {
       std::unique_lock lock(mu_);
       const bool got = cv_.wait_for(lock, std::chrono::milliseconds(kBusyTimeoutMs),
                                     [&] { return !idle_.empty() || open_count_ < kMaxConnections; });
-      if (!got) return Error{ErrorCode::kUnavailable, "no free SQLite connection within the busy timeout; retry later", ""};
+      if (!got)
+        return Error{ErrorCode::kUnavailable, "no free SQLite connection within the busy timeout; retry later", ""};
       if (!idle_.empty()) {
         auto c = std::move(idle_.back());
         idle_.pop_back();
@@ -102,8 +104,10 @@ class SqliteDb final : public Db {
   }
   void release(std::unique_ptr<Connection> c) {
     std::lock_guard lock(mu_);
-    if (c) idle_.push_back(std::move(c));
-    else --open_count_;
+    if (c)
+      idle_.push_back(std::move(c));
+    else
+      --open_count_;
     cv_.notify_one();
   }
   bool lock_writer() { return writer_.try_lock_for(std::chrono::milliseconds(kBusyTimeoutMs)); }
@@ -126,9 +130,9 @@ class SqliteDb final : public Db {
   }
 
   Status migrate() override {
-    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
+    const int64_t now =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
     return apply_migrations(*this, now);
   }
 
@@ -142,11 +146,12 @@ class SqliteDb final : public Db {
  private:
   Result<std::unique_ptr<Connection>> open_connection() {
     auto c = std::make_unique<Connection>();
-    const int rc = sqlite3_open_v2(path_.c_str(), &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                                   nullptr);
+    const int rc = sqlite3_open_v2(path_.c_str(), &c->db,
+                                   SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
     if (rc != SQLITE_OK) {
-      return Error{ErrorCode::kUnavailable, "cannot open the SQLite store " + path_ + ": " +
-                                                (c->db != nullptr ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc)),
+      return Error{ErrorCode::kUnavailable,
+                   "cannot open the SQLite store " + path_ + ": " +
+                       (c->db != nullptr ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc)),
                    "data-dir"};
     }
     sqlite3_extended_result_codes(c->db, 1);
@@ -195,9 +200,12 @@ Result<sqlite3_stmt*> SqliteTx::prepare(std::string_view sql, std::span<const Va
     const int idx = static_cast<int>(i + 1);
     const Value& v = params[i];
     int rc = SQLITE_OK;
-    if (std::holds_alternative<std::monostate>(v)) rc = sqlite3_bind_null(st, idx);
-    else if (const auto* n = std::get_if<int64_t>(&v)) rc = sqlite3_bind_int64(st, idx, *n);
-    else if (const auto* d = std::get_if<double>(&v)) rc = sqlite3_bind_double(st, idx, *d);
+    if (std::holds_alternative<std::monostate>(v))
+      rc = sqlite3_bind_null(st, idx);
+    else if (const auto* n = std::get_if<int64_t>(&v))
+      rc = sqlite3_bind_int64(st, idx, *n);
+    else if (const auto* d = std::get_if<double>(&v))
+      rc = sqlite3_bind_double(st, idx, *d);
     else if (const auto* s = std::get_if<std::string>(&v))
       rc = sqlite3_bind_text(st, idx, s->data(), static_cast<int>(s->size()), SQLITE_TRANSIENT);
     else if (const auto* b = std::get_if<Blob>(&v))
@@ -213,8 +221,10 @@ struct StmtGuard {
   sqlite3_stmt* st;
   bool cached;
   ~StmtGuard() {
-    if (cached) sqlite3_reset(st);
-    else sqlite3_finalize(st);
+    if (cached)
+      sqlite3_reset(st);
+    else
+      sqlite3_finalize(st);
   }
 };
 }  // namespace
@@ -232,18 +242,25 @@ Result<std::vector<Row>> SqliteTx::query(std::string_view sql, std::span<const V
     row.columns.reserve(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) {
       switch (sqlite3_column_type(st, i)) {
-        case SQLITE_INTEGER: row.columns.emplace_back(static_cast<int64_t>(sqlite3_column_int64(st, i))); break;
-        case SQLITE_FLOAT: row.columns.emplace_back(sqlite3_column_double(st, i)); break;
+        case SQLITE_INTEGER:
+          row.columns.emplace_back(static_cast<int64_t>(sqlite3_column_int64(st, i)));
+          break;
+        case SQLITE_FLOAT:
+          row.columns.emplace_back(sqlite3_column_double(st, i));
+          break;
         case SQLITE_TEXT:
           row.columns.emplace_back(std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, i)),
                                                static_cast<size_t>(sqlite3_column_bytes(st, i))));
           break;
         case SQLITE_BLOB: {
           const auto* p = static_cast<const char*>(sqlite3_column_blob(st, i));
-          row.columns.emplace_back(Blob{std::string(p == nullptr ? "" : p, static_cast<size_t>(sqlite3_column_bytes(st, i)))});
+          row.columns.emplace_back(
+              Blob{std::string(p == nullptr ? "" : p, static_cast<size_t>(sqlite3_column_bytes(st, i)))});
           break;
         }
-        default: row.columns.emplace_back(std::monostate{}); break;
+        default:
+          row.columns.emplace_back(std::monostate{});
+          break;
       }
     }
     rows.push_back(std::move(row));

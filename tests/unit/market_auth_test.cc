@@ -53,8 +53,8 @@ TEST_P(MarketAuth, TokenIsStoredOnlyAsItsDigestAndInitIsOnce) {
   // One changed digit of the secret, a missing token, garbage: all kUnauthenticated.
   std::string forged = t->token;
   forged.back() = forged.back() == '0' ? '1' : '0';
-  for (const std::string& bad : {forged, std::string(), std::string("Bearer"), std::string("gpl_"), std::string("gpl_x_y"),
-                                 std::string(5000, 'a')}) {
+  for (const std::string& bad : {forged, std::string(), std::string("Bearer"), std::string("gpl_"),
+                                 std::string("gpl_x_y"), std::string(5000, 'a')}) {
     auto r = w.market->authenticate(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().code, ErrorCode::kUnauthenticated);
@@ -206,7 +206,8 @@ TEST_P(MarketAuth, MigrationsAreRecordedAndIdempotent) {
 INSTANTIATE_TEST_SUITE_P(Stores, MarketAuth, ::testing::ValuesIn(testing::kStoreKinds), testing::store_name);
 
 TEST(MarketMigrations, SplitStatementsKeepsQuotesAndDropsComments) {
-  const auto s = split_statements("-- c; x\nCREATE TABLE a (x TEXT DEFAULT 'a;b'); -- tail\n\nINSERT INTO a VALUES ('it''s');\n");
+  const auto s =
+      split_statements("-- c; x\nCREATE TABLE a (x TEXT DEFAULT 'a;b'); -- tail\n\nINSERT INTO a VALUES ('it''s');\n");
   ASSERT_EQ(s.size(), 2u);
   EXPECT_NE(s[0].find("'a;b'"), std::string::npos);
   EXPECT_NE(s[1].find("'it''s'"), std::string::npos);

@@ -191,7 +191,7 @@ TEST(MarketMoney, DecimalPricesConvertToMicrosExactly) {
   EXPECT_EQ(parse_micros("", kMax), std::nullopt);
   EXPECT_EQ(parse_micros("1000000", kMax), kMax);
   EXPECT_EQ(parse_micros("1000000.000001", kMax), std::nullopt);
-  EXPECT_EQ(micros_from_double(0.35, kMax), 350'000);  // 0.34999999999999997 as a double
+  EXPECT_EQ(micros_from_double(0.35, kMax), 350'000);            // 0.34999999999999997 as a double
   EXPECT_EQ(micros_from_double(0.1 + 0.2, kMax), std::nullopt);  // 0.30000000000000004: not a whole micro
   EXPECT_EQ(micros_from_double(4.6, kMax), 4'600'000);
 }
