@@ -7,7 +7,8 @@
 // - Statements use numbered placeholders `?1 ... ?N` (SQLite's syntax; the PostgreSQL implementation
 //   rewrites them to `$1 ... $N`). Values are bound, never spliced into the text.
 // - A Tx is one transaction. `begin(kWrite)` takes the write lock up front (SQLite `BEGIN IMMEDIATE`;
-//   PostgreSQL `BEGIN ISOLATION LEVEL SERIALIZABLE`), so a write transaction never fails half-way on a
+//   PostgreSQL `BEGIN READ COMMITTED` + `pg_advisory_xact_lock`:
+//   one writer per database, the same semantics as SQLite's), so a write transaction never fails half-way on a
 //   lock upgrade. A Tx that is destroyed without commit() rolls back. One Tx per thread at a time; a Db
 //   is safe to use from many threads (each begin() takes a connection from a pool).
 // - Errors are values: a UNIQUE or PRIMARY KEY violation is ErrorCode::kConflict (the caller tries the
