@@ -42,6 +42,10 @@ enum LoraTarget : uint32_t {
 inline constexpr uint32_t kLoraAllLinear = 0x7f;
 
 enum class Amp { kNone, kBf16, kFp16 };
+std::string_view amp_name(Amp a);
+// The LoRA target modules' canonical names, bit i = 1u << i ("q", "k", "v", "o", "gate", "up", "down"),
+// then "all" (every linear layer).
+const std::vector<std::string_view>& lora_target_names();
 
 struct Workload {
   std::shared_ptr<const Model> model;

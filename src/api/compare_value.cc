@@ -23,12 +23,6 @@ Json sig(double v) {
 
 }  // namespace
 
-bool is_value_key(const std::string& key) {
-  if (is_offer_key(key)) return true;
-  const auto& k = perf::perf_request_keys();
-  return key != "gpu" && std::find(k.begin(), k.end(), key) != k.end();
-}
-
 Status add_value_metrics(const Context& ctx, const Json& body, const std::vector<TargetRef>& refs, Json& out) {
   const bool with_offers = body.contains("offers") || body.contains("spot") || body.contains("provider") ||
                            body.contains("region") || body.contains("max_age");

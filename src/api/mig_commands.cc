@@ -32,7 +32,7 @@ Json placements_json(const MigTable& t, const std::vector<mig::Placed>& layout) 
 
 Result<Json> mig_profiles(const Context& ctx, const Json& body) {
   Request req(body);
-  if (auto s = req.check_keys({"gpu"}); !s) return s.error();
+  GPUPLAN_CHECK(Request(body, "mig.profiles").check_keys());
   auto ref = mig_target(ctx, req);
   if (!ref) return ref.error();
   Json out{{"target", ref->gpu->id}};
@@ -42,7 +42,7 @@ Result<Json> mig_profiles(const Context& ctx, const Json& body) {
 
 Result<Json> mig_check(const Context& ctx, const Json& body) {
   Request req(body);
-  if (auto s = req.check_keys({"gpu", "layout"}); !s) return s.error();
+  GPUPLAN_CHECK(Request(body, "mig.check").check_keys());
   auto ref = mig_target(ctx, req);
   if (!ref) return ref.error();
   auto text = req.string("layout");
@@ -78,7 +78,7 @@ Result<Json> mig_check(const Context& ctx, const Json& body) {
 
 Result<Json> mig_layouts(const Context& ctx, const Json& body) {
   Request req(body);
-  if (auto s = req.check_keys({"gpu", "maximal"}); !s) return s.error();
+  GPUPLAN_CHECK(Request(body, "mig.layouts").check_keys());
   auto ref = mig_target(ctx, req);
   if (!ref) return ref.error();
   auto maximal = req.flag("maximal", false);
@@ -214,18 +214,15 @@ Json pack_json(const mig::Fleet& fleet, const std::vector<mig::PackRequest>& req
 
 Result<Json> mig_pack(const Context& ctx, const Json& body) {
   Request req(body);
-  if (auto s = req.check_keys({"fleet", "requests", "keep_existing", "export"}); !s) return s.error();
+  GPUPLAN_CHECK(Request(body, "mig.pack").check_keys());
   auto fleet_text = input_text(req, "fleet");
   if (!fleet_text) return fleet_text.error();
   auto requests_text = input_text(req, "requests");
   if (!requests_text) return requests_text.error();
   auto keep = req.flag("keep_existing", false);
-  auto format = req.string("export", "");
+  auto format = Request(body, "mig.pack").text("export");
   if (!keep) return keep.error();
   if (!format) return format.error();
-  if (!format->empty() && *format != "mig-parted" && *format != "k8s" && *format != "slurm") {
-    return usage_error("'export' is one of mig-parted, k8s, slurm", "export");
-  }
   auto fleet = mig::parse_fleet(*ctx.catalog, fleet_text->name, fleet_text->text);
   if (!fleet) return fleet.error();
   auto requests = mig::parse_requests(*ctx.catalog, requests_text->name, requests_text->text);

@@ -16,8 +16,12 @@ Json price_json(const std::optional<double>& v) {
 }  // namespace
 
 bool is_offer_key(std::string_view key) {
-  static constexpr std::string_view kOfferKeys[] = {"offers", "provider", "region", "spot", "max_age", "now"};
-  return std::find(std::begin(kOfferKeys), std::end(kOfferKeys), key) != std::end(kOfferKeys);
+  // The offers group of data/options.yaml.
+  static const std::vector<std::string_view> keys = [] {
+    auto table = option_table();
+    return table ? (*table)->group_keys("offers") : std::vector<std::string_view>{};
+  }();
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
 Result<OfferSet> offers_from_request(const Context& ctx, const Request& req) {
@@ -123,9 +127,8 @@ Json offer_json(const Offer& o, const OfferFilter& f) {
 namespace {
 
 Result<Json> offers_list(const Context& ctx, const Json& body) {
-  Request req(body);
-  if (auto s = req.check_keys({"offers", "provider", "region", "spot", "max_age", "now", "gpu", "all"}); !s)
-    return s.error();
+  Request req(body, "offers.list");
+  GPUPLAN_CHECK(req.check_keys());
   auto set = offers_from_request(ctx, req);
   if (!set) return set.error();
   auto filter = offer_filter_from_request(req);

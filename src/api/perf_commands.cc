@@ -46,15 +46,7 @@ Json efficiency_json(const PerfEfficiency& e) {
 }
 
 Result<Json> perf_command(const Context& ctx, const Json& body) {
-  const auto& keys = perf::perf_request_keys();
-  if (!body.is_object()) return usage_error("the request must be a JSON object");
-  for (auto it = body.begin(); it != body.end(); ++it) {
-    if (std::find(keys.begin(), keys.end(), it.key()) == keys.end()) {
-      std::string list;
-      for (auto k : keys) list += (list.empty() ? "" : ", ") + std::string(k);
-      return usage_error("unknown option '" + it.key() + "'; perf takes: " + list, it.key());
-    }
-  }
+  GPUPLAN_CHECK(Request(body, "perf").check_keys());
   auto setup = perf::parse_perf_setup(body);
   if (!setup) return setup.error();
   const Workload& wl = setup->workload;

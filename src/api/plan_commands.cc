@@ -96,25 +96,16 @@ Json plan_json(const Plan& p, bool spot) {
 }
 
 Result<Json> plan_command(const Context& ctx, const Json& body) {
-  if (!body.is_object()) return usage_error("the request must be a JSON object");
-  // The plan's own keys; offers keys (is_offer_key) and the workload keys of perf come on top.
-  static const std::vector<std::string_view> kPlanKeys = {"objective", "top",    "ttft_slo",     "tpot_slo",
-                                                          "deadline",  "budget", "max_instances"};
+  Request req(body, "plan");
+  GPUPLAN_CHECK(req.check_keys());
+  // The workload and perf keys go to the performance model; the plan's own and the offers' stay here.
   const auto& perf_keys = perf::perf_request_keys();
   Json perf_req = Json::object();
   for (auto it = body.begin(); it != body.end(); ++it) {
-    const bool is_plan =
-        is_offer_key(it.key()) || std::find(kPlanKeys.begin(), kPlanKeys.end(), it.key()) != kPlanKeys.end();
-    const bool is_perf = std::find(perf_keys.begin(), perf_keys.end(), it.key()) != perf_keys.end();
-    if (!is_plan && !is_perf) {
-      std::string list = "offers, provider, region, spot, max_age, now";
-      for (auto k : kPlanKeys) list += ", " + std::string(k);
-      return usage_error(
-          "unknown option '" + it.key() + "'; plan takes the workload options of fit and perf and: " + list, it.key());
+    if (it.key() != "gpu" && std::find(perf_keys.begin(), perf_keys.end(), it.key()) != perf_keys.end()) {
+      perf_req[it.key()] = it.value();
     }
-    if (is_perf && it.key() != "gpu") perf_req[it.key()] = it.value();
   }
-  Request req(body);
   auto setup = perf::parse_perf_setup(perf_req);
   if (!setup) return setup.error();
   const bool serving = setup->workload.task == Task::kInfer;
@@ -122,14 +113,14 @@ Result<Json> plan_command(const Context& ctx, const Json& body) {
   if (!offers) return offers.error();
   auto filter = offer_filter_from_request(req);
   if (!filter) return filter.error();
-  auto objective_text = req.string("objective", "cost");
-  auto top = req.integer("top", 10, 1, 100000);
-  auto max_instances = req.integer("max_instances", 16, 1, 1024);
-  auto ttft = req.number("ttft_slo");
-  auto tpot = req.number("tpot_slo");
+  auto objective_text = req.text("objective");
+  auto top = req.whole("top");
+  auto max_instances = req.whole("max_instances");
+  auto ttft = req.real("ttft_slo");
+  auto tpot = req.real("tpot_slo");
   auto deadline = duration_seconds(req, "deadline");
-  auto budget = req.number("budget");
-  auto gpus = req.strings("gpu");
+  auto budget = req.real("budget");
+  auto gpus = req.words("gpu");
   if (!objective_text) return objective_text.error();
   if (!top) return top.error();
   if (!max_instances) return max_instances.error();
@@ -138,19 +129,11 @@ Result<Json> plan_command(const Context& ctx, const Json& body) {
   if (!deadline) return deadline.error();
   if (!budget) return budget.error();
   if (!gpus) return gpus.error();
-  for (auto [key, value] :
-       {std::pair{"ttft_slo", &*ttft}, std::pair{"tpot_slo", &*tpot}, std::pair{"budget", &*budget}}) {
-    if (*value && **value <= 0) return usage_error(std::string("'") + key + "' must be above 0", key);
-  }
   PlanOptions options;
   options.spot = filter->spot;
   options.max_instances = static_cast<int>(*max_instances);
-  if (*objective_text == "cost")
-    options.objective = PlanObjective::kCost;
-  else if (*objective_text == "time")
-    options.objective = PlanObjective::kTime;
-  else
-    return usage_error("'objective' must be cost or time", "objective");
+  // The declaration allows cost and time only (req.text checked it).
+  options.objective = *objective_text == "time" ? PlanObjective::kTime : PlanObjective::kCost;
 
   std::vector<std::string> gpu_ids;
   for (const auto& g : *gpus) {

@@ -219,8 +219,8 @@ Json summarize(const Json& rows, const std::string& kind) {
 
 Result<Json> validate(const Context& ctx, const Json& body) {
   Request req(body);
-  if (auto s = req.check_keys({"kind"}); !s) return s.error();
-  auto kind = req.string("kind");
+  GPUPLAN_CHECK(Request(body, "validate").check_keys());
+  auto kind = Request(body, "validate").text("kind");
   if (!kind) return kind.error();
   Json rows = Json::array();
   Json kinds = Json::array();

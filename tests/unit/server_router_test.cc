@@ -94,7 +94,7 @@ class RouterTest : public ::testing::Test {
 
 const std::vector<std::string> kAll = {"catalog.list", "catalog.show", "compare",     "fit",      "perf",
                                        "mig.profiles", "mig.check",    "mig.layouts", "mig.pack", "plan",
-                                       "validate",     "offers.list",  "models.list"};
+                                       "validate",     "offers.list",  "models.list", "vocabulary"};
 
 TEST_F(RouterTest, PostRoutesMapOntoCommandNames) {
   Router r = make(kAll);
