@@ -24,16 +24,18 @@ void BM_PerfInferenceOne(benchmark::State& state) {
   const Model& m = bench_model("llama-3.1-8b");
   const PerfArch a = perf_arch(m);
   const PerfDevice d = perf_device(bench_target("h100-80gb-sxm5"));
-  PerfWorkload w;
-  w.engine = PerfEngine::kVllm;
-  w.weights = perf_weights(WeightFormat::kBf16, m, d, w.engine);
+  Workload w;
+  w.engine = Engine::kVllm;
   w.batch = 16;
   w.input_tokens = 1024;
   w.output_tokens = 256;
+  w.context = 1024 + 256;
+  PerfRun run;
+  run.weights = perf_weights(WeightFormat::kBf16, m, d, w.engine);
   const PerfEfficiency eff = default_efficiency();
   for (auto _ : state) {
     benchmark::DoNotOptimize(w.batch);
-    InferencePerf p = predict_inference(a, d, w, eff);
+    InferencePerf p = predict_inference(a, d, w, run, eff);
     benchmark::DoNotOptimize(p);
   }
   state.SetItemsProcessed(state.iterations());
@@ -44,21 +46,22 @@ void BM_PerfTrainingOne(benchmark::State& state) {
   const Model& m = bench_model("llama-2-70b");
   const PerfArch a = perf_arch(m);
   const PerfDevice d = perf_device(bench_target("h100-80gb-sxm5", 64));
-  PerfWorkload w;
-  w.task = PerfTask::kTrain;
-  w.engine = PerfEngine::kMegatron;
-  w.weights = perf_weights(WeightFormat::kBf16, m, d, w.engine);
+  Workload w;
+  w.task = Task::kTrain;
+  w.engine = Engine::kMegatron;
   w.tp = 8;
   w.pp = 4;
-  w.dp = 2;
-  w.micro_batch = 1;
-  w.global_batch = 256;
-  w.seq_len = 4096;
-  w.checkpointing = PerfRecompute::kSelective;
+  w.batch = 1;
+  w.context = 4096;
+  w.checkpointing = Checkpointing::kSelective;
+  PerfRun run;
+  run.weights = perf_weights(WeightFormat::kBf16, m, d, w.engine);
+  run.dp = 2;
+  run.global_batch = 256;
   const PerfEfficiency eff = default_efficiency();
   for (auto _ : state) {
-    benchmark::DoNotOptimize(w.micro_batch);
-    TrainPerf t = predict_training(a, d, w, eff);
+    benchmark::DoNotOptimize(w.batch);
+    TrainPerf t = predict_training(a, d, w, run, eff);
     benchmark::DoNotOptimize(t);
   }
   state.SetItemsProcessed(state.iterations());
@@ -69,15 +72,17 @@ void BM_PerfServingOne(benchmark::State& state) {
   const Model& m = bench_model("llama-3.1-8b");
   const PerfArch a = perf_arch(m);
   const PerfDevice d = perf_device(bench_target("h100-80gb-sxm5"));
-  PerfWorkload w;
-  w.engine = PerfEngine::kVllm;
-  w.weights = perf_weights(WeightFormat::kFp8, m, d, w.engine);
+  Workload w;
+  w.engine = Engine::kVllm;
   w.input_tokens = 1024;
   w.output_tokens = 256;
+  w.context = 1024 + 256;
+  PerfRun run;
+  run.weights = perf_weights(WeightFormat::kFp8, m, d, w.engine);
   const PerfEfficiency eff = default_efficiency();
   for (auto _ : state) {
     benchmark::DoNotOptimize(w.batch);
-    ServingPerf s = predict_serving(a, d, w, eff, 256, 10);
+    ServingPerf s = predict_serving(a, d, w, run, eff, 256, 10);
     benchmark::DoNotOptimize(s);
   }
   state.SetItemsProcessed(state.iterations());
@@ -93,7 +98,8 @@ void BM_PerfSweep(benchmark::State& state) {
   const PerfEfficiency eff = default_efficiency();
   struct Point {
     PerfDevice device;
-    PerfWorkload base;
+    Workload base;  // no model pointer: the perf model reads the arch
+    PerfRun run;
   };
   std::vector<Point> points;
   for (const auto& ref : Catalog::embedded()->all_targets(true)) {
@@ -101,12 +107,14 @@ void BM_PerfSweep(benchmark::State& state) {
       if (ref.is_mig() && tp > 1) continue;
       const PerfDevice d = perf_device(Target::linked(ref, tp));
       for (WeightFormat f : {WeightFormat::kBf16, WeightFormat::kFp8, WeightFormat::kInt4Awq}) {
-        PerfWorkload w;
-        w.engine = PerfEngine::kVllm;
-        w.weights = perf_weights(f, m, d, w.engine);
+        Workload w;
+        w.engine = Engine::kVllm;
         w.tp = tp;
         w.output_tokens = 256;
-        points.push_back({d, w});
+        w.context = 32768 + 256;  // the prompt is input_tokens (the sweep's context) below
+        PerfRun run;
+        run.weights = perf_weights(f, m, d, w.engine);
+        points.push_back({d, w, run});
       }
     }
   }
@@ -116,12 +124,12 @@ void BM_PerfSweep(benchmark::State& state) {
   for (auto _ : state) {
     double sum = 0;
     for (const auto& p : points) {
-      PerfWorkload w = p.base;
+      Workload w = p.base;
       for (int64_t b : batches) {
         w.batch = b;
         for (int64_t c : contexts) {
           w.input_tokens = c;
-          sum += predict_inference(a, p.device, w, eff).tpot_seconds;
+          sum += predict_inference(a, p.device, w, p.run, eff).tpot_seconds;
           ++configs;
         }
       }

@@ -55,8 +55,8 @@ export async function init(panel, r) {
   const initialGpu = r.params && r.params.get('gpu');
   picker = gpuPicker({ id: 'fit-gpu', labelText: 'Targets', gpus, selected: initialGpu ? initialGpu.split(',') : ['a100-40gb-sxm4', 'a100-80gb-sxm4', 'h100-80gb-sxm5', 'l4'].filter((g) => gpus.some((x) => x.id === g)), onchange: () => recompute() });
   form = el('form', { class: 'workload', 'aria-label': 'Workload', onsubmit: (e) => { e.preventDefault(); recompute.now(); } },
-    el('datalist', { id: 'fit-formats' }, words(vocab, 'weight_format').map((f) => el('option', { value: f }))),
-    el('datalist', { id: 'fit-kv-formats' }, words(vocab, 'kv_format').map((f) => el('option', { value: f }))),
+    el('datalist', { id: 'fit-formats' }, words(vocab, 'weights').map((f) => el('option', { value: f }))),
+    el('datalist', { id: 'fit-kv-formats' }, words(vocab, 'kv_cache').map((f) => el('option', { value: f }))),
     el('fieldset', {}, el('legend', { text: 'Model' }),
       el('label', { for: 'fit-model', text: 'Zoo model ' }), modelSelect,
       el('span', { class: 'or', text: ' or ' }),

@@ -92,7 +92,7 @@ export async function vocabulary() {
   const r = await vocab;
   return r.ok ? r.data : NO_VOCABULARY;
 }
-// The names of one vocabulary (task, weight_format, kv_format, engine, ...), or [] when unknown.
+// The names of one vocabulary (task, weights, kv_cache, engine, ...), or [] when unknown.
 export function words(v, name) {
   return (v.vocabularies && v.vocabularies[name]) || [];
 }

@@ -41,17 +41,20 @@ struct WeightFormatInfo {
   double bits_per_weight;        // of a quantized matrix at the default group size, all overheads included
   double unquantized_bytes;      // bytes per element of what the format keeps unquantized
   std::string_view description;  // one line, with the source
+  std::string_view aliases;      // other accepted spellings, space-separated (vocabulary.h)
 };
 
 const std::vector<WeightFormatInfo>& weight_formats();
 const WeightFormatInfo& weight_format_info(WeightFormat f);
-// Accepts canonical names and common spellings ("Q4_K_M", "gptq", "bnb-nf4", "float16").
+// Accepts canonical names and the table's aliases ("Q4_K_M", "gptq", "bnb-nf4", "float16", "tf32");
+// the words are weight_format_words() (vocabulary.h).
 Result<WeightFormat> parse_weight_format(std::string_view name);
 bool is_quantized(WeightFormat f);
 
 enum class KvFormat { kFp32, kBf16, kFp16, kFp8, kInt8 };
 std::string_view kv_format_name(KvFormat f);
 double kv_bytes_per_element(KvFormat f);
+// Canonical names and aliases of kv_formats() (vocabulary.h): "auto" is fp16, "fp8_e5m2" fp8.
 Result<KvFormat> parse_kv_format(std::string_view name);
 
 // Bits per weight of one rows x cols matrix quantized in `f` (group_size 0 = the format's default).

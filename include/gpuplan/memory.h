@@ -43,8 +43,11 @@ struct MemoryBreakdown {
 // What a workload needs that does not depend on batch or context: weight bytes, KV bytes per token,
 // per-token activation factors. Build it once per workload and reuse it across targets.
 struct PreparedWorkload {
+  // The workload as the memory model sizes it: its engine is the memory profile it is sized with
+  // (memory_engine(), the engine table's column), not necessarily the one the request named.
   Workload workload;
-  WeightBytes weights;  // whole model
+  Engine rules_engine = Engine::kTransformers;  // whose refusal rules apply: rules_engine(named engine, task)
+  WeightBytes weights;                          // whole model
   double weights_per_gpu_bytes = 0;
   double active_weights_per_gpu_bytes = 0;  // what one token reads (MoE: routed experts only)
   double trainable_parameters_per_gpu = 0;
@@ -90,11 +93,12 @@ struct TargetFit {
   MemoryBreakdown memory;
 };
 
-// The fit of `p` on `t`, refusals (refusal.h) included. Does not allocate.
+// The fit of `p` on `t`, refusals (refusal.h) included, under the rules of p.rules_engine (the "auto"
+// engine is sized with the transformers memory profile and refused as vLLM for inference). Does not
+// allocate.
 TargetFit fit_target(const PreparedWorkload& p, const Target& t);
-// The same, with the refusal rules of `rules_engine` (the performance model's "auto" engine is sized with
-// the transformers memory profile but runs as a tuned serving engine, vLLM).
-TargetFit fit_target(const PreparedWorkload& p, const Target& t, Engine rules_engine);
+// Why `p` is refused on `t`, in the words of the engine whose rules refused it (p.rules_engine).
+Refusal explain_refusal(RefusalCode code, const PreparedWorkload& p, const Target* t);
 
 // The breakdown as lines with their arithmetic ("KV cache: 2 x 40 layers x 40 heads x 128 x 2 B x
 // 4096 tokens = 3.13 GiB"). Allocates: for display, not for sweeps.

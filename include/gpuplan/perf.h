@@ -11,6 +11,7 @@
 // millions of configurations run in about a second per core.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -19,6 +20,7 @@
 #include "gpuplan/formats.h"
 #include "gpuplan/status.h"
 #include "gpuplan/target.h"
+#include "gpuplan/workload.h"
 
 namespace gpuplan {
 
@@ -27,22 +29,9 @@ namespace gpuplan {
 enum class PerfBound { kMemory, kCompute, kCommunication, kOverhead };
 std::string_view perf_bound_name(PerfBound bound);  // "memory", "compute", "communication", "overhead"
 
-// Engines differ in how many kernels a layer costs and in their per-step host work. kAuto = a tuned
-// serving engine (vLLM-like) for inference and PyTorch for training.
-enum class PerfEngine {
-  kAuto,
-  kVllm,
-  kTensorrtLlm,
-  kTgi,
-  kTransformers,
-  kPytorch,
-  kLlamaCpp,
-  kExllama,
-  kMegatron,
-  kDeepspeed
-};
-Result<PerfEngine> parse_perf_engine(std::string_view name);
-std::string_view perf_engine_name(PerfEngine engine);
+// Engines (workload.h: one Engine for fit, perf, plan and mig) differ in how many kernels a layer costs
+// and in their per-step host work; perf.cc has each engine's figures. Engine::kAuto is a tuned serving
+// engine (vLLM-like) for inference.
 
 // The efficiency assumptions. Defaults are named constants with sources (src/perf/constants.h); a user
 // who measured their own GPU overrides them with `--efficiency key=value,...` (parse_efficiency).
@@ -119,9 +108,6 @@ struct PerfDevice {
 };
 PerfDevice perf_device(const Target& target);
 
-enum class PerfTask { kInfer, kTrain, kLora, kQlora };
-enum class PerfRecompute { kNone, kSelective, kFull };
-
 // How the weights are read and what the matmul runs on.
 struct PerfWeights {
   double bits_per_weight = 16;           // of quantized matrices, including scales and zeros
@@ -133,29 +119,28 @@ struct PerfWeights {
 // them (else it is dequantized to fp16 in the matmul); fp32 runs as TF32 where the GPU has TF32; int4,
 // nf4 and weight-only int8 dequantize to bf16/fp16; llama.cpp GGUF quantized matmuls use int8 tensor
 // cores (MMQ). Bits per weight come from formats.h at the model's shapes.
-PerfWeights perf_weights(WeightFormat format, const Model& model, const PerfDevice& device, PerfEngine engine);
+PerfWeights perf_weights(WeightFormat format, const Model& model, const PerfDevice& device, Engine engine);
 
-// One workload, resolved to numbers. Field names follow the options of `gpuplan fit` / `gpuplan perf`.
-struct PerfWorkload {
-  PerfTask task = PerfTask::kInfer;
-  PerfEngine engine = PerfEngine::kAuto;
-  PerfWeights weights;
-  double activation_bytes = 2;  // bf16/fp16 activations (4 for fp32)
-  double kv_bytes = 2;          // per KV element
-  int64_t batch = 1;            // sequences decoded together (inference)
-  int64_t input_tokens = 512;
-  int64_t output_tokens = 128;
-  int tp = 1, pp = 1, dp = 1;
-  int zero = 0;  // ZeRO stage 0-3 (3 = FSDP full shard)
-  bool fsdp = false;
-  int64_t micro_batch = 1;   // sequences (samples) per GPU per micro-step (training)
-  int64_t global_batch = 0;  // sequences per optimizer step over all data-parallel ranks (0 = micro x dp)
-  int64_t seq_len = 2048;    // training sequence length
-  PerfRecompute checkpointing = PerfRecompute::kNone;
-  bool flash_attention = true;
-  bool cuda_graphs = true;
+// The performance model reads the Workload itself (workload.h): task, engine, batch (sequences per
+// data-parallel rank: decoded together, or the training micro-batch), context (the training sequence
+// length), prompt_tokens() and output_tokens (inference; at least 1 each), tp, pp, zero, checkpointing
+// and flash_attention. A PerfRun holds only what the Workload does not say: how its weights run on one
+// target's device, bytes per element, and the perf request's layout and runtime switches. Built once per
+// target (perf_request.h: run_for), it costs nothing to pass.
+struct PerfRun {
+  PerfWeights weights;              // perf_weights() of the workload's format on the target's device
+  double activation_bytes = 2;      // activation_element_bytes(workload): bf16/fp16, 4 for fp32
+  double kv_bytes = 2;              // kv_bytes_per_element(workload.kv_cache)
+  int dp = 1;                       // data-parallel ranks: count / (tp x pp) unless the request said
+  int64_t global_batch = 0;         // sequences per optimizer step over all ranks (0 = batch x dp)
+  bool fsdp = false;                // FSDP full shard (as ZeRO-3)
+  bool cuda_graphs = true;          // decode steps replayed as CUDA graphs
   double trainable_parameters = 0;  // LoRA/QLoRA: adapter parameters (0 = a rough 1% of the weights)
 };
+
+// The lengths the performance model reads for inference: at least one prompt and one generated token.
+inline int64_t perf_input_tokens(const Workload& w) { return std::max<int64_t>(1, w.prompt_tokens()); }
+inline int64_t perf_output_tokens(const Workload& w) { return std::max<int64_t>(1, w.output_tokens); }
 
 // Inference of one static batch: prefill of `batch` prompts, then output_tokens decode steps.
 struct InferencePerf {
@@ -207,12 +192,13 @@ struct PerfBand {
 enum class PerfMetricKind { kDecode, kPrefill, kThroughput, kTraining, kMicrobench };
 PerfBand perf_band(PerfMetricKind kind);
 
-InferencePerf predict_inference(const PerfArch& arch, const PerfDevice& device, const PerfWorkload& w,
+// Allocation-free: `w` is read, never copied (its model pointer is not used: `arch` has the shapes).
+InferencePerf predict_inference(const PerfArch& arch, const PerfDevice& device, const Workload& w, const PerfRun& run,
                                 const PerfEfficiency& eff);
 // `max_batch` from the memory model; `rate` in requests/s (0 = none).
-ServingPerf predict_serving(const PerfArch& arch, const PerfDevice& device, const PerfWorkload& w,
+ServingPerf predict_serving(const PerfArch& arch, const PerfDevice& device, const Workload& w, const PerfRun& run,
                             const PerfEfficiency& eff, int64_t max_batch, double rate);
-TrainPerf predict_training(const PerfArch& arch, const PerfDevice& device, const PerfWorkload& w,
+TrainPerf predict_training(const PerfArch& arch, const PerfDevice& device, const Workload& w, const PerfRun& run,
                            const PerfEfficiency& eff);
 
 // Microbenchmarks the model is also checked against: one GEMM, and a streaming copy.

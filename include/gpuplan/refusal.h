@@ -43,7 +43,9 @@ int compute_capability(const Gpu& gpu);
 
 // The rules that do not depend on the target (parallel layout against the model, context, format
 // against the engine), then with a target (MIG, formats against the hardware). Neither allocates when
-// nothing is refused, so fit_target may call it per target in a sweep.
+// nothing is refused, so fit_target may call it per target in a sweep. The rules are those of
+// rules_engine(w.engine, w.task) (workload.h): an engine without rules of its own is refused, and
+// explained, as the engine it borrows them from.
 std::optional<RefusalCode> refusal_code(const Workload& w);
 std::optional<RefusalCode> refusal_code(const Workload& w, const Target& t);
 // Only the parallel-layout rules (tp against heads and KV heads, pp against layers), for a planner

@@ -15,19 +15,60 @@
 #include "gpuplan/formats.h"
 #include "gpuplan/model.h"
 #include "gpuplan/status.h"
+#include "gpuplan/vocabulary.h"
 
 namespace gpuplan {
 
+// Every vocabulary below has ONE table of {value, name, aliases, help} (vocabulary.h); the tables are in
+// src/fit/workload.cc.
 enum class Task { kInfer, kTrain, kLora, kQlora };
 enum class Optimizer { kAdamw, kAdamw8bit, kSgd };
 enum class Checkpointing { kNone, kSelective, kFull };
-// Engine profiles: what each runtime allocates besides the model (memory.h documents each).
-enum class Engine { kTransformers, kPytorch, kVllm, kTgi, kDeepspeed, kLlamaCpp, kMegatron, kTensorrtLlm };
+// Engines: what each runtime allocates besides the model (memory.h), what it refuses (refusal.h) and how
+// many kernels and how much host work a step costs (perf.h). An engine the memory model or the refusal
+// rules have no profile for borrows another's: the engine table says which (engine_profiles), and
+// nothing else decides it. kAuto: a tuned serving engine (vLLM's rules) for inference, PyTorch-like
+// (transformers' rules) for training, sized with the transformers memory profile.
+enum class Engine {
+  kTransformers,
+  kPytorch,
+  kVllm,
+  kTgi,
+  kDeepspeed,
+  kLlamaCpp,
+  kMegatron,
+  kTensorrtLlm,
+  kExllama,
+  kAuto
+};
+// Automatic mixed precision over fp32 weights (Workload::amp).
+enum class Amp { kNone, kBf16, kFp16 };
 
 std::string_view task_name(Task t);
 std::string_view optimizer_name(Optimizer o);
 std::string_view checkpointing_name(Checkpointing c);
 std::string_view engine_name(Engine e);
+std::string_view amp_name(Amp a);
+
+// Canonical names or aliases (vocabulary.h: case-insensitive, '_' as '-'); unknown words are usage
+// errors naming the request key and listing the canonical names.
+Result<Task> parse_task(std::string_view name);
+Result<Optimizer> parse_optimizer(std::string_view name);
+Result<Checkpointing> parse_checkpointing(std::string_view name);
+Result<Engine> parse_engine(std::string_view name);
+Result<Amp> parse_amp(std::string_view name);
+
+// The profiles an engine is modelled with: its own, or the one it borrows (a column of the engine table).
+struct EngineProfiles {
+  Engine memory;          // memory profile it is sized with (memory.h)
+  Engine serving_rules;   // refusal rules of inference (refusal.h)
+  Engine training_rules;  // refusal rules of training
+};
+const EngineProfiles& engine_profiles(Engine e);
+// The engine whose memory profile sizes `e`, and whose refusal rules apply to `e` running `task`. A
+// profile engine maps to itself.
+Engine memory_engine(Engine e);
+Engine rules_engine(Engine e, Task task);
 
 // LoRA target modules as a bit set.
 enum LoraTarget : uint32_t {
@@ -40,12 +81,6 @@ enum LoraTarget : uint32_t {
   kLoraDown = 1u << 6,
 };
 inline constexpr uint32_t kLoraAllLinear = 0x7f;
-
-enum class Amp { kNone, kBf16, kFp16 };
-std::string_view amp_name(Amp a);
-// The LoRA target modules' canonical names, bit i = 1u << i ("q", "k", "v", "o", "gate", "up", "down"),
-// then "all" (every linear layer).
-const std::vector<std::string_view>& lora_target_names();
 
 struct Workload {
   std::shared_ptr<const Model> model;

@@ -94,7 +94,7 @@ Status add_value_metrics(const Context& ctx, const Json& body, const std::vector
       auto verdict = memory->verdict(t);
       if (!verdict) return verdict.error();
       const PerfDevice device = perf_device(t);
-      const PerfWorkload w = perf::workload_for(*setup, device, t.count);
+      const PerfRun run = perf::run_for(*setup, device, t.count);
       double per_gpu = 0;
       if (!verdict->fits) {
         // Why, as fit and perf say it: a refusal (no engine runs it) or the memory it lacks.
@@ -106,16 +106,16 @@ Status add_value_metrics(const Context& ctx, const Json& body, const std::vector
           v["reason"] = out_of_memory_reason(verdict->total_bytes, verdict->limit_bytes);
         }
       } else if (setup->workload.task == Task::kInfer && !setup->arch.cnn) {
-        const ServingPerf sp =
-            predict_serving(setup->arch, device, w, setup->efficiency, verdict->serving_max_batch, 0);
+        const ServingPerf sp = predict_serving(setup->arch, device, setup->workload, run, setup->efficiency,
+                                               verdict->serving_max_batch, 0);
         per_gpu = sp.max_throughput_tokens_per_second / t.count;
         v["fits"] = verdict->serving_max_batch > 0;
       } else if (setup->workload.task == Task::kInfer) {
-        const InferencePerf inf = predict_inference(setup->arch, device, w, setup->efficiency);
-        per_gpu = static_cast<double>(w.batch) / inf.total_seconds / t.count;
+        const InferencePerf inf = predict_inference(setup->arch, device, setup->workload, run, setup->efficiency);
+        per_gpu = static_cast<double>(setup->workload.batch) / inf.total_seconds / t.count;
         v["fits"] = true;
       } else {
-        const TrainPerf tr = predict_training(setup->arch, device, w, setup->efficiency);
+        const TrainPerf tr = predict_training(setup->arch, device, setup->workload, run, setup->efficiency);
         per_gpu = (setup->arch.cnn ? tr.samples_per_second : tr.tokens_per_second) / t.count;
         v["fits"] = true;
       }

@@ -157,8 +157,7 @@ Result<Json> fit(const Context& ctx, const Json& body) {
       row["kv_pool_tokens"] = f.kv_pool_tokens;
     }
     if (f.refusal) {
-      Workload wt = (**p).workload;
-      const Refusal r = explain_refusal(*f.refusal, wt, &t);
+      const Refusal r = explain_refusal(*f.refusal, **p, &t);
       row["refusal"] = refusal_code_name(r.code);
       row["reason"] = r.message;
     } else if (!f.fits) {

@@ -168,8 +168,8 @@ Result<Json> plan_command(const Context& ctx, const Json& body) {
     }
     ServeGoal g;
     g.rate_requests_per_second = setup->rate;
-    g.input_tokens = static_cast<int>(setup->perf.input_tokens);
-    g.output_tokens = static_cast<int>(setup->perf.output_tokens);
+    g.input_tokens = static_cast<int>(perf_input_tokens(setup->workload));
+    g.output_tokens = static_cast<int>(perf_output_tokens(setup->workload));
     if (*ttft) g.ttft_slo_seconds = **ttft;
     if (*tpot) g.tpot_slo_seconds = **tpot;
     result = plan_serving(model, usable, g, options);

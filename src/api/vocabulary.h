@@ -11,7 +11,9 @@
 
 namespace gpuplan::api {
 
-// The vocabularies an option may name (`vocabulary:` in data/options.yaml).
+// The vocabularies an option may name (`vocabulary:` in data/options.yaml): the request keys of the
+// tables of gpuplan/vocabulary.h (engine, task, optimizer, checkpointing, amp, weights, kv_cache,
+// lora_targets).
 const std::vector<std::string_view>& vocabulary_ids();
 // The canonical names of one vocabulary, in the library's order; an internal error for an unknown id.
 Result<std::vector<std::string>> vocabulary_names(std::string_view vocabulary);

@@ -10,65 +10,28 @@
 #include "gpuplan/catalog.h"
 #include "gpuplan/formats.h"
 #include "gpuplan/model.h"
-#include "gpuplan/perf.h"
+#include "gpuplan/vocabulary.h"
 #include "gpuplan/workload.h"
 
 namespace gpuplan::api {
 
-namespace {
-
-// Enumerations are listed by their name functions until the first value they do not name ("?"):
-// the name tables stay the one place a name is written. 64 bounds the walk far above any table.
-constexpr int kMaxEnumerators = 64;
-
-template <typename E, typename NameFn>
-std::vector<std::string> enum_names(NameFn name) {
-  std::vector<std::string> out;
-  for (int i = 0; i < kMaxEnumerators; ++i) {
-    const std::string_view n = name(static_cast<E>(i));
-    if (n == "?" || n.empty()) break;
-    out.emplace_back(n);
-  }
-  return out;
-}
-
-void add_unique(std::vector<std::string>& out, const std::vector<std::string>& more) {
-  for (const auto& m : more) {
-    if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
-  }
-}
-
-}  // namespace
-
 const std::vector<std::string_view>& vocabulary_ids() {
-  static const std::vector<std::string_view> ids = {"task",   "weight_format", "kv_format",  "optimizer",
-                                                    "checkpointing", "engine", "amp", "lora_target"};
+  static const std::vector<std::string_view> ids = [] {
+    std::vector<std::string_view> out;
+    for (const auto& v : vocabularies()) out.push_back(v.key);
+    return out;
+  }();
   return ids;
 }
 
-Result<std::vector<std::string>> vocabulary_names(std::string_view v) {
-  if (v == "task") return enum_names<Task>(task_name);
-  if (v == "optimizer") return enum_names<Optimizer>(optimizer_name);
-  if (v == "checkpointing") return enum_names<Checkpointing>(checkpointing_name);
-  if (v == "amp") return enum_names<Amp>(amp_name);
-  if (v == "kv_format") return enum_names<KvFormat>(kv_format_name);
-  if (v == "engine") {
-    // The memory model's engine profiles, then the engines only the performance model knows.
-    std::vector<std::string> out = enum_names<Engine>(engine_name);
-    add_unique(out, enum_names<PerfEngine>(perf_engine_name));
-    return out;
+Result<std::vector<std::string>> vocabulary_names(std::string_view id) {
+  const Vocabulary* v = vocabulary(id);
+  if (!v) {
+    return Error{ErrorCode::kInternal, "unknown vocabulary '" + std::string(id) + "' in data/options.yaml", ""};
   }
-  if (v == "weight_format") {
-    std::vector<std::string> out;
-    for (const auto& f : weight_formats()) out.emplace_back(f.name);
-    return out;
-  }
-  if (v == "lora_target") {
-    std::vector<std::string> out;
-    for (auto n : lora_target_names()) out.emplace_back(n);
-    return out;
-  }
-  return Error{ErrorCode::kInternal, "unknown vocabulary '" + std::string(v) + "' in data/options.yaml", ""};
+  std::vector<std::string> out;
+  for (const auto& e : v->entries) out.emplace_back(e.name);
+  return out;
 }
 
 Result<std::vector<std::string>> option_words(const OptionSpec& o) {

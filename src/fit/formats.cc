@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
+#include <iterator>
+
+#include "gpuplan/vocabulary.h"
 
 namespace gpuplan {
 
@@ -72,58 +74,60 @@ int64_t more_bits_layers(int64_t n) {
   return c;
 }
 
-const std::vector<WeightFormatInfo> kFormats = {
-    {WeightFormat::kFp32, "fp32", FormatFamily::kFloat, 32, 4, "IEEE fp32, 4 bytes per weight"},
-    {WeightFormat::kBf16, "bf16", FormatFamily::kFloat, 16, 2, "bfloat16, 2 bytes per weight"},
-    {WeightFormat::kFp16, "fp16", FormatFamily::kFloat, 16, 2, "IEEE fp16, 2 bytes per weight"},
+// The weight-format vocabulary (vocabulary.h): name, family, bits, what stays unquantized, help, aliases.
+// "tf32" is fp32 storage computed on TF32 tensor cores: fp32 for memory, TF32 for the perf model (perf.h).
+// constexpr: no static-initialization order for a caller that lists the vocabularies while starting up.
+constexpr WeightFormatInfo kFormats[] = {
+    {WeightFormat::kFp32, "fp32", FormatFamily::kFloat, 32, 4, "IEEE fp32, 4 bytes per weight", "float32 f32 tf32"},
+    {WeightFormat::kBf16, "bf16", FormatFamily::kFloat, 16, 2, "bfloat16, 2 bytes per weight", "bfloat16"},
+    {WeightFormat::kFp16, "fp16", FormatFamily::kFloat, 16, 2, "IEEE fp16, 2 bytes per weight", "float16 half f16"},
     {WeightFormat::kFp8, "fp8", FormatFamily::kWeightOnlyInt, 8 + kRowScaleBits / 4096, 2,
      "fp8 e4m3 linear layers with per-channel fp32 scales; embeddings, head and norms bf16 (vLLM fp8, "
-     "llm-compressor FP8 checkpoints)"},
+     "llm-compressor FP8 checkpoints)",
+     "fp8-e4m3"},
     {WeightFormat::kInt8, "int8", FormatFamily::kWeightOnlyInt, 8 + kRowScaleBits / 4096, 2,
-     "weight-only int8 with per-row scales; embeddings and norms 16-bit (DeepSpeed-Inference, TensorRT-LLM)"},
+     "weight-only int8 with per-row scales; embeddings and norms 16-bit (DeepSpeed-Inference, TensorRT-LLM)",
+     "int8-weight-only"},
     {WeightFormat::kLlmInt8, "llm-int8", FormatFamily::kBitsAndBytes, 8 + kRowScaleBits / 4096, 2,
-     "bitsandbytes LLM.int8(): int8 + fp32 row absmax; embeddings and lm_head stay fp16 (Dettmers et al. 2022)"},
+     "bitsandbytes LLM.int8(): int8 + fp32 row absmax; embeddings and lm_head stay fp16 (Dettmers et al. 2022)",
+     "bnb-int8 llm.int8"},
     {WeightFormat::kInt4Gptq, "int4-gptq", FormatFamily::kGptq,
      4 + (kGroupScaleBits + kGroupZeroBits) / kDefaultQuantGroup + kGptqGidxBitsPerInput / 4096, 2,
      "GPTQ 4-bit, group 128: fp16 scale + 4-bit zero per group, int32 g_idx per input; embeddings, lm_head "
-     "fp16 (AutoGPTQ QuantLinear)"},
+     "fp16 (AutoGPTQ QuantLinear)",
+     "gptq int4"},
     {WeightFormat::kInt4Awq, "int4-awq", FormatFamily::kAwq,
      4 + (kGroupScaleBits + kGroupZeroBits) / kDefaultQuantGroup, 2,
-     "AWQ 4-bit GEMM, group 128: fp16 scale + 4-bit zero per group; embeddings, lm_head fp16 (AutoAWQ WQLinear)"},
+     "AWQ 4-bit GEMM, group 128: fp16 scale + 4-bit zero per group; embeddings, lm_head fp16 (AutoAWQ WQLinear)",
+     "awq"},
     {WeightFormat::kNf4, "nf4", FormatFamily::kBitsAndBytes, 4 + kBnbAbsmaxBits / kBnb4BlockWeights, 2,
-     "bitsandbytes NF4, blocks of 64 with fp32 absmax; embeddings, lm_head, norms fp16/bf16"},
+     "bitsandbytes NF4, blocks of 64 with fp32 absmax; embeddings, lm_head, norms fp16/bf16", "bnb-nf4"},
     {WeightFormat::kNf4Dq, "nf4-dq", FormatFamily::kBitsAndBytes,
      4 + kBnbDqAbsmaxBits / kBnb4BlockWeights + kBnbAbsmaxBits / (kBnb4BlockWeights * kBnbDqSecondBlock), 2,
-     "NF4 with double quantization (QLoRA): 8-bit absmax + fp32 per 256 absmax"},
+     "NF4 with double quantization (QLoRA): 8-bit absmax + fp32 per 256 absmax", "nf4-double-quant"},
     {WeightFormat::kFp4, "fp4", FormatFamily::kBitsAndBytes, 4 + kBnbAbsmaxBits / kBnb4BlockWeights, 2,
-     "bitsandbytes FP4 (default 4-bit type of load_in_4bit), blocks of 64 with fp32 absmax"},
+     "bitsandbytes FP4 (default 4-bit type of load_in_4bit), blocks of 64 with fp32 absmax", "bnb-fp4"},
     {WeightFormat::kFp4Dq, "fp4-dq", FormatFamily::kBitsAndBytes,
      4 + kBnbDqAbsmaxBits / kBnb4BlockWeights + kBnbAbsmaxBits / (kBnb4BlockWeights * kBnbDqSecondBlock), 2,
-     "bitsandbytes FP4 with double quantization"},
+     "bitsandbytes FP4 with double quantization", ""},
     {WeightFormat::kQ8_0, "q8_0", FormatFamily::kGguf, kQ8_0Bits, 4,
-     "GGUF Q8_0: blocks of 32 int8 + fp16 scale (8.5 bits); norms f32"},
+     "GGUF Q8_0: blocks of 32 int8 + fp16 scale (8.5 bits); norms f32", ""},
     {WeightFormat::kQ6_K, "q6_k", FormatFamily::kGguf, kQ6_KBits, 4,
-     "GGUF Q6_K: 256-weight super-blocks, 6.5625 bits; norms f32"},
+     "GGUF Q6_K: 256-weight super-blocks, 6.5625 bits; norms f32", ""},
     {WeightFormat::kQ5_K_M, "q5_k_m", FormatFamily::kGguf, kQ5_KBits, 4,
-     "GGUF Q5_K_M: Q5_K (5.5 bits), Q6_K for attn_v/ffn_down of use_more_bits layers and the output"},
+     "GGUF Q5_K_M: Q5_K (5.5 bits), Q6_K for attn_v/ffn_down of use_more_bits layers and the output", ""},
     {WeightFormat::kQ4_K_M, "q4_k_m", FormatFamily::kGguf, kQ4_KBits, 4,
-     "GGUF Q4_K_M: Q4_K (4.5 bits), Q6_K for attn_v/ffn_down of use_more_bits layers and the output"},
+     "GGUF Q4_K_M: Q4_K (4.5 bits), Q6_K for attn_v/ffn_down of use_more_bits layers and the output", "q4-k"},
     {WeightFormat::kQ4_0, "q4_0", FormatFamily::kGguf, kQ4_0Bits, 4,
-     "GGUF Q4_0: blocks of 32 x 4 bit + fp16 scale (4.5 bits); output Q6_K"},
+     "GGUF Q4_0: blocks of 32 x 4 bit + fp16 scale (4.5 bits); output Q6_K", ""},
 };
-
-std::string normalized(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    const char l = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    out += l == '_' ? '-' : l;
-  }
-  return out;
-}
 
 }  // namespace
 
-const std::vector<WeightFormatInfo>& weight_formats() { return kFormats; }
+const std::vector<WeightFormatInfo>& weight_formats() {
+  static const std::vector<WeightFormatInfo> formats(std::begin(kFormats), std::end(kFormats));
+  return formats;
+}
 
 const WeightFormatInfo& weight_format_info(WeightFormat f) {
   for (const auto& i : kFormats) {
@@ -133,60 +137,15 @@ const WeightFormatInfo& weight_format_info(WeightFormat f) {
 }
 
 Result<WeightFormat> parse_weight_format(std::string_view name) {
-  const std::string n = normalized(name);
-  struct Alias {
-    std::string_view alias;
-    WeightFormat f;
-  };
-  // tf32 is fp32 storage computed on TF32 tensor cores: fp32 for memory.
-  static constexpr std::array<Alias, 18> kAliases = {{{"float32", WeightFormat::kFp32},
-                                                      {"tf32", WeightFormat::kFp32},
-                                                      {"bfloat16", WeightFormat::kBf16},
-                                                      {"float16", WeightFormat::kFp16},
-                                                      {"half", WeightFormat::kFp16},
-                                                      {"f16", WeightFormat::kFp16},
-                                                      {"f32", WeightFormat::kFp32},
-                                                      {"fp8-e4m3", WeightFormat::kFp8},
-                                                      {"int8-weight-only", WeightFormat::kInt8},
-                                                      {"bnb-int8", WeightFormat::kLlmInt8},
-                                                      {"llm.int8", WeightFormat::kLlmInt8},
-                                                      {"gptq", WeightFormat::kInt4Gptq},
-                                                      {"awq", WeightFormat::kInt4Awq},
-                                                      {"int4", WeightFormat::kInt4Gptq},
-                                                      {"bnb-nf4", WeightFormat::kNf4},
-                                                      {"bnb-fp4", WeightFormat::kFp4},
-                                                      {"nf4-double-quant", WeightFormat::kNf4Dq},
-                                                      {"q4-k", WeightFormat::kQ4_K_M}}};
-  for (const auto& i : kFormats) {
-    if (normalized(i.name) == n) return i.format;
-  }
-  for (const auto& a : kAliases) {
-    if (a.alias == n) return a.f;
-  }
-  std::string list;
-  for (const auto& i : kFormats) list += (list.empty() ? "" : ", ") + std::string(i.name);
-  return usage_error("unknown weight format '" + std::string(name) + "'; formats: " + list, "weights");
+  GPUPLAN_TRY(v, parse_word(*vocabulary("weights"), name));
+  return static_cast<WeightFormat>(v);
 }
 
 bool is_quantized(WeightFormat f) {
   return f != WeightFormat::kFp32 && f != WeightFormat::kBf16 && f != WeightFormat::kFp16;
 }
 
-std::string_view kv_format_name(KvFormat f) {
-  switch (f) {
-    case KvFormat::kFp32:
-      return "fp32";
-    case KvFormat::kBf16:
-      return "bf16";
-    case KvFormat::kFp16:
-      return "fp16";
-    case KvFormat::kFp8:
-      return "fp8";
-    case KvFormat::kInt8:
-      return "int8";
-  }
-  return "?";
-}
+std::string_view kv_format_name(KvFormat f) { return word_name(kv_formats(), static_cast<int>(f)); }
 
 double kv_bytes_per_element(KvFormat f) {
   switch (f) {
@@ -203,14 +162,30 @@ double kv_bytes_per_element(KvFormat f) {
 }
 
 Result<KvFormat> parse_kv_format(std::string_view name) {
-  const std::string n = normalized(name);
-  if (n == "fp32" || n == "float32") return KvFormat::kFp32;
-  if (n == "bf16" || n == "bfloat16") return KvFormat::kBf16;
-  if (n == "fp16" || n == "float16" || n == "auto") return KvFormat::kFp16;
-  if (n == "fp8" || n == "fp8-e4m3" || n == "fp8-e5m2") return KvFormat::kFp8;
-  if (n == "int8") return KvFormat::kInt8;
-  return usage_error("unknown KV-cache format '" + std::string(name) + "'; formats: fp32, bf16, fp16, fp8, int8",
-                     "kv_cache");
+  GPUPLAN_TRY(v, parse_word(*vocabulary("kv_cache"), name));
+  return static_cast<KvFormat>(v);
+}
+
+std::span<const VocabEntry> weight_format_words() {
+  static const std::vector<VocabEntry> words = [] {
+    std::vector<VocabEntry> w;
+    for (const auto& f : kFormats) w.push_back({static_cast<int>(f.format), f.name, f.aliases, f.description});
+    return w;
+  }();
+  return words;
+}
+
+std::span<const VocabEntry> kv_formats() {
+  // KV-cache element types, with the spellings engines use for them (vLLM --kv-cache-dtype auto/fp8_e4m3/
+  // fp8_e5m2, TGI fp8_e5m2). "auto" is the model's 16-bit dtype, counted as fp16.
+  static constexpr VocabEntry kWords[] = {
+      {static_cast<int>(KvFormat::kFp32), "fp32", "float32", "fp32 KV cache, 4 bytes per element"},
+      {static_cast<int>(KvFormat::kBf16), "bf16", "bfloat16", "bfloat16 KV cache, 2 bytes per element"},
+      {static_cast<int>(KvFormat::kFp16), "fp16", "float16 auto", "fp16 KV cache, 2 bytes per element"},
+      {static_cast<int>(KvFormat::kFp8), "fp8", "fp8-e4m3 fp8-e5m2", "fp8 KV cache (e4m3 or e5m2), 1 byte per element"},
+      {static_cast<int>(KvFormat::kInt8), "int8", "", "int8 KV cache (llama.cpp q8_0, TensorRT-LLM int8), 1 byte"},
+  };
+  return kWords;
 }
 
 double matrix_bits_per_weight(WeightFormat f, int64_t rows, int64_t cols, int group_size) {

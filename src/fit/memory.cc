@@ -311,11 +311,15 @@ double MemoryBreakdown::allocated_bytes() const {
 }
 double MemoryBreakdown::reserved_bytes() const { return total_bytes - cuda_context_bytes - communication_bytes; }
 
-Result<PreparedWorkload> prepare(const Workload& w) {
-  if (!w.model) return usage_error("the workload has no model", "model");
-  const Model& m = *w.model;
+Result<PreparedWorkload> prepare(const Workload& requested) {
+  if (!requested.model) return usage_error("the workload has no model", "model");
   PreparedWorkload p;
-  p.workload = w;
+  p.workload = requested;
+  // An engine without a memory profile of its own is sized with the one it borrows (engine table).
+  p.rules_engine = rules_engine(requested.engine, requested.task);
+  p.workload.engine = memory_engine(requested.engine);
+  const Workload& w = p.workload;
+  const Model& m = *w.model;
   p.weights = model_weight_bytes(m, w.weights, w.group_size);
   if (peft_kbit_upcast(w)) {
     // PEFT's prepare_model_for_kbit_training (TRL's SFTTrainer calls it for k-bit models) casts every
@@ -522,9 +526,14 @@ int64_t largest(int64_t lo, int64_t hi, F ok) {
 
 }  // namespace
 
-TargetFit fit_target(const PreparedWorkload& p, const Target& t) { return fit_target(p, t, p.workload.engine); }
+Refusal explain_refusal(RefusalCode code, const PreparedWorkload& p, const Target* t) {
+  if (p.rules_engine == p.workload.engine) return explain_refusal(code, p.workload, t);
+  Workload as = p.workload;  // copies a shared_ptr: for messages, not sweeps
+  as.engine = p.rules_engine;
+  return explain_refusal(code, as, t);
+}
 
-TargetFit fit_target(const PreparedWorkload& p, const Target& t, Engine rules_engine) {
+TargetFit fit_target(const PreparedWorkload& p, const Target& t) {
   const Workload& w = p.workload;
   TargetFit f;
   f.capacity_bytes = capacity_bytes(t);
@@ -533,11 +542,11 @@ TargetFit fit_target(const PreparedWorkload& p, const Target& t, Engine rules_en
   f.total_bytes = f.memory.total_bytes;
   f.headroom_bytes = f.limit_bytes - f.total_bytes;
   f.fits = f.headroom_bytes >= 0;
-  if (rules_engine == w.engine) {
+  if (p.rules_engine == w.engine) {
     f.refusal = refusal_code(w, t);
   } else {
     Workload as = w;  // copies a shared_ptr, allocates nothing
-    as.engine = rules_engine;
+    as.engine = p.rules_engine;
     f.refusal = refusal_code(as, t);
   }
   if (f.refusal) {

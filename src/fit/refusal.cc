@@ -170,19 +170,21 @@ std::optional<RefusalCode> parallel_refusal_code(const Model& m, Engine engine, 
 std::optional<RefusalCode> refusal_code(const Workload& w) {
   if (!w.model) return std::nullopt;
   const Model& m = *w.model;
-  if (auto p = parallel_refusal_code(m, w.engine, w.tp, w.pp)) return p;
+  // An engine without refusal rules of its own is refused by the rules it borrows (engine table).
+  const Engine e = rules_engine(w.engine, w.task);
+  if (auto p = parallel_refusal_code(m, e, w.tp, w.pp)) return p;
   const int64_t max_context = supported_context(m);
   // vLLM refuses a max_model_len beyond the derived one; a learned position table cannot be indexed
   // past its rows in any engine. RoPE and ALiBi models run longer elsewhere (TensorRT-LLM ran GPT-J at
   // 2048 + 2048 tokens, llm-foundry trains MPT-7B at 8192): engines warn, not refuse.
-  if (max_context > 0 && w.context > max_context && (w.engine == Engine::kVllm || learned_positions(m)))
+  if (max_context > 0 && w.context > max_context && (e == Engine::kVllm || learned_positions(m)))
     return RefusalCode::kContext;
-  if (w.task != Task::kInfer && serving_engine(w.engine)) return RefusalCode::kTaskEngine;
+  if (w.task != Task::kInfer && serving_engine(e)) return RefusalCode::kTaskEngine;
   // Training reads no GGUF file: llama.cpp and vLLM are inference engines, transformers dequantizes it.
   if (w.task != Task::kInfer && weight_format_info(w.weights).family == FormatFamily::kGguf)
     return RefusalCode::kWeightsEngine;
-  if (!engine_has_weights(w.engine, w.weights)) return RefusalCode::kWeightsEngine;
-  if (w.task == Task::kInfer && m.kind == ModelKind::kDecoder && !engine_has_kv(w.engine, w.kv_cache))
+  if (!engine_has_weights(e, w.weights)) return RefusalCode::kWeightsEngine;
+  if (w.task == Task::kInfer && m.kind == ModelKind::kDecoder && !engine_has_kv(e, w.kv_cache))
     return RefusalCode::kKvEngine;
   return std::nullopt;
 }
@@ -202,7 +204,7 @@ std::optional<RefusalCode> refusal_code(const Workload& w, const Target& t) {
   if (!t.ref.gpu) return std::nullopt;
   const int cc = compute_capability(*t.ref.gpu);
   if (cc == 0) return std::nullopt;
-  const Engine e = w.engine;
+  const Engine e = rules_engine(w.engine, w.task);
   if (w.weights == WeightFormat::kBf16 && cc < kBf16TensorCoreCapability && e == Engine::kVllm)
     return RefusalCode::kBf16Hardware;
   if (w.weights == WeightFormat::kFp8 && cc < kFp8TensorCoreCapability) {
@@ -218,7 +220,8 @@ std::optional<RefusalCode> refusal_code(const Workload& w, const Target& t) {
 
 Refusal explain_refusal(RefusalCode code, const Workload& w, const Target* t) {
   const Model& m = *w.model;
-  const std::string engine(engine_name(w.engine));
+  const Engine e = rules_engine(w.engine, w.task);  // the engine whose rules refused it
+  const std::string engine(engine_name(e));
   const std::string weights(weight_format_info(w.weights).name);
   const std::string gpu = t ? t->id() : std::string("this GPU");
   const std::string cc = t && t->ref.gpu ? std::to_string(compute_capability(*t->ref.gpu) / 10) + "." +
@@ -239,7 +242,7 @@ Refusal explain_refusal(RefusalCode code, const Workload& w, const Target* t) {
     case RefusalCode::kTpKvHeads:
       r.field = "tp";
       r.message = "tp " + num(w.tp) + " and the " + num(m.kv_heads) + " KV heads of " + m.id +
-                  (w.engine == Engine::kMegatron
+                  (e == Engine::kMegatron
                        ? " do not divide (Megatron-Core needs num_query_groups % tp == 0); use tp " +
                              divisors(m.kv_heads, kListedTpDegrees)
                        : " divide neither way (vLLM needs kv_heads % tp == 0 or tp % kv_heads == 0, replicating "
@@ -278,10 +281,10 @@ Refusal explain_refusal(RefusalCode code, const Workload& w, const Target* t) {
         r.message = weights + " is a GGUF format: llama.cpp (or vLLM's GGUF loader) runs it, " + engine +
                     " does not (transformers dequantizes GGUF to fp32/fp16 when loading: size that with --weights "
                     "fp16); use --engine llama.cpp";
-      } else if (w.engine == Engine::kLlamaCpp) {
+      } else if (e == Engine::kLlamaCpp) {
         r.message = "llama.cpp runs GGUF files (f32, f16, bf16, q8_0, q6_k, q5_k_m, q4_k_m, q4_0); it has no " +
                     weights + " kernels; convert the model to a GGUF type";
-      } else if (w.engine == Engine::kMegatron) {
+      } else if (e == Engine::kMegatron) {
         r.message = "Megatron trains and runs fp32, bf16, fp16 and fp8 (Transformer Engine) weights, not " + weights +
                     "; use one of those or another engine";
       } else {
@@ -294,8 +297,8 @@ Refusal explain_refusal(RefusalCode code, const Workload& w, const Target* t) {
     case RefusalCode::kKvEngine:
       r.field = "kv_cache";
       r.message = engine + " has no " + std::string(kv_format_name(w.kv_cache)) + " KV cache (" +
-                  (w.engine == Engine::kLlamaCpp ? "llama.cpp --cache-type: f32, f16, bf16, q8_0, q4_0; use int8"
-                                                 : engine + " --kv-cache-dtype: auto (the model's dtype) or fp8") +
+                  (e == Engine::kLlamaCpp ? "llama.cpp --cache-type: f32, f16, bf16, q8_0, q4_0; use int8"
+                                          : engine + " --kv-cache-dtype: auto (the model's dtype) or fp8") +
                   ")";
       break;
     case RefusalCode::kMigParallel:
@@ -328,7 +331,7 @@ Refusal explain_refusal(RefusalCode code, const Workload& w, const Target* t) {
                                " has no fp8 fallback here (vLLM and TGI run fp8 as weight-only FP8 Marlin on "
                                "Ampere: use --engine vllm)"
                          : std::string("vLLM's FP8 Marlin fallback needs 8.0")) +
-                    (w.engine == Engine::kTransformers
+                    (e == Engine::kTransformers
                          ? std::string("; transformers raises \"FP8 quantized models is only supported on GPUs with "
                                        "compute capability >= 8.9\" (recent versions dequantize to bf16 on load "
                                        "instead: size that with --weights bf16)")

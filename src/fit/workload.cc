@@ -12,51 +12,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-template <typename E>
-struct NameRow {
-  E value;
-  std::string_view name;
-};
-
-constexpr NameRow<Task> kTasks[] = {
-    {Task::kInfer, "infer"}, {Task::kTrain, "train"}, {Task::kLora, "lora"}, {Task::kQlora, "qlora"}};
-constexpr NameRow<Optimizer> kOptimizers[] = {
-    {Optimizer::kAdamw, "adamw"}, {Optimizer::kAdamw8bit, "adamw-8bit"}, {Optimizer::kSgd, "sgd"}};
-constexpr NameRow<Checkpointing> kCheckpointing[] = {
-    {Checkpointing::kNone, "none"}, {Checkpointing::kSelective, "selective"}, {Checkpointing::kFull, "full"}};
-constexpr NameRow<Amp> kAmps[] = {{Amp::kNone, "none"}, {Amp::kBf16, "bf16"}, {Amp::kFp16, "fp16"}};
-constexpr NameRow<Engine> kEngines[] = {{Engine::kTransformers, "transformers"},
-                                        {Engine::kPytorch, "pytorch"},
-                                        {Engine::kVllm, "vllm"},
-                                        {Engine::kTgi, "tgi"},
-                                        {Engine::kDeepspeed, "deepspeed"},
-                                        {Engine::kLlamaCpp, "llama.cpp"},
-                                        {Engine::kMegatron, "megatron"},
-                                        {Engine::kTensorrtLlm, "tensorrt-llm"}};
-
-template <typename E, size_t N>
-std::string_view name_of(const NameRow<E> (&rows)[N], E v) {
-  for (const auto& r : rows) {
-    if (r.value == v) return r.name;
-  }
-  return "?";
-}
-
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-template <typename E, size_t N>
-Result<E> parse_name(const NameRow<E> (&rows)[N], const std::string& text, const char* key) {
-  std::string t = lower(text);
-  for (auto& c : t) c = c == '_' ? '-' : c;
-  for (const auto& r : rows) {
-    if (r.name == t) return r.value;
-  }
-  std::string list;
-  for (const auto& r : rows) list += (list.empty() ? "" : ", ") + std::string(r.name);
-  return usage_error("unknown " + std::string(key) + " '" + text + "'; use " + list, key);
 }
 
 Result<uint32_t> parse_lora_targets(const Request& req) {
@@ -64,40 +22,15 @@ Result<uint32_t> parse_lora_targets(const Request& req) {
   uint32_t mask = 0;
   for (auto n : names) {
     n = lower(n);
-    if (n.size() > 5 && n.substr(n.size() - 5) == "_proj") n = n.substr(0, n.size() - 5);
-    if (n == "all" || n == "all-linear" || n == "all_linear")
-      mask |= kLoraAllLinear;
-    else if (n == "q")
-      mask |= kLoraQ;
-    else if (n == "k")
-      mask |= kLoraK;
-    else if (n == "v")
-      mask |= kLoraV;
-    else if (n == "o" || n == "output" || n == "out")
-      mask |= kLoraO;
-    else if (n == "gate" || n == "w1")
-      mask |= kLoraGate;
-    else if (n == "up" || n == "w3")
-      mask |= kLoraUp;
-    else if (n == "down" || n == "w2")
-      mask |= kLoraDown;
-    else
-      return usage_error("unknown LoRA target '" + n + "'; use q, k, v, o, gate, up, down or all", "lora_targets");
+    if (n.size() > 5 && n.substr(n.size() - 5) == "_proj") n = n.substr(0, n.size() - 5);  // q_proj, down_proj
+    auto bits = parse_word(*vocabulary("lora_targets"), n);
+    if (!bits) return bits.error();
+    mask |= static_cast<uint32_t>(*bits);
   }
   return mask;
 }
 
 }  // namespace
-
-std::string_view task_name(Task t) { return name_of(kTasks, t); }
-std::string_view optimizer_name(Optimizer o) { return name_of(kOptimizers, o); }
-std::string_view checkpointing_name(Checkpointing c) { return name_of(kCheckpointing, c); }
-std::string_view engine_name(Engine e) { return name_of(kEngines, e); }
-std::string_view amp_name(Amp a) { return name_of(kAmps, a); }
-const std::vector<std::string_view>& lora_target_names() {
-  static const std::vector<std::string_view> names = {"q", "k", "v", "o", "gate", "up", "down", "all"};
-  return names;
-}
 
 int Workload::data_parallel() const { return std::max(1, gpus() / std::max(1, tp * pp)); }
 
@@ -134,7 +67,7 @@ Status read_model(const Request& req, Workload& w) {
 // The task, then the formats, whose defaults depend on it.
 Status read_task_and_formats(const Request& req, Workload& w) {
   GPUPLAN_TRY(task, req.text("task"));
-  GPUPLAN_TRY(t, parse_name(kTasks, task, "task"));
+  GPUPLAN_TRY(t, parse_task(task));
   w.task = t;
   // Defaults that depend on the task: QLoRA's base is NF4 with double quantization and gradient
   // checkpointing on (peft.prepare_model_for_kbit_training enables it).
@@ -215,29 +148,16 @@ Status read_layout(const Request& req, Workload& w) {
 // Optimizer, checkpointing, engine, LoRA targets and the engine's switches.
 Status read_training_and_engine(const Request& req, Workload& w) {
   GPUPLAN_TRY(opt, req.text("optimizer"));
-  {
-    std::string o = lower(opt);
-    if (o == "adamw8bit" || o == "adamw_8bit" || o == "adam8bit" || o == "paged-adamw-8bit" || o == "paged_adamw_8bit")
-      o = "adamw-8bit";
-    if (o == "adam" || o == "adamw_torch" || o == "adamw-torch" || o == "fused-adamw") o = "adamw";
-    GPUPLAN_TRY(v, parse_name(kOptimizers, o, "optimizer"));
-    w.optimizer = v;
-  }
+  GPUPLAN_TRY(optimizer, parse_optimizer(opt));
+  w.optimizer = optimizer;
   GPUPLAN_TRY(ckpt, req.text("checkpointing"));
   if (!ckpt.empty()) {
-    GPUPLAN_TRY(v, parse_name(kCheckpointing, ckpt, "checkpointing"));
+    GPUPLAN_TRY(v, parse_checkpointing(ckpt));
     w.checkpointing = v;
   }
   GPUPLAN_TRY(engine, req.text("engine"));
-  {
-    std::string e = lower(engine);
-    if (e == "hf" || e == "huggingface" || e == "accelerate") e = "transformers";
-    if (e == "llamacpp" || e == "llama-cpp" || e == "ollama") e = "llama.cpp";
-    if (e == "trt-llm" || e == "tensorrt_llm") e = "tensorrt-llm";
-    if (e == "torchtune") e = "pytorch";
-    GPUPLAN_TRY(v, parse_name(kEngines, e, "engine"));
-    w.engine = v;
-  }
+  GPUPLAN_TRY(e, parse_engine(engine));
+  w.engine = e;
   GPUPLAN_TRY(targets, parse_lora_targets(req));
   w.lora_targets = targets;
   GPUPLAN_TRY(flash, req.boolean("flash_attention"));
@@ -249,7 +169,7 @@ Status read_training_and_engine(const Request& req, Workload& w) {
   w.gpu_memory_utilization = util.value_or(w.gpu_memory_utilization);
   w.lora_dropout = dropout.value_or(0);
   GPUPLAN_TRY(amp, req.text("amp"));
-  GPUPLAN_TRY(a, parse_name(kAmps, lower(amp), "amp"));
+  GPUPLAN_TRY(a, parse_amp(amp));
   w.amp = a;
   return Status::Ok();
 }
@@ -310,14 +230,14 @@ Json workload_json(const Workload& w) {
   if (w.task == Task::kLora || w.task == Task::kQlora) {
     j["lora_rank"] = w.lora_rank;
     Json t = Json::array();
-    const auto& names = lora_target_names();
-    for (size_t i = 0; i + 1 < names.size(); ++i) {
-      if (w.lora_targets & (1u << i)) t.push_back(names[i]);
+    for (const VocabEntry& e : lora_target_words()) {
+      const auto bit = static_cast<uint32_t>(e.value);
+      if (bit != kLoraAllLinear && (w.lora_targets & bit)) t.push_back(e.name);
     }
     j["lora_targets"] = t;
     if (w.lora_dropout > 0) j["lora_dropout"] = w.lora_dropout;
   }
-  if (w.amp != Amp::kNone) j["amp"] = std::string(amp_name(w.amp));
+  if (w.amp != Amp::kNone) j["amp"] = amp_name(w.amp);
   j["flash_attention"] = w.flash_attention;
   if (w.engine == Engine::kVllm) j["gpu_memory_utilization"] = w.gpu_memory_utilization;
   return j;

@@ -400,7 +400,7 @@ std::optional<int> smallest_profile_for_workload(const Gpu& gpu, const MigTable&
   for (int i : order) {
     const Target t{TargetRef{&gpu, &table, &table.profiles[i]}, 1, Link::kPcie};
     const TargetFit f = fit_target(*prepared, t);
-    if (f.refusal && refused.empty()) refused = explain_refusal(*f.refusal, prepared->workload, &t).message;
+    if (f.refusal && refused.empty()) refused = explain_refusal(*f.refusal, *prepared, &t).message;
     needed = f.total_bytes;
     largest = std::max(largest, f.limit_bytes);
     if (f.fits) {

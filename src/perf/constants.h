@@ -61,6 +61,94 @@ inline constexpr double kElementwiseIntermediatePasses = 3;
 // of the fused kernels Megatron-Core, TensorRT-LLM and vLLM use (Megatron-LM fused layer norm / bias-GeLU
 // kernels, Shoeybi et al. 2019 and NVIDIA Apex docs).
 inline constexpr double kEagerElementwiseFactor = 3;
+// --- engines ---------------------------------------------------------------------------------------
+// Kernels one transformer layer costs per forward pass. TensorRT-LLM fuses residual+norm, rotary+KV
+// write into attention and the gated activation into the MLP GEMM (7); vLLM (and TGI, ExLlamaV2, the
+// "auto" engine) launches norm, QKV, rotary, cache write, attention, out, add+norm, gate_up, activation,
+// down (10); llama.cpp's ggml graph has ~14 nodes per layer, as do Megatron-Core's fused TE layers;
+// eager PyTorch (transformers, plain PyTorch, DeepSpeed) ~25: separate adds, casts, transposes (Nsight
+// Systems traces of one decode step of Llama-2-7B in each engine).
+inline constexpr double kKernelsPerLayerTensorrtLlm = 7;
+inline constexpr double kKernelsPerLayerServing = 10;
+inline constexpr double kKernelsPerLayerLlamaCpp = 14;
+inline constexpr double kKernelsPerLayerMegatron = 14;
+inline constexpr double kKernelsPerLayerEager = 25;
+// Host work per decode step outside the kernels: scheduling, sampling, detokenisation, Python. vLLM 0.6
+// (V0 engine, no multi-step): ~1.5-2 ms at batch 1 (vLLM blog "vLLM v0.6.0", Sep 2024: CPU overhead was
+// most of the step before 0.6); TGI's Rust router with a Python model server ~1.5 ms; TensorRT-LLM's C++
+// runtime ~0.2 ms and llama.cpp's / ExLlamaV2's ~0.3 ms; a Python generate() loop ~1 ms.
+inline constexpr double kStepSecondsVllm = 2.0e-3;
+inline constexpr double kStepSecondsTgi = 1.5e-3;
+inline constexpr double kStepSecondsTensorrtLlm = 0.2e-3;
+inline constexpr double kStepSecondsNative = 0.3e-3;  // llama.cpp, ExLlamaV2
+inline constexpr double kStepSecondsEager = 1.0e-3;   // transformers, PyTorch, DeepSpeed, Megatron
+// PerfEfficiency::step_seconds below zero: the engine's own figure above (`--efficiency step_ms=` sets one).
+inline constexpr double kEngineDefaultStepSeconds = -1.0;
+// Prefill work per request when a serving engine batches prompts into chunks of this many tokens
+// (TensorRT-LLM max_num_tokens and vLLM max_num_batched_tokens default to 8192).
+inline constexpr double kPrefillChunkTokens = 8192;
+// --- shapes ----------------------------------------------------------------------------------------
+// Share of a dense MLP's parameters in its first (input-side) matmul: gate + up of a gated MLP (SwiGLU:
+// three equal matrices), up of a plain one (two equal matrices); the rest is the down projection.
+inline constexpr double kGatedMlpUpShare = 2.0 / 3.0;
+inline constexpr double kPlainMlpUpShare = 0.5;
+// A masked-language-model step (BERT) predicts only the masked tokens: 15% of them (Devlin et al. 2019,
+// Sec. 3.1), the rows that go through the LM head in training.
+inline constexpr double kMlmMaskedFraction = 0.15;
+// --- training --------------------------------------------------------------------------------------
+// One training micro-step runs each layer forward once and backward once, backward costing two forwards
+// (input and weight gradients): 3 passes of element-wise work and kernels, 2 of tensor-parallel
+// all-reduces (one forward, one backward); full recompute adds one forward of each.
+inline constexpr double kTrainPasses = 3;
+inline constexpr double kTrainTpAllReducePasses = 2;
+// Tensor parallelism all-reduces twice per layer and pass: after attention's output projection and after
+// the MLP's down projection (Shoeybi et al. 2019, Megatron-LM, Fig. 3).
+inline constexpr double kTpAllReducesPerLayer = 2;
+// bitsandbytes QLoRA dequantizes each 4-bit matrix to bf16 before every use: forward and backward (2),
+// plus the recompute; each time it reads the 4-bit data and writes then reads the 16-bit copy (2).
+inline constexpr double kQloraDequantPasses = 2;
+inline constexpr double kQloraDequantCopyPasses = 2;
+// Eager attention's backward: dS = dP x V^T-like and dQ, dK, dV matmuls, twice the forward's two matmuls.
+inline constexpr double kEagerAttentionBackwardRatio = 2.0;
+// A frozen base (LoRA/QLoRA) computes input gradients only: backward matmuls cost one forward, not two.
+inline constexpr double kFrozenGemmBackwardRatio = 1.0;
+inline constexpr double kGemmBackwardRatio = 2.0;
+// LoRA without adapter parameters to count (a CNN, an unknown target set): about 1% of the weights train
+// (Hu et al. 2021, LoRA: rank 8-16 adapters on q,v are 0.1-1% of GPT-3's; 1% is the high end).
+inline constexpr double kDefaultTrainableFraction = 0.01;
+// Gradient bytes all-reduced per trained parameter: bf16 for transformer training (DDP/FSDP mixed
+// precision reduce in bf16), fp32 for CNNs (torchvision's reference recipes keep fp32 gradients).
+inline constexpr double kHalfGradBytes = 2.0;
+inline constexpr double kCnnGradBytes = 4.0;
+// FSDP / ZeRO-3 per micro-step: all-gather the weights for forward, again for backward, reduce-scatter
+// the gradients: 3 passes of the ring (Zhao et al. 2023, "PyTorch FSDP", Sec. 3.2).
+inline constexpr double kShardedRingPasses = 3;
+// DDP / ZeRO-1/2: reduce-scatter + all-gather (or one all-reduce) of the gradients: 2 ring passes, each
+// with its latency.
+inline constexpr double kReplicatedRingPasses = 2;
+inline constexpr double kDataParallelCollectives = 2;
+// DDP overlaps gradient buckets with backward only: backward is 2/3 of forward + backward compute.
+inline constexpr double kDdpOverlapShare = 2.0 / 3.0;
+// Kernels of one optimizer step: foreach / fused multi-tensor AdamW launches about ten kernels over
+// all parameters (torch.optim._multi_tensor_adamw: lerp, mul, addcmul, sqrt, div, add, ... over lists).
+inline constexpr double kOptimizerKernels = 10;
+// Kernels per CNN layer: conv + fused BN/ReLU forward (2); forward, dgrad and wgrad with their BN/ReLU
+// backward in training (6) (cuDNN ResNet-50 traces, NVIDIA DeepLearningExamples).
+inline constexpr double kCnnInferKernelsPerLayer = 2;
+inline constexpr double kCnnTrainKernelsPerLayer = 6;
+// Forward FLOPs of a CNN are counted once per sample; training does forward + 2x backward.
+inline constexpr double kCnnTrainFlopsRatio = 3;
+// Model FLOPs per token of training, as MFU counts them: 6 per active matmul parameter (2 forward, 4
+// backward) + 12 x layers x heads x head_dim x seq for attention, no causal halving (PaLM, Chowdhery et
+// al. 2022, Appendix B; llm-foundry's MFU). A frozen base does 4 per parameter: no weight gradients.
+inline constexpr double kTrainFlopsPerParam = 6;
+inline constexpr double kFrozenFlopsPerParamSaved = 2;
+inline constexpr double kAttentionTrainFlopsFactor = 12;
+// --- weights ---------------------------------------------------------------------------------------
+// Bits of the LM head and embeddings never below 8: quantized formats keep them at 8 bits or more
+// (GGUF Q6_K/Q8_0 output, fp16 elsewhere); fp32 weights keep them at 32.
+inline constexpr double kMinHeadBits = 8;
+inline constexpr double kFp32Bits = 32;
 // --- fixed costs -----------------------------------------------------------------------------------
 // Fixed cost per kernel: launch gap inside a CUDA graph (~1-2 us) plus ramp-up and tail of a small
 // kernel (~3-4 us) (NVIDIA CUDA graphs blog 2019: 2-3 us per launch in graphs; Nsight traces of decode

@@ -3,7 +3,6 @@
 #include "gpuplan/perf.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdlib>
 
@@ -17,58 +16,53 @@ namespace {
 
 double dbl(int64_t v) { return static_cast<double>(v); }
 
-// Kernels one transformer layer costs per forward pass, by engine. TensorRT-LLM fuses residual+norm,
-// rotary+KV write into attention, and the gated activation into the MLP GEMM; vLLM launches norm, QKV,
-// rotary, cache write, attention, out, add+norm, gate_up, activation, down; llama.cpp's graph has ~14
-// nodes per layer; eager PyTorch ~25 (separate adds, casts, transposes).
-double kernels_per_layer(PerfEngine e) {
+// Kernels one transformer layer costs per forward pass, by engine (constants.h says why each).
+double kernels_per_layer(Engine e) {
   switch (e) {
-    case PerfEngine::kTensorrtLlm:
-      return 7;
-    case PerfEngine::kVllm:
-    case PerfEngine::kTgi:
-    case PerfEngine::kExllama:
-    case PerfEngine::kAuto:
-      return 10;
-    case PerfEngine::kLlamaCpp:
-      return 14;
-    case PerfEngine::kMegatron:
-      return 14;
-    case PerfEngine::kTransformers:
-    case PerfEngine::kPytorch:
-    case PerfEngine::kDeepspeed:
-      return 25;
+    case Engine::kTensorrtLlm:
+      return kKernelsPerLayerTensorrtLlm;
+    case Engine::kVllm:
+    case Engine::kTgi:
+    case Engine::kExllama:
+    case Engine::kAuto:
+      return kKernelsPerLayerServing;
+    case Engine::kLlamaCpp:
+      return kKernelsPerLayerLlamaCpp;
+    case Engine::kMegatron:
+      return kKernelsPerLayerMegatron;
+    case Engine::kTransformers:
+    case Engine::kPytorch:
+    case Engine::kDeepspeed:
+      return kKernelsPerLayerEager;
   }
-  return 10;
+  return kKernelsPerLayerServing;
 }
 
 // Engines with fused norm / activation / residual kernels.
-bool fused_elementwise(PerfEngine e) {
-  return e != PerfEngine::kTransformers && e != PerfEngine::kPytorch && e != PerfEngine::kDeepspeed;
+bool fused_elementwise(Engine e) {
+  return e != Engine::kTransformers && e != Engine::kPytorch && e != Engine::kDeepspeed;
 }
 
 // Host work per decode step outside the kernels: scheduling, sampling, detokenisation, Python.
-// vLLM 0.6 (V0 engine, no multi-step): ~1.5-2 ms at batch 1 (vLLM blog "vLLM v0.6.0", Sep 2024: CPU
-// overhead was most of the step before 0.6); TensorRT-LLM's C++ runtime and llama.cpp's ~0.2-0.3 ms.
-double step_overhead_seconds(PerfEngine e) {
+double step_overhead_seconds(Engine e) {
   switch (e) {
-    case PerfEngine::kVllm:
-    case PerfEngine::kAuto:
-      return 2.0e-3;
-    case PerfEngine::kTgi:
-      return 1.5e-3;
-    case PerfEngine::kTensorrtLlm:
-      return 0.2e-3;
-    case PerfEngine::kLlamaCpp:
-    case PerfEngine::kExllama:
-      return 0.3e-3;
-    case PerfEngine::kTransformers:
-    case PerfEngine::kPytorch:
-    case PerfEngine::kDeepspeed:
-    case PerfEngine::kMegatron:
-      return 1.0e-3;
+    case Engine::kVllm:
+    case Engine::kAuto:
+      return kStepSecondsVllm;
+    case Engine::kTgi:
+      return kStepSecondsTgi;
+    case Engine::kTensorrtLlm:
+      return kStepSecondsTensorrtLlm;
+    case Engine::kLlamaCpp:
+    case Engine::kExllama:
+      return kStepSecondsNative;
+    case Engine::kTransformers:
+    case Engine::kPytorch:
+    case Engine::kDeepspeed:
+    case Engine::kMegatron:
+      return kStepSecondsEager;
   }
-  return 1e-3;
+  return kStepSecondsEager;
 }
 
 // Time accumulator that remembers which resource each operator was bound by.
@@ -127,17 +121,17 @@ double compute_peak(const PerfDevice& d, Precision p) {
   return peak_16bit(d);
 }
 
-Rates make_rates(const PerfDevice& d, const PerfWorkload& w, const PerfEfficiency& eff) {
+Rates make_rates(const PerfDevice& d, Engine engine, const PerfRun& run, const PerfEfficiency& eff) {
   Rates r{};
-  const Precision p = w.weights.compute;
+  const Precision p = run.weights.compute;
   double gemm_frac =
       p == Precision::kFp8 || p == Precision::kInt8 ? eff.gemm_fp8_peak_fraction : eff.gemm_peak_fraction;
   if (p == Precision::kFp32) gemm_frac = eff.gemm_peak_fraction;  // CUDA-core SGEMM reaches a similar share
   r.gemm_flops = compute_peak(d, p) * gemm_frac;
-  if (w.weights.dequantize) r.gemm_flops *= eff.dequant_gemm_fraction;
+  if (run.weights.dequantize) r.gemm_flops *= eff.dequant_gemm_fraction;
   const double attn_peak = (p == Precision::kTf32 || p == Precision::kFp32) ? compute_peak(d, p) : peak_16bit(d);
   double attn_frac = eff.attention_peak_fraction;
-  if (d.persistent_gemm && w.engine != PerfEngine::kTensorrtLlm && w.engine != PerfEngine::kMegatron) {
+  if (d.persistent_gemm && engine != Engine::kTensorrtLlm && engine != Engine::kMegatron) {
     attn_frac = std::min(attn_frac, kFlashAttention2HopperFraction);  // FlashAttention-2 on Hopper
   }
   r.attn_flops = attn_peak * attn_frac;
@@ -147,7 +141,7 @@ Rates make_rates(const PerfDevice& d, const PerfWorkload& w, const PerfEfficienc
   r.bandwidth = d.bandwidth_bytes_per_second * eff.bandwidth_fraction;
   r.half_intensity = eff.gemm_half_intensity;
   r.sms = d.persistent_gemm ? 0 : d.sm_count;
-  r.kernel_seconds = w.cuda_graphs ? eff.kernel_seconds : std::max(eff.kernel_seconds, kEagerKernelSeconds);
+  r.kernel_seconds = run.cuda_graphs ? eff.kernel_seconds : std::max(eff.kernel_seconds, kEagerKernelSeconds);
   r.allreduce_bw = d.link_bytes_per_second * eff.link_fraction;
   r.allreduce_latency = d.nvlink ? kAllReduceLatencySeconds : kAllReduceLatencyPcieSeconds;
   return r;
@@ -219,12 +213,12 @@ struct LayerCosts {
   Cost comm;
 };
 
-LayerCosts layer_costs(const PerfArch& a, const PerfWorkload& w, const Rates& r, const StepShape& s) {
+LayerCosts layer_costs(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const StepShape& s) {
   LayerCosts lc;
   const double tp = std::max(1, w.tp);
   const double tokens = s.batch * s.q;
-  const double wb = w.weights.bits_per_weight / 8.0;
-  const double ab = w.activation_bytes;
+  const double wb = run.weights.bits_per_weight / 8.0;
+  const double ab = run.activation_bytes;
   const double h = dbl(a.hidden);
   // Attention projections and dense MLP: N split across tensor-parallel ranks.
   gemm(lc.gemm, r, tokens, a.qkv_params_per_layer / h / tp, h, wb, ab, r.gemm_flops);
@@ -232,7 +226,7 @@ LayerCosts layer_costs(const PerfArch& a, const PerfWorkload& w, const Rates& r,
   gemm(lc.gemm, r, tokens, h, out_in / tp, wb, ab, r.gemm_flops);
   if (a.mlp_params_per_layer > 0) {
     const double inter_total = a.mlp_params_per_layer / h;  // summed inner widths of up(+gate) and down
-    const double up_share = a.gated_mlp ? 2.0 / 3.0 : 0.5;
+    const double up_share = a.gated_mlp ? kGatedMlpUpShare : kPlainMlpUpShare;
     gemm(lc.gemm, r, tokens, inter_total * up_share / tp, h, wb, ab, r.gemm_flops);
     gemm(lc.gemm, r, tokens, h, inter_total * (1 - up_share) / tp, wb, ab, r.gemm_flops);
   }
@@ -243,7 +237,7 @@ LayerCosts layer_costs(const PerfArch& a, const PerfWorkload& w, const Rates& r,
     const double touched = e * (1.0 - std::pow(1.0 - k / e, tokens));
     const double rows_per_expert = tokens * k / touched;
     const double inner = a.expert_params_per_layer / h;
-    const double up_share = a.gated_mlp ? 2.0 / 3.0 : 0.5;
+    const double up_share = a.gated_mlp ? kGatedMlpUpShare : kPlainMlpUpShare;
     Cost one;
     gemm(one, r, rows_per_expert, inner * up_share / tp, h, wb, ab, r.gemm_flops);
     gemm(one, r, rows_per_expert, h, inner * (1 - up_share) / tp, wb, ab, r.gemm_flops);
@@ -259,7 +253,7 @@ LayerCosts layer_costs(const PerfArch& a, const PerfWorkload& w, const Rates& r,
     const double flops = 4.0 * pairs * heads * d;
     flops_out = flops;
     const double kv_tokens = s.batch * (window > 0 ? std::min(s.ctx0 + s.q, window) : s.ctx0 + s.q);
-    const double kv_read = kv_tokens * 2.0 * kv_heads * d * (s.training ? ab : w.kv_bytes);
+    const double kv_read = kv_tokens * 2.0 * kv_heads * d * (s.training ? ab : run.kv_bytes);
     const double qo = 2.0 * tokens * heads * d * ab;
     if (w.flash_attention || s.q == 1) {
       c.roof(flops / r.attn_flops, (kv_read + qo) / r.bandwidth);
@@ -279,13 +273,16 @@ LayerCosts layer_costs(const PerfArch& a, const PerfWorkload& w, const Rates& r,
       tokens * ab * (kElementwiseHiddenPasses * h + kElementwiseIntermediatePasses * inter_active / tp);
   lc.elementwise.memory += ew_bytes * (fused_elementwise(w.engine) ? 1.0 : kEagerElementwiseFactor) / r.bandwidth;
   // Tensor parallel: one all-reduce after attention, one after the MLP.
-  if (w.tp > 1) lc.comm.comm += 2 * allreduce_seconds(tokens * h * ab, w.tp, r.allreduce_bw, r.allreduce_latency);
+  if (w.tp > 1)
+    lc.comm.comm +=
+        kTpAllReducesPerLayer * allreduce_seconds(tokens * h * ab, w.tp, r.allreduce_bw, r.allreduce_latency);
   return lc;
 }
 
 // Forward step over this GPU's layers (all layers / pp), LM head included (last stage).
-Cost forward_step(const PerfArch& a, const PerfWorkload& w, const Rates& r, const StepShape& s, double kernels) {
-  const LayerCosts lc = layer_costs(a, w, r, s);
+Cost forward_step(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const StepShape& s,
+                  double kernels) {
+  const LayerCosts lc = layer_costs(a, w, run, r, s);
   const double pp = std::max(1, w.pp);
   const double global = dbl(a.global_layers) / pp, window = dbl(a.window_layers) / pp;
   const double layers = global + window;
@@ -298,19 +295,19 @@ Cost forward_step(const PerfArch& a, const PerfWorkload& w, const Rates& r, cons
   c.overhead += layers * kernels * r.kernel_seconds;
   if (s.logit_rows > 0 && a.head_params > 0) {
     gemm(c, r, s.logit_rows, a.head_params / dbl(a.hidden) / std::max(1, w.tp), dbl(a.hidden),
-         w.weights.head_bits / 8.0, w.activation_bytes, r.head_flops);
+         run.weights.head_bits / 8.0, run.activation_bytes, r.head_flops);
   }
   return c;
 }
 
-double engine_step_seconds(const PerfWorkload& w, const PerfEfficiency& eff) {
+double engine_step_seconds(const Workload& w, const PerfEfficiency& eff) {
   return eff.step_seconds >= 0 ? eff.step_seconds : step_overhead_seconds(w.engine);
 }
 
 // One inference step as the user sees it: every pipeline stage in turn, plus the engine's host work.
-Cost inference_step(const PerfArch& a, const PerfWorkload& w, const Rates& r, const StepShape& s,
+Cost inference_step(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const StepShape& s,
                     const PerfEfficiency& eff) {
-  Cost c = forward_step(a, w, r, s, kernels_per_layer(w.engine));
+  Cost c = forward_step(a, w, run, r, s, kernels_per_layer(w.engine));
   const double pp = std::max(1, w.pp);
   Cost out;
   out.add(c, pp);
@@ -318,10 +315,6 @@ Cost inference_step(const PerfArch& a, const PerfWorkload& w, const Rates& r, co
   out.overhead += engine_step_seconds(w, eff);
   return out;
 }
-
-// Prefill work per request when a serving engine batches prompts into chunks of this many tokens
-// (TensorRT-LLM and vLLM default max_num_tokens / max_num_batched_tokens of 8192).
-constexpr double kPrefillChunkTokens = 8192;
 
 }  // namespace
 
@@ -339,52 +332,10 @@ std::string_view perf_bound_name(PerfBound bound) {
   return "?";
 }
 
-namespace {
-struct EngineName {
-  PerfEngine e;
-  std::string_view name;
-};
-constexpr EngineName kEngines[] = {
-    {PerfEngine::kAuto, "auto"},
-    {PerfEngine::kVllm, "vllm"},
-    {PerfEngine::kTensorrtLlm, "tensorrt-llm"},
-    {PerfEngine::kTgi, "tgi"},
-    {PerfEngine::kTransformers, "transformers"},
-    {PerfEngine::kPytorch, "pytorch"},
-    {PerfEngine::kLlamaCpp, "llama.cpp"},
-    {PerfEngine::kExllama, "exllama"},
-    {PerfEngine::kMegatron, "megatron"},
-    {PerfEngine::kDeepspeed, "deepspeed"},
-};
-}  // namespace
-
-Result<PerfEngine> parse_perf_engine(std::string_view name) {
-  std::string n(name);
-  for (auto& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  if (n == "trtllm" || n == "tensorrt_llm" || n == "trt-llm") n = "tensorrt-llm";
-  if (n == "llamacpp" || n == "llama-cpp") n = "llama.cpp";
-  if (n == "hf" || n == "huggingface") n = "transformers";
-  if (n.empty()) return PerfEngine::kAuto;
-  for (const auto& e : kEngines) {
-    if (e.name == n) return e.e;
-  }
-  std::string list;
-  for (const auto& e : kEngines) list += (list.empty() ? "" : ", ") + std::string(e.name);
-  return usage_error("unknown engine '" + std::string(name) + "'; use one of " + list, "engine");
-}
-
-std::string_view perf_engine_name(PerfEngine engine) {
-  for (const auto& e : kEngines) {
-    if (e.e == engine) return e.name;
-  }
-  return "?";
-}
-
 PerfEfficiency default_efficiency() {
-  return PerfEfficiency{kGemmPeakFraction,    kGemmFp8PeakFraction,   kGemmHalfIntensity,
-                        kDequantGemmFraction, kAttentionPeakFraction, kBandwidthFraction,
-                        kLinkFraction,        kKernelSeconds,         -1.0,
-                        kTrainingOverlap};
+  return PerfEfficiency{kGemmPeakFraction,         kGemmFp8PeakFraction, kGemmHalfIntensity, kDequantGemmFraction,
+                        kAttentionPeakFraction,    kBandwidthFraction,   kLinkFraction,      kKernelSeconds,
+                        kEngineDefaultStepSeconds, kTrainingOverlap};
 }
 
 namespace {
@@ -549,17 +500,17 @@ PerfDevice perf_device(const Target& t) {
   return d;
 }
 
-PerfWeights perf_weights(WeightFormat format, const Model& model, const PerfDevice& device, PerfEngine engine) {
+PerfWeights perf_weights(WeightFormat format, const Model& model, const PerfDevice& device, Engine engine) {
   PerfWeights pw;
   const WeightBytes wb = model_weight_bytes(model, format);
   if (wb.quantized_parameters > 0) pw.bits_per_weight = wb.quantized_bytes * 8.0 / wb.quantized_parameters;
-  if (wb.other_parameters > 0) pw.head_bits = std::max(8.0, wb.other_bytes * 8.0 / wb.other_parameters);
+  if (wb.other_parameters > 0) pw.head_bits = std::max(kMinHeadBits, wb.other_bytes * 8.0 / wb.other_parameters);
   const bool has_bf16 = device.peak(Precision::kBf16) > 0;
   const Precision half = has_bf16 ? Precision::kBf16 : Precision::kFp16;
   switch (format) {
     case WeightFormat::kFp32:
       pw.compute = device.peak(Precision::kTf32) > 0 ? Precision::kTf32 : Precision::kFp32;
-      pw.head_bits = 32;
+      pw.head_bits = kFp32Bits;
       break;
     case WeightFormat::kBf16:
       // Without bf16 tensor cores (Volta, Turing) PyTorch still runs bf16 matmuls, on the CUDA cores
@@ -583,7 +534,7 @@ PerfWeights perf_weights(WeightFormat format, const Model& model, const PerfDevi
     case WeightFormat::kQ4_K_M:
     case WeightFormat::kQ4_0:
       // llama.cpp multiplies quantized blocks on int8 tensor cores (MMQ, PR #7676); others dequantize.
-      pw.compute = engine == PerfEngine::kLlamaCpp && device.peak(Precision::kInt8) > 0 ? Precision::kInt8 : half;
+      pw.compute = engine == Engine::kLlamaCpp && device.peak(Precision::kInt8) > 0 ? Precision::kInt8 : half;
       pw.dequantize = true;
       break;
     default:  // weight-only int8, LLM.int8, GPTQ, AWQ, NF4, FP4: dequantize to 16 bits inside the matmul
@@ -595,38 +546,40 @@ PerfWeights perf_weights(WeightFormat format, const Model& model, const PerfDevi
 }
 
 double training_flops_per_token(const PerfArch& a, int64_t seq_len) {
-  if (a.cnn) return 3.0 * a.cnn_flops_per_sample;
+  if (a.cnn) return kCnnTrainFlopsRatio * a.cnn_flops_per_sample;
   const double active_matmul =
       dbl(a.layers) * (a.qkv_params_per_layer + a.out_params_per_layer + a.mlp_params_per_layer +
                        a.router_params_per_layer + dbl(a.experts_per_token) * a.expert_params_per_layer) +
       a.head_params;
   // PaLM / llm-foundry convention: 6N + 12 x layers x heads x head_dim x seq (no causal halving).
-  return 6.0 * active_matmul + 12.0 * dbl(a.layers) * dbl(a.heads) * dbl(a.head_dim) * dbl(seq_len);
+  return kTrainFlopsPerParam * active_matmul +
+         kAttentionTrainFlopsFactor * dbl(a.layers) * dbl(a.heads) * dbl(a.head_dim) * dbl(seq_len);
 }
 
-InferencePerf predict_inference(const PerfArch& a, const PerfDevice& d, const PerfWorkload& w,
+InferencePerf predict_inference(const PerfArch& a, const PerfDevice& d, const Workload& w, const PerfRun& run,
                                 const PerfEfficiency& eff) {
   InferencePerf out;
-  const Rates r = make_rates(d, w, eff);
+  const Rates r = make_rates(d, w.engine, run, eff);
   const double batch = dbl(std::max<int64_t>(1, w.batch));
-  const double input = dbl(std::max<int64_t>(1, w.input_tokens));
-  const double output = dbl(std::max<int64_t>(1, w.output_tokens));
+  const double input = dbl(perf_input_tokens(w));
+  const double output = dbl(perf_output_tokens(w));
   if (a.cnn) {
     // One forward pass of `batch` samples.
     const double flops = a.cnn_flops_per_sample * batch;
-    const double bytes = a.cnn_activation_elements_per_sample * batch * w.activation_bytes * kCnnInferActivationPasses;
+    const double bytes =
+        a.cnn_activation_elements_per_sample * batch * run.activation_bytes * kCnnInferActivationPasses;
     Cost c;
-    c.compute += flops / conv_flops(d, w.weights.compute, eff);
+    c.compute += flops / conv_flops(d, run.weights.compute, eff);
     c.memory += bytes / r.bandwidth;
-    c.overhead += dbl(a.cnn_layers) * 2 * r.kernel_seconds;
+    c.overhead += dbl(a.cnn_layers) * kCnnInferKernelsPerLayer * r.kernel_seconds;
     out.ttft_seconds = out.total_seconds = out.tpot_seconds = c.total();
     out.throughput_tokens_per_second = batch / c.total();
     out.bound = out.prefill_bound = out.decode_bound = c.bound();
     return out;
   }
-  const Cost pre = inference_step(a, w, r, StepShape{batch, input, 0, batch, false}, eff);
+  const Cost pre = inference_step(a, w, run, r, StepShape{batch, input, 0, batch, false}, eff);
   const double mean_ctx = input + (output - 1) / 2.0;
-  const Cost dec = inference_step(a, w, r, StepShape{batch, 1, mean_ctx, batch, false}, eff);
+  const Cost dec = inference_step(a, w, run, r, StepShape{batch, 1, mean_ctx, batch, false}, eff);
   out.ttft_seconds = pre.total();
   out.tpot_seconds = dec.total();
   out.decode_tokens_per_second = 1.0 / out.tpot_seconds;
@@ -640,21 +593,22 @@ InferencePerf predict_inference(const PerfArch& a, const PerfDevice& d, const Pe
   return out;
 }
 
-ServingPerf predict_serving(const PerfArch& a, const PerfDevice& d, const PerfWorkload& w, const PerfEfficiency& eff,
-                            int64_t max_batch, double rate) {
+ServingPerf predict_serving(const PerfArch& a, const PerfDevice& d, const Workload& w, const PerfRun& run,
+                            const PerfEfficiency& eff, int64_t max_batch, double rate) {
   ServingPerf s;
   if (a.cnn || max_batch < 1) return s;
-  const Rates r = make_rates(d, w, eff);
-  const double input = dbl(std::max<int64_t>(1, w.input_tokens));
-  const double output = dbl(std::max<int64_t>(1, w.output_tokens));
+  const Rates r = make_rates(d, w.engine, run, eff);
+  const double input = dbl(perf_input_tokens(w));
+  const double output = dbl(perf_output_tokens(w));
   const double bmax = dbl(max_batch);
   const double mean_ctx = input + (output - 1) / 2.0;
-  auto step = [&](double b) { return inference_step(a, w, r, StepShape{b, 1, mean_ctx, b, false}, eff).total(); };
+  auto step = [&](double b) { return inference_step(a, w, run, r, StepShape{b, 1, mean_ctx, b, false}, eff).total(); };
   // Prefill work per request, prompts batched into chunks of kPrefillChunkTokens.
   const double per_chunk = std::max(1.0, std::floor(kPrefillChunkTokens / input));
   const double prefill_batch = std::min(per_chunk, bmax);
   const double prefill_per_request =
-      inference_step(a, w, r, StepShape{prefill_batch, input, 0, prefill_batch, false}, eff).total() / prefill_batch;
+      inference_step(a, w, run, r, StepShape{prefill_batch, input, 0, prefill_batch, false}, eff).total() /
+      prefill_batch;
   const double t_max = step(bmax);
   s.max_batch = max_batch;
   const double cycle = output * t_max + bmax * prefill_per_request;  // every slot serves one request per cycle
@@ -682,7 +636,7 @@ ServingPerf predict_serving(const PerfArch& a, const PerfDevice& d, const PerfWo
   s.mean_batch = b;
   const double t_b = t0 + slope * b;
   s.tpot_seconds = t_b / (1.0 - rho_prefill);
-  const double prefill_one = inference_step(a, w, r, StepShape{1, input, 0, 1, false}, eff).total();
+  const double prefill_one = inference_step(a, w, run, r, StepShape{1, input, 0, 1, false}, eff).total();
   // A new request waits for the running step to end (half a step on average) and for prompts ahead of
   // it (M/D/1 waiting time rho P / (2 (1 - rho))), then its own prefill.
   s.ttft_seconds = t_b / 2 + rho_prefill * prefill_per_request / (2 * (1 - rho_prefill)) + prefill_one;
@@ -691,52 +645,53 @@ ServingPerf predict_serving(const PerfArch& a, const PerfDevice& d, const PerfWo
   return s;
 }
 
-TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const PerfWorkload& w, const PerfEfficiency& eff) {
+TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const Workload& w, const PerfRun& run,
+                           const PerfEfficiency& eff) {
   TrainPerf t;
-  Rates r = make_rates(d, w, eff);
+  Rates r = make_rates(d, w.engine, run, eff);
   // Training kernels are large: launches run ahead asynchronously and only the per-kernel gap remains.
   r.kernel_seconds = eff.kernel_seconds;
-  const double tp = std::max(1, w.tp), pp = std::max(1, w.pp), dp = std::max(1, w.dp);
-  const double mb = dbl(std::max<int64_t>(1, w.micro_batch));
-  const double global = w.global_batch > 0 ? dbl(w.global_batch) : mb * dp;
+  const double tp = std::max(1, w.tp), pp = std::max(1, w.pp), dp = std::max(1, run.dp);
+  const double mb = dbl(std::max<int64_t>(1, w.batch));
+  const double global = run.global_batch > 0 ? dbl(run.global_batch) : mb * dp;
   const double micro_steps = std::max(1.0, std::round(global / (mb * dp)));
-  const double seq = a.cnn ? 1 : dbl(std::max<int64_t>(1, w.seq_len));
-  const bool frozen = w.task == PerfTask::kLora || w.task == PerfTask::kQlora;
+  const double seq = a.cnn ? 1 : dbl(std::max<int64_t>(1, w.context));
+  const bool frozen = w.task == Task::kLora || w.task == Task::kQlora;
   Cost micro;  // one micro-batch on one GPU (its pipeline stage)
   double params_local = a.parameters / (tp * pp);
   if (a.cnn) {
     const double flops = a.cnn_flops_per_sample * mb;
-    const double act = a.cnn_activation_elements_per_sample * mb * w.activation_bytes;
-    micro.compute += 3 * flops / conv_flops(d, w.weights.compute, eff);
+    const double act = a.cnn_activation_elements_per_sample * mb * run.activation_bytes;
+    micro.compute += kCnnTrainFlopsRatio * flops / conv_flops(d, run.weights.compute, eff);
     micro.memory += act * kCnnTrainActivationPasses / r.bandwidth;
-    micro.overhead += dbl(a.cnn_layers) * 6 * r.kernel_seconds;
+    micro.overhead += dbl(a.cnn_layers) * kCnnTrainKernelsPerLayer * r.kernel_seconds;
   } else {
-    const StepShape shape{mb, seq, 0, a.encoder ? mb * seq * 0.15 : mb * seq, true};
-    const LayerCosts lc = layer_costs(a, w, r, shape);
+    const StepShape shape{mb, seq, 0, a.encoder ? mb * seq * kMlmMaskedFraction : mb * seq, true};
+    const LayerCosts lc = layer_costs(a, w, run, r, shape);
     const double layers = dbl(a.global_layers + a.window_layers) / pp;
     const double g = dbl(a.global_layers) / pp, wl = dbl(a.window_layers) / pp;
     Cost attn;
     attn.add(lc.attention, g);
     attn.add(lc.attention_window, wl);
-    const double attn_bwd = w.flash_attention ? kFlashBackwardFlopsRatio : 2.0;
-    const double gemm_bwd = frozen ? 1.0 : 2.0;  // frozen base: input gradients only
-    const double recompute = w.checkpointing == PerfRecompute::kFull ? 1.0 : 0.0;
-    const double attn_recompute = w.checkpointing == PerfRecompute::kNone ? 0.0 : 1.0;
+    const double attn_bwd = w.flash_attention ? kFlashBackwardFlopsRatio : kEagerAttentionBackwardRatio;
+    const double gemm_bwd = frozen ? kFrozenGemmBackwardRatio : kGemmBackwardRatio;
+    const double recompute = w.checkpointing == Checkpointing::kFull ? 1.0 : 0.0;
+    const double attn_recompute = w.checkpointing == Checkpointing::kNone ? 0.0 : 1.0;
     micro.add(lc.gemm, layers * (1 + gemm_bwd + recompute));
     micro.add(attn, 1 + attn_bwd + attn_recompute);
-    micro.add(lc.elementwise, layers * (3 + recompute));
-    micro.add(lc.comm, layers * (2 + recompute));
-    micro.overhead += layers * kernels_per_layer(w.engine) * (3 + recompute) * r.kernel_seconds;
-    if (w.task == PerfTask::kQlora) {
+    micro.add(lc.elementwise, layers * (kTrainPasses + recompute));
+    micro.add(lc.comm, layers * (kTrainTpAllReducePasses + recompute));
+    micro.overhead += layers * kernels_per_layer(w.engine) * (kTrainPasses + recompute) * r.kernel_seconds;
+    if (w.task == Task::kQlora) {
       // bitsandbytes dequantizes each 4-bit matrix to bf16 before every use (forward, backward, recompute).
       const double linear = (a.qkv_params_per_layer + a.out_params_per_layer + a.mlp_params_per_layer) / tp;
-      micro.memory +=
-          layers * (2 + recompute) * linear * (w.weights.bits_per_weight / 8 + 2 * w.activation_bytes) / r.bandwidth;
+      micro.memory += layers * (kQloraDequantPasses + recompute) * linear *
+                      (run.weights.bits_per_weight / 8 + kQloraDequantCopyPasses * run.activation_bytes) / r.bandwidth;
     }
     // LM head: forward + 2 x backward (or 1 x when frozen).
     Cost head;
-    gemm(head, r, shape.logit_rows, a.head_params / dbl(a.hidden) / tp, dbl(a.hidden), w.weights.head_bits / 8,
-         w.activation_bytes, r.head_flops);
+    gemm(head, r, shape.logit_rows, a.head_params / dbl(a.hidden) / tp, dbl(a.hidden), run.weights.head_bits / 8,
+         run.activation_bytes, r.head_flops);
     micro.add(head, 1 + gemm_bwd);
   }
   // Pipeline: (m + pp - 1) stage slots per step, of which pp - 1 are the bubble.
@@ -746,9 +701,12 @@ TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const PerfWor
   // Data-parallel gradient traffic: all-reduce of bf16 gradients (DDP, ZeRO-1/2: reduce-scatter +
   // all-gather, same bytes), or FSDP/ZeRO-3: all-gather weights forward and backward + reduce-scatter.
   double trainable = params_local;
-  if (frozen) trainable = w.trainable_parameters > 0 ? w.trainable_parameters / (tp * pp) : 0.01 * params_local;
-  const double grad_bytes = trainable * (a.cnn ? 4.0 : 2.0);
-  const bool sharded_weights = w.zero >= 3 || w.fsdp;
+  if (frozen) {
+    trainable =
+        run.trainable_parameters > 0 ? run.trainable_parameters / (tp * pp) : kDefaultTrainableFraction * params_local;
+  }
+  const double grad_bytes = trainable * (a.cnn ? kCnnGradBytes : kHalfGradBytes);
+  const bool sharded_weights = w.zero >= 3 || run.fsdp;
   const double ranks_in_node = std::max(1.0, d.devices_per_node / (tp * pp));
   // Beyond one node NCCL runs hierarchical rings: every GPU's NIC carries its share, so the bus bandwidth
   // is the node's NICs together (GPUs per node x per-GPU NIC), capped by the links inside the node.
@@ -759,31 +717,31 @@ TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const PerfWor
   if (dp > 1) {
     const double ring = (dp - 1) / dp;
     // FSDP gathers the weights for forward and for backward and reduce-scatters gradients every micro-step.
-    comm =
-        sharded_weights ? 3 * ring * params_local * w.activation_bytes * micro_steps / bw : 2 * ring * grad_bytes / bw;
-    comm += r.allreduce_latency * 2;
+    comm = sharded_weights ? kShardedRingPasses * ring * params_local * run.activation_bytes * micro_steps / bw
+                           : kReplicatedRingPasses * ring * grad_bytes / bw;
+    comm += r.allreduce_latency * kDataParallelCollectives;
   }
   // Overlap: DDP hides gradient buckets behind backward; FSDP prefetches behind forward and backward.
-  const double window = t.compute_seconds * (sharded_weights ? 1.0 : 2.0 / 3.0);
+  const double window = t.compute_seconds * (sharded_weights ? 1.0 : kDdpOverlapShare);
   const double exposed = std::max(comm - eff.training_overlap * window, (1 - eff.training_overlap) * comm);
   t.communication_seconds = std::max(0.0, exposed);
   // Optimizer: memory-bound pass over this rank's share of the parameters.
-  const double opt_share = (w.zero >= 1 || w.fsdp) ? trainable / dp : trainable;
+  const double opt_share = (w.zero >= 1 || run.fsdp) ? trainable / dp : trainable;
   const double opt_bytes = a.cnn ? kSgdBytesPerParam : kAdamBytesPerParam;
-  t.optimizer_seconds = opt_share * opt_bytes / r.bandwidth + 10 * r.kernel_seconds;
+  t.optimizer_seconds = opt_share * opt_bytes / r.bandwidth + kOptimizerKernels * r.kernel_seconds;
   t.step_seconds = t.compute_seconds + t.bubble_seconds + t.communication_seconds + t.optimizer_seconds;
   const double sequences = micro_steps * mb * dp;
   t.samples_per_second = sequences / t.step_seconds;
   t.tokens_per_second = t.samples_per_second * seq;
   t.tokens_per_second_per_gpu = t.tokens_per_second / (dp * tp * pp);
-  const double peak = compute_peak(d, w.weights.compute);
+  const double peak = compute_peak(d, run.weights.compute);
   // A frozen base does no weight gradients: 4N instead of 6N matmul FLOPs per token.
+  const double attention_flops =
+      kAttentionTrainFlopsFactor * dbl(a.layers) * dbl(a.heads) * dbl(a.head_dim) * dbl(w.context);
   const double model_flops =
-      training_flops_per_token(a, w.seq_len) -
-      (frozen && !a.cnn ? 2.0 *
-                              (training_flops_per_token(a, w.seq_len) -
-                               12.0 * dbl(a.layers) * dbl(a.heads) * dbl(a.head_dim) * dbl(w.seq_len)) /
-                              6.0
+      training_flops_per_token(a, w.context) -
+      (frozen && !a.cnn ? kFrozenFlopsPerParamSaved * (training_flops_per_token(a, w.context) - attention_flops) /
+                              kTrainFlopsPerParam
                         : 0.0);
   t.mfu = peak > 0 ? model_flops * (a.cnn ? t.samples_per_second : t.tokens_per_second) / (dp * tp * pp * peak) : 0;
   Cost total = micro;
@@ -796,14 +754,14 @@ TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const PerfWor
 }
 
 double predict_gemm_tflops(const PerfDevice& d, Precision p, double m, double n, double k, const PerfEfficiency& eff) {
-  PerfWorkload w;
-  w.weights.compute = p;
-  w.weights.bits_per_weight =
+  PerfRun run;
+  run.weights.compute = p;
+  run.weights.bits_per_weight =
       p == Precision::kFp8 || p == Precision::kInt8 ? 8 : (p == Precision::kFp32 || p == Precision::kTf32 ? 32 : 16);
-  w.activation_bytes = w.weights.bits_per_weight / 8;
-  const Rates r = make_rates(d, w, eff);
+  run.activation_bytes = run.weights.bits_per_weight / 8;
+  const Rates r = make_rates(d, Engine::kAuto, run, eff);  // a cuBLAS GEMM: no engine's attention kernels
   Cost c;
-  gemm(c, r, m, n, k, w.activation_bytes, w.activation_bytes, r.gemm_flops);
+  gemm(c, r, m, n, k, run.activation_bytes, run.activation_bytes, r.gemm_flops);
   return 2.0 * m * n * k / (c.total() + r.kernel_seconds) / 1e12;
 }
 

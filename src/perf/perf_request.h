@@ -25,7 +25,7 @@ const std::vector<std::string_view>& perf_request_keys();
 struct PerfSetup {
   Workload workload;  // as `gpuplan fit` reads it (context = input + output for inference)
   PerfArch arch;
-  PerfWorkload perf;        // resolved except `weights`, which depends on the target's device
+  PerfRun run;              // resolved except `weights` (the target's device) and `dp` (0: from the count)
   double rate = 0;          // requests/s (serving), 0 = none
   double train_tokens = 0;  // tokens to process (training), 0 = none
   PerfEfficiency efficiency;
@@ -38,13 +38,9 @@ struct PerfSetup {
 // checkpointing: true/false (= full/none).
 Result<PerfSetup> parse_perf_setup(const Json& request);
 
-// The PerfWorkload for one target (formats resolved on that device; data parallel = count / (tp x pp)
+// The PerfRun for one target (formats resolved on that device; data parallel = count / (tp x pp)
 // unless the request gave dp).
-PerfWorkload workload_for(const PerfSetup& s, const PerfDevice& device, int count);
-
-// The engine whose refusal rules apply to this setup: the workload's, except that "auto" inference is a
-// tuned serving engine (vLLM) and exllama runs the transformers rules (GPTQ checkpoints).
-Engine rules_engine(const PerfSetup& s);
+PerfRun run_for(const PerfSetup& s, const PerfDevice& device, int count);
 
 // What the memory model says for this setup on a target: whether it fits, and the largest batch a
 // serving engine holds (paged KV: pool tokens / (input + output / 2); else the largest static batch at

@@ -13,9 +13,8 @@ WorkloadPlanModel::Layout& WorkloadPlanModel::layout(int tp, int pp) const {
   l.setup.workload.tp = tp;
   l.setup.workload.pp = pp;
   l.setup.workload.count = 0;
-  l.setup.perf.tp = tp;
-  l.setup.perf.pp = pp;
-  l.setup.perf.dp = 0;
+  l.setup.run.dp = 0;
+  l.at_batch = l.setup.workload;
   auto& stored = layouts_.emplace(key, std::move(l)).first->second;
   // The cache keeps a reference to the setup: make it after the setup has its final address.
   stored.memory = std::make_unique<perf::MemoryCache>(stored.setup);
@@ -26,7 +25,7 @@ bool WorkloadPlanModel::layout_allowed(int tp, int pp) const {
   const Model& m = *base_.workload.model;
   if (m.kind == ModelKind::kCnn) return tp == 1 && pp == 1;
   // The refusal rules (refusal.h): heads and KV heads split evenly over tp, a layer per pipeline stage.
-  return !parallel_refusal_code(m, perf::rules_engine(base_), tp, pp);
+  return !parallel_refusal_code(m, rules_engine(base_.workload.engine, base_.workload.task), tp, pp);
 }
 
 int WorkloadPlanModel::max_serving_batch(const Target& t, int tp, int pp, std::string* why_not) const {
@@ -53,16 +52,16 @@ int WorkloadPlanModel::max_serving_batch(const Target& t, int tp, int pp, std::s
 ServePoint WorkloadPlanModel::serve(const Target& t, int tp, int pp, int batch) const {
   Layout& l = layout(tp, pp);
   const PerfDevice device = perf_device(t);
-  PerfWorkload w = perf::workload_for(l.setup, device, t.count);
+  const PerfRun run = perf::run_for(l.setup, device, t.count);
+  Workload& w = l.at_batch;
   // With continuous batching a new request's first token waits for its own prefill, not the batch's.
   w.batch = 1;
-  const InferencePerf first = predict_inference(l.setup.arch, device, w, l.setup.efficiency);
+  const InferencePerf first = predict_inference(l.setup.arch, device, w, run, l.setup.efficiency);
   w.batch = batch;
-  const InferencePerf at = predict_inference(l.setup.arch, device, w, l.setup.efficiency);
+  const InferencePerf at = predict_inference(l.setup.arch, device, w, run, l.setup.efficiency);
   // Prefills of arriving requests interleave with decode steps: in steady state batch / output_tokens
   // requests finish (and as many start, each with its prefill) per decode step.
-  const double prefills_per_step =
-      static_cast<double>(batch) / std::max<double>(1, static_cast<double>(w.output_tokens));
+  const double prefills_per_step = static_cast<double>(batch) / static_cast<double>(perf_output_tokens(w));
   return ServePoint{first.ttft_seconds, at.tpot_seconds + prefills_per_step * first.ttft_seconds};
 }
 
@@ -86,9 +85,9 @@ TrainPoint WorkloadPlanModel::train(const Target& t, int dp, int tp, int pp) con
     return p;
   }
   const PerfDevice device = perf_device(t);
-  PerfWorkload w = perf::workload_for(l.setup, device, t.count);
-  w.dp = dp;
-  const TrainPerf tr = predict_training(l.setup.arch, device, w, l.setup.efficiency);
+  PerfRun run = perf::run_for(l.setup, device, t.count);
+  run.dp = dp;
+  const TrainPerf tr = predict_training(l.setup.arch, device, l.setup.workload, run, l.setup.efficiency);
   p.fits = true;
   p.tokens_per_second = l.setup.arch.cnn ? tr.samples_per_second : tr.tokens_per_second;
   return p;

@@ -25,6 +25,9 @@ class WorkloadPlanModel : public PlanModel {
   struct Layout {
     perf::PerfSetup setup;
     std::unique_ptr<perf::MemoryCache> memory;
+    // The setup's workload at the batch being predicted: a copy made once per layout, so that a
+    // prediction at another batch copies no model pointer (the memory cache reads setup.workload).
+    Workload at_batch;
   };
   Layout& layout(int tp, int pp) const;
 

@@ -71,26 +71,23 @@ PerfRowPrediction predict_perf_row(const Catalog& catalog, const Json& row) {
     if (setup.error().code == ErrorCode::kNotFound) return skip("model not in zoo: " + model);
     return skip("workload: " + setup.error().message);
   }
-  {
-    // A row that the refusal rules reject either did not run what it says or a rule is wrong: skip it
-    // with the reason, so that `validate` shows it.
-    Workload as = setup->workload;
-    as.engine = perf::rules_engine(*setup);
-    if (auto r = refusal(as, target)) return skip("refused: " + r->message);
-  }
-  const PerfWorkload w = perf::workload_for(*setup, device, target.count);
+  // A row that the refusal rules reject either did not run what it says or a rule is wrong: skip it
+  // with the reason, so that `validate` shows it. (The rules are the engine's, or those it borrows.)
+  if (auto r = refusal(setup->workload, target)) return skip("refused: " + r->message);
+  const Workload& w = setup->workload;
+  const PerfRun run = perf::run_for(*setup, device, target.count);
   const PerfArch& a = setup->arch;
   const bool per_gpu = row.value("per_gpu", false);
   const double gpus = std::max(1, target.count);
   if (metric == "train_tokens_per_second" || metric == "train_samples_per_second" || metric == "mfu" ||
-      (metric == "step_seconds" && w.task != PerfTask::kInfer)) {
-    const TrainPerf t = predict_training(a, device, w, eff);
+      (metric == "step_seconds" && w.task != Task::kInfer)) {
+    const TrainPerf t = predict_training(a, device, w, run, eff);
     if (metric == "train_tokens_per_second") return done(t.tokens_per_second_per_gpu, t.bound);
     if (metric == "train_samples_per_second") return done(t.samples_per_second, t.bound);
     if (metric == "mfu") return done(t.mfu, t.bound);
     return done(t.step_seconds, t.bound);
   }
-  const InferencePerf inf = predict_inference(a, device, w, eff);
+  const InferencePerf inf = predict_inference(a, device, w, run, eff);
   if (metric == "step_seconds") return done(inf.total_seconds, inf.bound);
   if (metric == "ttft_seconds") return done(inf.ttft_seconds, inf.prefill_bound);
   if (metric == "tpot_seconds") return done(inf.tpot_seconds, inf.decode_bound);
@@ -98,7 +95,8 @@ PerfRowPrediction predict_perf_row(const Catalog& catalog, const Json& row) {
   if (metric == "decode_tokens_per_second") {
     // With a stated prompt, published speeds are generated tokens over the whole generation time.
     const bool whole = setup->lengths_given;
-    const double v = whole ? static_cast<double>(w.output_tokens) / inf.total_seconds : inf.decode_tokens_per_second;
+    const double v =
+        whole ? static_cast<double>(perf_output_tokens(w)) / inf.total_seconds : inf.decode_tokens_per_second;
     return done(v, inf.decode_bound);
   }
   if (metric == "throughput_tokens_per_second") {
@@ -112,7 +110,7 @@ PerfRowPrediction predict_perf_row(const Catalog& catalog, const Json& row) {
       if (!verdict) return skip("memory: " + verdict.error().message);
       const int64_t max_batch = verdict->serving_max_batch;
       if (max_batch < 1) return skip("the model does not fit for serving on this target");
-      const ServingPerf s = predict_serving(a, device, w, eff, max_batch, 0);
+      const ServingPerf s = predict_serving(a, device, w, run, eff, max_batch, 0);
       v = s.max_throughput_tokens_per_second;
       p.note = "serving at the largest batch memory allows: " + std::to_string(max_batch);
     }

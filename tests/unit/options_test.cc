@@ -154,7 +154,7 @@ TEST(Options, TheVocabularyCommandListsOptionsAndNames) {
   auto r = run_command(ctx, "vocabulary", Json::object());
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ((*r)["options"].size(), table().all().size());
-  for (const char* v : {"task", "weight_format", "kv_format", "engine", "optimizer", "checkpointing", "amp"}) {
+  for (const char* v : {"task", "weights", "kv_cache", "engine", "optimizer", "checkpointing", "amp", "lora_targets"}) {
     EXPECT_FALSE((*r)["vocabularies"][v].empty()) << v;
   }
   EXPECT_FALSE((*r)["mig_profiles"]["a100-40gb-sxm4"].empty());
@@ -182,8 +182,13 @@ TEST(Options, OpenApiRequestSchemasAreGenerated) {
     std::ofstream(path, std::ios::binary) << generated->dump(1) << "\n";  // the file's one-space indent
     return;
   }
-  EXPECT_EQ(doc, *generated) << "web/openapi.json is stale: its request schemas differ from data/options.yaml; run "
-                                "GPUPLAN_UPDATE_OPENAPI=1 ./build/tests/gpuplan_tests "
+  // The JSON Patch from the file to the generated document: empty when the file is up to date.
+  const Json patch = Json::diff(doc, *generated);
+  std::string paths;
+  for (size_t i = 0; i < patch.size() && i < 10; ++i) paths += "\n  " + patch[i]["path"].get<std::string>();
+  EXPECT_TRUE(patch.empty()) << "web/openapi.json is stale: " << patch.size()
+                             << " differences from data/options.yaml, first:" << paths
+                             << "\nrun GPUPLAN_UPDATE_OPENAPI=1 ./build/tests/gpuplan_tests "
                                 "--gtest_filter=Options.OpenApiRequestSchemasAreGenerated";
 }
 
@@ -223,7 +228,7 @@ TEST(Options, ThePageHardCodesNoVocabularyName) {
   auto v = run_command(ctx, "vocabulary", Json::object());
   ASSERT_TRUE(v.ok()) << v.error().message;
   std::set<std::string> names;
-  for (const char* vocab : {"task", "weight_format", "kv_format", "engine"}) {
+  for (const char* vocab : {"task", "weights", "kv_cache", "engine"}) {
     for (const auto& n : (*v)["vocabularies"][vocab]) names.insert(n.get<std::string>());
   }
   for (const auto& [gpu, profiles] : (*v)["mig_profiles"].items()) {

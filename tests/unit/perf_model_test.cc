@@ -22,15 +22,32 @@ Target target(const char* name, int count = 1) {
   return Target::linked(*ref, count);
 }
 
-PerfWorkload infer(const Model& m, const PerfDevice& d, WeightFormat f, int64_t batch, int64_t in, int64_t out,
-                   PerfEngine e = PerfEngine::kVllm) {
-  PerfWorkload w;
-  w.engine = e;
-  w.weights = perf_weights(f, m, d, e);
-  w.batch = batch;
-  w.input_tokens = in;
-  w.output_tokens = out;
-  return w;
+// A workload (the perf model reads it directly) and what a target resolves for it.
+struct PerfCase {
+  Workload w;
+  PerfRun run;
+};
+InferencePerf predict_inference(const PerfArch& a, const PerfDevice& d, const PerfCase& c, const PerfEfficiency& e) {
+  return gpuplan::predict_inference(a, d, c.w, c.run, e);
+}
+ServingPerf predict_serving(const PerfArch& a, const PerfDevice& d, const PerfCase& c, const PerfEfficiency& e,
+                            int64_t max_batch, double rate) {
+  return gpuplan::predict_serving(a, d, c.w, c.run, e, max_batch, rate);
+}
+TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const PerfCase& c, const PerfEfficiency& e) {
+  return gpuplan::predict_training(a, d, c.w, c.run, e);
+}
+
+PerfCase infer(const Model& m, const PerfDevice& d, WeightFormat f, int64_t batch, int64_t in, int64_t out,
+               Engine e = Engine::kVllm) {
+  PerfCase c;
+  c.w.engine = e;
+  c.run.weights = perf_weights(f, m, d, e);
+  c.w.batch = batch;
+  c.w.input_tokens = in;
+  c.w.output_tokens = out;
+  c.w.context = in + out;
+  return c;
 }
 
 TEST(PerfModel, DecodeAtBatchOneIsBandwidthBound) {
@@ -80,8 +97,8 @@ TEST(PerfModel, TensorParallelSpeedupIsSublinear) {
   int i = 0;
   for (int tp : {2, 4, 8}) {
     const PerfDevice d = perf_device(target("h100-80gb-sxm5", tp));
-    PerfWorkload w = infer(m, d, WeightFormat::kBf16, 1, 512, 128);
-    w.tp = tp;
+    PerfCase w = infer(m, d, WeightFormat::kBf16, 1, 512, 128);
+    w.w.tp = tp;
     tpot[i++] = predict_inference(a, d, w, eff).tpot_seconds;
   }
   EXPECT_LT(tpot[1], tpot[0]);
@@ -97,8 +114,8 @@ TEST(PerfModel, PcieAllReducesCostMoreThanNvlink) {
   PerfDevice pcie = nv;
   pcie.link_bytes_per_second = 63e9;
   pcie.nvlink = false;
-  PerfWorkload w = infer(m, nv, WeightFormat::kBf16, 16, 2048, 1);
-  w.tp = 4;
+  PerfCase w = infer(m, nv, WeightFormat::kBf16, 16, 2048, 1);
+  w.w.tp = 4;
   const PerfEfficiency eff = default_efficiency();
   EXPECT_GT(predict_inference(a, pcie, w, eff).ttft_seconds, 1.2 * predict_inference(a, nv, w, eff).ttft_seconds);
 }
@@ -107,8 +124,8 @@ TEST(PerfModel, Fp8TensorCoresOnlyWhereTheGpuHasThem) {
   const Model& m = model("llama-2-7b");
   const PerfDevice a100 = perf_device(target("a100-80gb-sxm4"));
   const PerfDevice h100 = perf_device(target("h100-80gb-sxm5"));
-  const PerfWeights on_a100 = perf_weights(WeightFormat::kFp8, m, a100, PerfEngine::kVllm);
-  const PerfWeights on_h100 = perf_weights(WeightFormat::kFp8, m, h100, PerfEngine::kVllm);
+  const PerfWeights on_a100 = perf_weights(WeightFormat::kFp8, m, a100, Engine::kVllm);
+  const PerfWeights on_h100 = perf_weights(WeightFormat::kFp8, m, h100, Engine::kVllm);
   EXPECT_NE(on_a100.compute, Precision::kFp8);
   EXPECT_TRUE(on_a100.dequantize);
   EXPECT_EQ(on_h100.compute, Precision::kFp8);
@@ -126,9 +143,9 @@ TEST(PerfModel, Fp8TensorCoresOnlyWhereTheGpuHasThem) {
 
 TEST(PerfModel, Fp32RunsAsTf32WhereAvailable) {
   const Model& m = model("bert-large");
-  EXPECT_EQ(perf_weights(WeightFormat::kFp32, m, perf_device(target("a100-80gb-sxm4")), PerfEngine::kPytorch).compute,
+  EXPECT_EQ(perf_weights(WeightFormat::kFp32, m, perf_device(target("a100-80gb-sxm4")), Engine::kPytorch).compute,
             Precision::kTf32);
-  EXPECT_EQ(perf_weights(WeightFormat::kFp32, m, perf_device(target("v100-16gb-sxm2")), PerfEngine::kPytorch).compute,
+  EXPECT_EQ(perf_weights(WeightFormat::kFp32, m, perf_device(target("v100-16gb-sxm2")), Engine::kPytorch).compute,
             Precision::kFp32);
 }
 
@@ -136,7 +153,7 @@ TEST(PerfModel, Int4DecodesFasterButDequantizesToSixteenBits) {
   const Model& m = model("llama-2-13b");
   const PerfArch a = perf_arch(m);
   const PerfDevice d = perf_device(target("a100-80gb-sxm4"));
-  const PerfWeights q = perf_weights(WeightFormat::kInt4Awq, m, d, PerfEngine::kVllm);
+  const PerfWeights q = perf_weights(WeightFormat::kInt4Awq, m, d, Engine::kVllm);
   EXPECT_EQ(q.compute, Precision::kBf16);
   EXPECT_TRUE(q.dequantize);
   EXPECT_LT(q.bits_per_weight, 4.5);
@@ -156,10 +173,10 @@ TEST(PerfModel, MoeDecodeReadsOnlyTheExpertsItTouches) {
   EXPECT_EQ(a.experts, 8);
   const PerfDevice d = perf_device(target("h100-80gb-sxm5", 2));
   const PerfEfficiency eff = default_efficiency();
-  PerfWorkload w1 = infer(m, d, WeightFormat::kBf16, 1, 128, 128);
-  w1.tp = 2;
-  PerfWorkload w64 = w1;
-  w64.batch = 64;
+  PerfCase w1 = infer(m, d, WeightFormat::kBf16, 1, 128, 128);
+  w1.w.tp = 2;
+  PerfCase w64 = w1;
+  w64.w.batch = 64;
   const double t1 = predict_inference(a, d, w1, eff).tpot_seconds;
   const double t64 = predict_inference(a, d, w64, eff).tpot_seconds;
   // Batch 1 reads 2 of 8 experts per layer, far less than a model whose tokens used all 8; batch 64
@@ -172,14 +189,14 @@ TEST(PerfModel, MoeDecodeReadsOnlyTheExpertsItTouches) {
   EXPECT_GT(t64, 0.9 * all_weights_per_gpu / d.bandwidth_bytes_per_second);
 }
 
-PerfWorkload train(const Model& m, const PerfDevice& d, int64_t micro, int64_t seq) {
-  PerfWorkload w;
-  w.task = PerfTask::kTrain;
-  w.engine = PerfEngine::kMegatron;
-  w.weights = perf_weights(WeightFormat::kBf16, m, d, w.engine);
-  w.micro_batch = micro;
-  w.seq_len = seq;
-  return w;
+PerfCase train(const Model& m, const PerfDevice& d, int64_t micro, int64_t seq) {
+  PerfCase c;
+  c.w.task = Task::kTrain;
+  c.w.engine = Engine::kMegatron;
+  c.run.weights = perf_weights(WeightFormat::kBf16, m, d, c.w.engine);
+  c.w.batch = micro;
+  c.w.context = seq;
+  return c;
 }
 
 TEST(PerfModel, TrainingAccountsForRecomputeAndPipelineAndDataParallel) {
@@ -187,28 +204,28 @@ TEST(PerfModel, TrainingAccountsForRecomputeAndPipelineAndDataParallel) {
   const PerfArch a = perf_arch(m);
   const PerfDevice d = perf_device(target("a100-80gb-sxm4", 8));
   const PerfEfficiency eff = default_efficiency();
-  PerfWorkload w = train(m, d, 4, 2048);
+  PerfCase w = train(m, d, 4, 2048);
   const TrainPerf base = predict_training(a, d, w, eff);
   EXPECT_GT(base.mfu, 0.3);
   EXPECT_LT(base.mfu, 0.8);
-  w.checkpointing = PerfRecompute::kFull;
+  w.w.checkpointing = Checkpointing::kFull;
   const TrainPerf full = predict_training(a, d, w, eff);
   EXPECT_GT(full.step_seconds, 1.2 * base.step_seconds);  // one more forward: ~4/3
   EXPECT_LT(full.step_seconds, 1.45 * base.step_seconds);
   EXPECT_NEAR(full.mfu * full.step_seconds, base.mfu * base.step_seconds,
               1e-9 * base.step_seconds);  // MFU excludes recompute
   // Pipeline bubble shrinks with more micro-batches.
-  PerfWorkload p = train(m, d, 1, 2048);
-  p.pp = 4;
-  p.global_batch = 4;
+  PerfCase p = train(m, d, 1, 2048);
+  p.w.pp = 4;
+  p.run.global_batch = 4;
   const double bubble_few = predict_training(a, d, p, eff).bubble_seconds / predict_training(a, d, p, eff).step_seconds;
-  p.global_batch = 64;
+  p.run.global_batch = 64;
   const double bubble_many =
       predict_training(a, d, p, eff).bubble_seconds / predict_training(a, d, p, eff).step_seconds;
   EXPECT_GT(bubble_few, 3 * bubble_many);
   // Data parallel: per-GPU throughput never beats one GPU's.
-  PerfWorkload dp = train(m, d, 4, 2048);
-  dp.dp = 8;
+  PerfCase dp = train(m, d, 4, 2048);
+  dp.run.dp = 8;
   EXPECT_LE(predict_training(a, d, dp, eff).tokens_per_second_per_gpu, base.tokens_per_second_per_gpu * 1.0001);
   EXPECT_GT(predict_training(a, d, dp, eff).tokens_per_second, 6 * base.tokens_per_second);
 }
@@ -219,11 +236,11 @@ TEST(PerfModel, CnnTrainingUsesFlopsPerSample) {
   EXPECT_TRUE(a.cnn);
   EXPECT_GT(a.cnn_flops_per_sample, 7e9);
   const PerfDevice d = perf_device(target("a100-80gb-sxm4"));
-  PerfWorkload w;
-  w.task = PerfTask::kTrain;
-  w.engine = PerfEngine::kPytorch;
-  w.weights = perf_weights(WeightFormat::kFp16, m, d, w.engine);
-  w.micro_batch = 256;
+  PerfCase w;
+  w.w.task = Task::kTrain;
+  w.w.engine = Engine::kPytorch;
+  w.run.weights = perf_weights(WeightFormat::kFp16, m, d, w.w.engine);
+  w.w.batch = 256;
   const TrainPerf t = predict_training(a, d, w, default_efficiency());
   EXPECT_GT(t.samples_per_second, 1000);
   EXPECT_LT(t.samples_per_second, 5000);
@@ -233,7 +250,7 @@ TEST(PerfModel, ServingLatencyGrowsWithRateUntilSaturation) {
   const Model& m = model("llama-3.1-8b");
   const PerfArch a = perf_arch(m);
   const PerfDevice d = perf_device(target("h100-80gb-sxm5"));
-  const PerfWorkload w = infer(m, d, WeightFormat::kBf16, 1, 512, 256);
+  const PerfCase w = infer(m, d, WeightFormat::kBf16, 1, 512, 256);
   const PerfEfficiency eff = default_efficiency();
   const ServingPerf cap = predict_serving(a, d, w, eff, 256, 0);
   ASSERT_GT(cap.max_rate_requests_per_second, 1);
@@ -265,7 +282,7 @@ TEST(PerfModel, EfficiencyOverrides) {
   // A lower bandwidth efficiency slows decode in proportion (nearly: fixed costs stay).
   const Model& m = model("llama-2-7b");
   const PerfDevice d = perf_device(target("a100-80gb-sxm4"));
-  const PerfWorkload w = infer(m, d, WeightFormat::kBf16, 1, 128, 128);
+  const PerfCase w = infer(m, d, WeightFormat::kBf16, 1, 128, 128);
   const double base = predict_inference(perf_arch(m), d, w, default_efficiency()).tpot_seconds;
   auto e2 = parse_efficiency("bandwidth=0.6", default_efficiency());
   ASSERT_TRUE(e2.ok());
@@ -295,13 +312,13 @@ namespace {
 TEST(PerfModel, Bf16OnVoltaRunsOnCudaCores) {
   const Model& m = model("llama-2-7b");
   const PerfDevice v100 = perf_device(target("v100-32gb-sxm2"));
-  EXPECT_EQ(perf_weights(WeightFormat::kBf16, m, v100, PerfEngine::kTransformers).compute, Precision::kFp32);
-  EXPECT_EQ(perf_weights(WeightFormat::kFp16, m, v100, PerfEngine::kTransformers).compute, Precision::kFp16);
+  EXPECT_EQ(perf_weights(WeightFormat::kBf16, m, v100, Engine::kTransformers).compute, Precision::kFp32);
+  EXPECT_EQ(perf_weights(WeightFormat::kFp16, m, v100, Engine::kTransformers).compute, Precision::kFp16);
   const PerfDevice a100 = perf_device(target("a100-80gb-sxm4"));
-  EXPECT_EQ(perf_weights(WeightFormat::kBf16, m, a100, PerfEngine::kTransformers).compute, Precision::kBf16);
+  EXPECT_EQ(perf_weights(WeightFormat::kBf16, m, a100, Engine::kTransformers).compute, Precision::kBf16);
   const PerfArch a = perf_arch(m);
   const auto run = [&](WeightFormat f) {
-    return predict_inference(a, v100, infer(m, v100, f, 1, 2048, 1, PerfEngine::kTransformers), default_efficiency());
+    return predict_inference(a, v100, infer(m, v100, f, 1, 2048, 1, Engine::kTransformers), default_efficiency());
   };
   EXPECT_GT(run(WeightFormat::kBf16).ttft_seconds, 4 * run(WeightFormat::kFp16).ttft_seconds);
 }
