@@ -64,10 +64,10 @@ Result<Json> catalog_list(const Context& ctx, const Json& body) {
 }
 
 Result<Json> catalog_show(const Context& ctx, const Json& body) {
-  Request req(body);
-  GPUPLAN_CHECK(Request(body, "catalog.show").check_keys());
-  auto name = req.string("gpu");
-  auto explain = req.flag("explain", false);
+  Request req(body, "catalog.show");
+  GPUPLAN_CHECK(req.check_keys());
+  auto name = req.text("gpu");
+  auto explain = req.boolean("explain");
   if (!name) return name.error();
   if (!explain) return explain.error();
   if (name->empty())

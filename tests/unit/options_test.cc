@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "api/offer_request.h"
 #include "api/vocabulary.h"
 #include "core/request.h"
 #include "gpuplan/api.h"
@@ -69,6 +70,9 @@ TEST(Options, MaxInstancesHasOneDefault) {
   ASSERT_NE(o, nullptr);
   EXPECT_EQ(o->default_value, 16);
   EXPECT_EQ(o->default_value, PlanOptions{}.max_instances);
+  const OptionSpec* age = table().find("max_age", "offers.list");
+  ASSERT_NE(age, nullptr);
+  EXPECT_EQ(age->default_value.get<double>(), api::kDefaultMaxOfferAgeDays);
 }
 
 Result<OptionTable> parse(const std::string& options) {
