@@ -67,7 +67,7 @@ struct PlanOptions {
   // Per offer. The request's default is data/options.yaml `max_instances` (16: plan.h said 64 and the
   // plan command 16 until issue #12); tests/unit/options_test.cc fails when the two disagree.
   int max_instances = 16;
-  int max_gpus = 1024;     // per plan
+  int max_gpus = 1024;  // per plan
 };
 
 struct Plan {

@@ -45,7 +45,6 @@ Json efficiency_json(const PerfEfficiency& e) {
               {"overlap", e.training_overlap}};
 }
 
-
 // One target's prediction, with the setup it is made from.
 struct TargetPrediction {
   const perf::PerfSetup& setup;

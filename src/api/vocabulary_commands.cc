@@ -207,12 +207,9 @@ Result<Json> vocabulary_command(const Context& ctx, const Json& body) {
                          {"kv_cache", kv_format_name(w->kv_cache)},
                          {"checkpointing", checkpointing_name(w->checkpointing)}});
   }
-  return Json{{"options", std::move(options)},
-              {"vocabularies", std::move(vocabularies)},
-              {"gpus", std::move(gpus)},
-              {"mig_profiles", std::move(mig)},
-              {"models", std::move(models)},
-              {"tasks", std::move(tasks)}};
+  return Json{{"options", std::move(options)}, {"vocabularies", std::move(vocabularies)},
+              {"gpus", std::move(gpus)},       {"mig_profiles", std::move(mig)},
+              {"models", std::move(models)},   {"tasks", std::move(tasks)}};
 }
 
 }  // namespace

@@ -22,13 +22,14 @@ struct TypeRow {
   OptionType type;
   std::string_view name;
 };
-constexpr TypeRow kTypes[] = {{OptionType::kInt, "int"},       {OptionType::kNumber, "number"},
-                              {OptionType::kBool, "bool"},     {OptionType::kFlag, "flag"},
-                              {OptionType::kString, "string"}, {OptionType::kEnum, "enum"},
-                              {OptionType::kList, "list"},     {OptionType::kFiles, "files"},
-                              {OptionType::kObject, "object"}};
+constexpr TypeRow kTypes[] = {
+    {OptionType::kInt, "int"},   {OptionType::kNumber, "number"}, {OptionType::kBool, "bool"},
+    {OptionType::kFlag, "flag"}, {OptionType::kString, "string"}, {OptionType::kEnum, "enum"},
+    {OptionType::kList, "list"}, {OptionType::kFiles, "files"},   {OptionType::kObject, "object"}};
 
-bool contains(const std::vector<std::string>& v, std::string_view s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+bool contains(const std::vector<std::string>& v, std::string_view s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
 
 std::string number_text(double v) {
   char buf[32];
@@ -184,9 +185,11 @@ Result<OptionTable> OptionTable::parse(const std::string& file, std::string_view
       return bad("name", "a request key is snake_case: lowercase letters, digits and '_'");
     }
     GPUPLAN_TRY(type, yaml::get_string(file, n, at, "type", true));
-    const auto row = std::find_if(std::begin(kTypes), std::end(kTypes), [&](const TypeRow& r) { return r.name == type; });
+    const auto row =
+        std::find_if(std::begin(kTypes), std::end(kTypes), [&](const TypeRow& r) { return r.name == type; });
     if (row == std::end(kTypes)) {
-      return bad("type", "unknown type '" + type + "'; use int, number, bool, flag, string, enum, list, files or object");
+      return bad("type",
+                 "unknown type '" + type + "'; use int, number, bool, flag, string, enum, list, files or object");
     }
     o.type = row->type;
     GPUPLAN_TRY(unit, yaml::get_string(file, n, at, "unit", false));

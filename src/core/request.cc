@@ -132,8 +132,8 @@ Status Request::check_keys() const {
     std::string list;
     for (const OptionSpec* o : table->of_command(command_)) list += (list.empty() ? "" : ", ") + o->name;
     return usage_error("unknown option '" + it.key() + "'; " + command_ +
-                           (list.empty() ? " takes no options" : " takes: " + list) +
-                           " (gpuplan " + command_ + " --help; GET /api/v1/vocabulary)",
+                           (list.empty() ? " takes no options" : " takes: " + list) + " (gpuplan " + command_ +
+                           " --help; GET /api/v1/vocabulary)",
                        it.key());
   }
   return Status::Ok();
@@ -165,14 +165,13 @@ Result<double> Request::checked_number(const OptionSpec& o, bool whole_number) c
   const std::string kind = whole_number ? "a whole number" : "a number";
   const std::string range = o.range.words();
   if (whole_number && d != std::floor(d)) {
-    return usage_error("'" + key + "' must be " + kind + (range.empty() ? "" : " " + range) +
-                           ", got " + num_text(d),
+    return usage_error("'" + key + "' must be " + kind + (range.empty() ? "" : " " + range) + ", got " + num_text(d),
                        key);
   }
   if (!o.range.contains(d)) {
-    return usage_error("'" + key + "' is " + num_text(d) + ", outside its range " + o.range.text() +
-                           ": give " + kind + " " + range,
-                       key);
+    return usage_error(
+        "'" + key + "' is " + num_text(d) + ", outside its range " + o.range.text() + ": give " + kind + " " + range,
+        key);
   }
   return d;
 }
@@ -236,8 +235,7 @@ Result<std::string> Request::text(std::string_view key) const {
   GPUPLAN_TRY(given, string(o->name.c_str(), fallback));
   // An empty string is the default, as an empty field of a form means.
   const std::string s = given.empty() ? fallback : given;
-  if (!o->values.empty() && !s.empty() &&
-      std::find(o->values.begin(), o->values.end(), s) == o->values.end()) {
+  if (!o->values.empty() && !s.empty() && std::find(o->values.begin(), o->values.end(), s) == o->values.end()) {
     return usage_error("'" + o->name + "' is '" + s + "'; give one of " + joined(o->values), o->name);
   }
   return s;

@@ -111,8 +111,9 @@ TEST(Options, BadDeclarationsAreRefusedWithTheirLine) {
 }
 
 TEST(Options, RangesReadAndPrint) {
-  auto t = parse("  - {name: a, type: number, range: \"(0, 1]\", commands: [fit], help: x}\n"
-                 "  - {name: b, type: int, range: \"[0, ..)\", commands: [fit], help: x}\n");
+  auto t = parse(
+      "  - {name: a, type: number, range: \"(0, 1]\", commands: [fit], help: x}\n"
+      "  - {name: b, type: int, range: \"[0, ..)\", commands: [fit], help: x}\n");
   ASSERT_TRUE(t.ok()) << t.error().message;
   const OptionRange& a = t->find("a")->range;
   EXPECT_FALSE(a.contains(0));
