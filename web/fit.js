@@ -1,8 +1,8 @@
 // Fit and speed: a zoo model or an uploaded config.json; task, formats, batch and context; a stacked
 // memory bar per target with its capacity line, the verdict, the largest batch and context, and the
 // speed when this build has `perf`. Recomputes (debounced) as the inputs change.
-import { add, api, bytes, clear, commands, debounce, el, errorBox, fmt, gpuList, gpuPicker, isUnavailable, liveStatus,
-  patternDefs, patternFill, readFile, seconds, svg, unavailable } from './ui.js';
+import { add, api, bytes, clear, commands, debounce, declaredDefault, el, errorBox, fmt, gpuList, gpuPicker, isUnavailable,
+  liveStatus, patternDefs, patternFill, readFile, seconds, svg, taskInfo, unavailable, vocabulary, words } from './ui.js';
 
 const COMPONENTS = [
   ['weights_bytes', 'Weights'], ['kv_cache_bytes', 'KV cache'], ['activations_bytes', 'Activations'],
@@ -15,9 +15,7 @@ const SPEED = [
   ['step_seconds', 'Step time', seconds], ['samples_per_second', 'Samples/s', fmt], ['mfu', 'MFU', (v) => `${fmt(v * 100, 3)}%`],
   ['bound', 'Bound by', String],
 ];
-const FORMATS = ['fp32', 'bf16', 'fp16', 'fp8', 'int8', 'int4', 'int4-awq', 'int4-gptq', 'nf4', 'q4_k_m', 'q8_0'];
-
-let form, results, status, picker, uploaded = null, controller = null, haveFit = true, havePerf = false;
+let form, results, status, picker, vocab, uploaded = null, controller = null, haveFit = true, havePerf = false;
 
 export async function init(panel, r) {
   const have = await commands();
@@ -29,6 +27,10 @@ export async function init(panel, r) {
     return;
   }
   const models = await api('/models');
+  vocab = await vocabulary();
+  const defaultTask = declaredDefault(vocab, 'task');
+  const start = taskInfo(vocab, defaultTask);
+  const options = (list, selected) => list.map((t) => el('option', { value: t, text: t, selected: t === selected }));
   const gpus = await gpuList();
   status = liveStatus();
   results = el('div', { class: 'fit-results' });
@@ -49,24 +51,25 @@ export async function init(panel, r) {
     recompute();
   });
   const num = (id, name, value, min, extra = {}) => el('input', { type: 'number', id, name, value, min, step: 1, inputmode: 'numeric', ...extra });
-  const fmtInput = (id, name, value) => el('input', { id, name, value, list: 'fit-formats', autocomplete: 'off' });
+  const fmtInput = (id, name, value, list) => el('input', { id, name, value: value || '', list, autocomplete: 'off' });
   const initialGpu = r.params && r.params.get('gpu');
   picker = gpuPicker({ id: 'fit-gpu', labelText: 'Targets', gpus, selected: initialGpu ? initialGpu.split(',') : ['a100-40gb-sxm4', 'a100-80gb-sxm4', 'h100-80gb-sxm5', 'l4'].filter((g) => gpus.some((x) => x.id === g)), onchange: () => recompute() });
   form = el('form', { class: 'workload', 'aria-label': 'Workload', onsubmit: (e) => { e.preventDefault(); recompute.now(); } },
-    el('datalist', { id: 'fit-formats' }, FORMATS.map((f) => el('option', { value: f }))),
+    el('datalist', { id: 'fit-formats' }, words(vocab, 'weights').map((f) => el('option', { value: f }))),
+    el('datalist', { id: 'fit-kv-formats' }, words(vocab, 'kv_cache').map((f) => el('option', { value: f }))),
     el('fieldset', {}, el('legend', { text: 'Model' }),
       el('label', { for: 'fit-model', text: 'Zoo model ' }), modelSelect,
       el('span', { class: 'or', text: ' or ' }),
       el('label', { for: 'fit-config', text: 'your config.json ' }), file,
       el('button', { type: 'button', text: 'Clear file', onclick: () => { file.value = ''; uploaded = null; recompute(); } })),
     el('fieldset', {}, el('legend', { text: 'Workload' }),
-      el('label', {}, 'Task ', el('select', { id: 'fit-task', name: 'task' }, ['infer', 'train', 'lora', 'qlora'].map((t) => el('option', { value: t, text: t })))),
-      el('label', {}, 'Weights ', fmtInput('fit-weights', 'weights', 'bf16')),
-      el('label', {}, 'KV cache ', fmtInput('fit-kv', 'kv_cache', 'bf16')),
+      el('label', {}, 'Task ', el('select', { id: 'fit-task', name: 'task' }, options(words(vocab, 'task'), defaultTask))),
+      el('label', {}, 'Weights ', fmtInput('fit-weights', 'weights', start.weights, 'fit-formats')),
+      el('label', {}, 'KV cache ', fmtInput('fit-kv', 'kv_cache', start.kv_cache, 'fit-kv-formats')),
       el('label', {}, 'Batch ', num('fit-batch', 'batch', 1, 1)),
       el('label', {}, 'Context (tokens) ', num('fit-context', 'context', 4096, 1, { step: 256 })),
       el('label', {}, 'Engine ', el('select', { id: 'fit-engine', name: 'engine' },
-        ['transformers', 'vllm', 'tgi', 'llama.cpp', 'tensorrt-llm', 'pytorch', 'deepspeed'].map((t) => el('option', { value: t, text: t })))),
+        options(words(vocab, 'engine'), declaredDefault(vocab, 'engine')))),
       el('label', {}, 'Tensor parallel ', num('fit-tp', 'tp', 1, 1)),
       el('p', { class: 'hint', text: 'To split one model over the GPUs of a target (h100-80gb-sxm5x8), set tensor parallel to the count; a larger count adds replicas.' })),
     havePerf ? el('fieldset', {}, el('legend', { text: 'Speed' }),
@@ -75,13 +78,15 @@ export async function init(panel, r) {
     el('fieldset', {}, el('legend', { text: 'Targets' }), picker.node,
       el('p', { class: 'hint', text: 'A count multiplies a target: h100-80gb-sxm5x8. MIG slices: a100-40gb-sxm4/3g.20gb.' })),
     el('button', { type: 'submit', text: 'Compute now' }));
-  // QLoRA trains on a quantized base: moving to it from a 16-bit format picks bitsandbytes NF4 with double
-  // quantization (the library's default for qlora), and moving away from it returns to bf16.
+  // Each task has the library's default weights (QLoRA: a quantized base, bitsandbytes NF4 with double
+  // quantization): while the field holds the previous task's default, a new task brings its own.
+  let lastTask = defaultTask;
   form.querySelector('#fit-task').addEventListener('change', (e) => {
     const w = form.querySelector('#fit-weights');
-    const sixteen = ['', 'bf16', 'fp16', 'fp32'].includes(w.value.trim().toLowerCase());
-    if (e.target.value === 'qlora' && sixteen) w.value = 'nf4-dq';
-    else if (e.target.value !== 'qlora' && w.value.trim().toLowerCase().startsWith('nf4')) w.value = 'bf16';
+    const before = taskInfo(vocab, lastTask).weights;
+    const after = taskInfo(vocab, e.target.value).weights;
+    if (after && (w.value.trim() === '' || w.value.trim().toLowerCase() === before)) w.value = after;
+    lastTask = e.target.value;
   });
   form.addEventListener('input', () => recompute());
   form.addEventListener('change', (e) => { if (e.target !== file) recompute(); });
@@ -105,7 +110,7 @@ function request() {
   };
   const g = picker.get();
   if (g.length) req.gpu = g;
-  if (req.task !== 'infer') delete req.kv_cache;
+  if (taskInfo(vocab, req.task).training) delete req.kv_cache;
   for (const k of Object.keys(req)) if (req[k] === undefined) delete req[k];
   return req;
 }

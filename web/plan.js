@@ -1,8 +1,8 @@
 // Plan: where to rent it. Offers (the shipped snapshot or an uploaded file), the recommended plan
 // with its reasons, every plan considered, and a chart of cost against time.
-import { add, api, clear, commands, el, errorBox, fmt, gpuList, isUnavailable, liveStatus, patternDefs, readFile, seconds, sortableTable, svg, unavailable } from './ui.js';
+import { add, api, clear, commands, declaredDefault, el, errorBox, fmt, gpuList, isUnavailable, liveStatus, patternDefs, readFile, seconds, sortableTable, svg, taskInfo, unavailable, vocabulary, words } from './ui.js';
 
-let form, out, status, offersText = null, offersName = '';
+let form, out, status, vocab, offersText = null, offersName = '', trainTask;
 
 export async function init(panel) {
   const have = await commands();
@@ -12,6 +12,10 @@ export async function init(panel) {
     return;
   }
   const models = await api('/models');
+  vocab = await vocabulary();
+  // The training goal runs the library's full-training task: the first task that trains without an adapter.
+  const full = (vocab.tasks || []).find((t) => t.training && !t.adapter);
+  trainTask = full ? full.name : undefined;
   status = liveStatus();
   status.id = 'plan-status';
   out = el('div', { class: 'plan-results' });
@@ -23,7 +27,7 @@ export async function init(panel) {
     offersName = f ? f.name : '';
     status.textContent = f ? `Using offers from ${f.name}.` : 'Using the shipped offers.';
   });
-  const goal = el('select', { id: 'plan-goal', name: 'goal' }, el('option', { value: 'serve', text: 'serve requests' }), el('option', { value: 'train', text: 'train or fine-tune' }));
+  const goal = el('select', { id: 'plan-goal', name: 'goal' }, el('option', { value: 'serve', text: 'serve requests' }), el('option', { value: trainTask || 'train-goal', text: 'train or fine-tune' }));
   const serve = el('fieldset', { class: 'goal-serve' }, el('legend', { text: 'Serving goal' }),
     el('label', {}, 'Requests/s ', num('plan-rate', 'rate', 5)),
     el('label', {}, 'Input tokens ', num('plan-in', 'input_tokens', 1024)),
@@ -38,12 +42,13 @@ export async function init(panel) {
   form = el('form', { class: 'workload', 'aria-label': 'Plan request', onsubmit: (e) => { e.preventDefault(); run(); } },
     el('fieldset', {}, el('legend', { text: 'Workload' }),
       el('label', {}, 'Model ', el('select', { id: 'plan-model', name: 'model' }, (models.ok ? models.data.models : []).map((m) => el('option', { value: m.id, text: m.id, selected: m.id === 'llama-2-7b' })))),
-      el('label', {}, 'Weights ', el('input', { id: 'plan-weights', name: 'weights', value: 'bf16' })),
+      el('label', {}, 'Weights ', el('input', { id: 'plan-weights', name: 'weights', value: taskInfo(vocab, declaredDefault(vocab, 'task')).weights || '' })),
       el('label', {}, 'Goal ', goal)),
     serve, train,
     el('fieldset', {}, el('legend', { text: 'Offers' }),
       el('label', { for: 'plan-offers', text: 'Offers file (default: the shipped snapshot) ' }), offers,
-      el('label', {}, 'Objective ', el('select', { id: 'plan-objective', name: 'objective' }, el('option', { value: 'cost', text: 'lowest cost' }), el('option', { value: 'time', text: 'shortest time' }))),
+      el('label', {}, 'Objective ', el('select', { id: 'plan-objective', name: 'objective' },
+        words(vocab, 'objective').map((o) => el('option', { value: o, text: `minimise ${o}`, selected: o === declaredDefault(vocab, 'objective') })))),
       el('label', { class: 'check' }, el('input', { type: 'checkbox', id: 'plan-spot', name: 'spot' }), ' Allow spot'),
       el('label', {}, 'Show ', num('plan-top', 'top', 10, { step: 1, min: 1 }), ' plans')),
     el('button', { type: 'submit', text: 'Plan' }));
@@ -56,7 +61,7 @@ function request() {
   const req = { model: v('plan-model'), weights: v('plan-weights') || undefined, objective: v('plan-objective'), top: n('plan-top') };
   if (form.querySelector('#plan-spot').checked) req.spot = true;
   if (v('plan-goal') === 'serve') Object.assign(req, { rate: n('plan-rate'), input_tokens: n('plan-in'), output_tokens: n('plan-out'), ttft_slo: n('plan-ttft'), tpot_slo: n('plan-tpot') });
-  else Object.assign(req, { task: 'train', train_tokens: n('plan-train'), deadline: v('plan-deadline') || undefined, budget: n('plan-budget') });
+  else Object.assign(req, { task: trainTask, train_tokens: n('plan-train'), deadline: v('plan-deadline') || undefined, budget: n('plan-budget') });
   if (offersText !== null) req.offers = [{ name: offersName, text: offersText }];
   for (const k of Object.keys(req)) if (req[k] === undefined) delete req[k];
   return req;

@@ -82,6 +82,30 @@ export async function commands() {
   return r.ok ? r.data.commands : [];
 }
 
+// The library's words (GET /api/v1/vocabulary), fetched once: the options with their defaults and
+// ranges, the names of tasks, formats and engines, and each task's defaults. The page hard-codes
+// none of them (tests/unit/options_test.cc fails on a name literal in web/*.js).
+let vocab = null;
+const NO_VOCABULARY = { options: [], vocabularies: {}, tasks: [], mig_profiles: {}, models: [] };
+export async function vocabulary() {
+  if (!vocab) vocab = api('/vocabulary');
+  const r = await vocab;
+  return r.ok ? r.data : NO_VOCABULARY;
+}
+// The names of one vocabulary (task, weights, kv_cache, engine, ...), or [] when unknown.
+export function words(v, name) {
+  return (v.vocabularies && v.vocabularies[name]) || [];
+}
+// The declared default of an option, or undefined.
+export function declaredDefault(v, name) {
+  const o = (v.options || []).find((x) => x.name === name);
+  return o ? o.default : undefined;
+}
+// What the library picks for a task ({name, training, adapter, weights, kv_cache, checkpointing}).
+export function taskInfo(v, name) {
+  return (v.tasks || []).find((t) => t.name === name) || { name, training: false, adapter: false };
+}
+
 // "Not available in this build": for a command the server does not have (404 unknown_command).
 export function unavailable(what, error) {
   return el('div', { class: 'notice unavailable', role: 'status' },

@@ -1,6 +1,6 @@
 // A Workload is what runs: a Model, a task, formats, batch and lengths, parallel degrees and an engine
 // profile. One struct shared by fit, perf, mig and plan. Its JSON keys are the CLI long options with
-// '-' as '_' (kWorkloadKeys), so a request, a validation row's `workload:` and the command line all
+// '-' as '_' (the workload group of data/options.yaml), so a request, a validation row's `workload:` and the command line all
 // read the same way.
 #pragma once
 
@@ -115,7 +115,8 @@ struct Workload {
   int64_t prompt_tokens() const { return input_tokens > 0 ? std::min(input_tokens, context) : context; }
 };
 
-// The request keys a workload takes (model, config, task, weights, kv_cache, batch, context, ...).
+// The request keys a workload takes (model, config, task, weights, kv_cache, batch, context, ...): the
+// workload group of data/options.yaml, where each is declared with its type, range, default and help.
 const std::vector<std::string_view>& workload_keys();
 
 // Builds a workload from a request (JSON keyed by CLI long options). `model` is a zoo id; `config`,

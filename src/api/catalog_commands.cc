@@ -14,13 +14,13 @@ namespace gpuplan::api {
 namespace {
 
 Result<Json> catalog_list(const Context& ctx, const Json& body) {
-  Request req(body);
-  if (auto s = req.check_keys({"vendor", "architecture", "min_memory_gb", "mig", "include_mig"}); !s) return s.error();
-  auto vendor = req.string("vendor");
-  auto arch = req.string("architecture");
-  auto min_mem = req.number("min_memory_gb", 0);
-  auto mig_only = req.flag("mig", false);
-  auto include_mig = req.flag("include_mig", false);
+  Request req(body, "catalog.list");
+  GPUPLAN_CHECK(req.check_keys());
+  auto vendor = req.text("vendor");
+  auto arch = req.text("architecture");
+  auto min_mem = req.real("min_memory_gb", 0);
+  auto mig_only = req.boolean("mig");
+  auto include_mig = req.boolean("include_mig");
   if (!vendor) return vendor.error();
   if (!arch) return arch.error();
   if (!min_mem) return min_mem.error();
@@ -58,10 +58,10 @@ Result<Json> catalog_list(const Context& ctx, const Json& body) {
 }
 
 Result<Json> catalog_show(const Context& ctx, const Json& body) {
-  Request req(body);
-  if (auto s = req.check_keys({"gpu", "explain"}); !s) return s.error();
-  auto name = req.string("gpu");
-  auto explain = req.flag("explain", false);
+  Request req(body, "catalog.show");
+  GPUPLAN_CHECK(req.check_keys());
+  auto name = req.text("gpu");
+  auto explain = req.boolean("explain");
   if (!name) return name.error();
   if (!explain) return explain.error();
   if (name->empty())
@@ -102,18 +102,10 @@ struct Derived {
 constexpr size_t kMaxCompareTargets = 64;
 
 Result<Json> compare(const Context& ctx, const Json& body) {
-  Request req(body);
   // Only `gpu` is the comparison's own; offers and workload keys add value metrics (compare_value.cc).
-  if (!body.is_object()) return usage_error("the request must be a JSON object");
-  for (auto it = body.begin(); it != body.end(); ++it) {
-    if (it.key() != "gpu" && !is_value_key(it.key())) {
-      return usage_error("unknown option '" + it.key() +
-                             "'; compare takes gpu, and for value metrics offers, spot, max_age, now, provider, "
-                             "region and the workload options of perf",
-                         it.key());
-    }
-  }
-  auto names = req.strings("gpu");
+  Request req(body, "compare");
+  GPUPLAN_CHECK(req.check_keys());
+  auto names = req.words("gpu");
   if (!names) return names.error();
   if (names->empty()) return usage_error("compare needs at least one GPU or MIG profile", "gpu");
   if (names->size() > kMaxCompareTargets) {

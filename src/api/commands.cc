@@ -19,6 +19,7 @@ const api::CommandTable& table() {
     api::register_validate_commands(t);
     api::register_perf_commands(t);
     api::register_model_commands(t);
+    api::register_vocabulary_commands(t);
     return t;
   }();
   return commands;

@@ -24,5 +24,6 @@ void register_fit_commands(CommandTable& table);
 void register_validate_commands(CommandTable& table);
 void register_perf_commands(CommandTable& table);
 void register_model_commands(CommandTable& table);
+void register_vocabulary_commands(CommandTable& table);
 
 }  // namespace gpuplan::api

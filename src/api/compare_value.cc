@@ -11,12 +11,6 @@
 
 namespace gpuplan::api {
 
-bool is_value_key(const std::string& key) {
-  if (is_offer_key(key)) return true;
-  const auto& k = perf::perf_request_keys();
-  return key != "gpu" && std::find(k.begin(), k.end(), key) != k.end();
-}
-
 namespace {
 
 // The cheapest usable offer per target (per GPU-hour, under the filter); nullptr where none.

@@ -10,8 +10,6 @@
 
 namespace gpuplan::api {
 
-// Request keys that belong to the value metrics (offers, filters, workload options).
-bool is_value_key(const std::string& key);
 // Adds "value" to each of out["targets"] and "value_basis" to `out` when the request asks for it.
 Status add_value_metrics(const Context& ctx, const Json& body, const std::vector<TargetRef>& refs, Json& out);
 

@@ -90,16 +90,7 @@ Json memory_json(const MemoryBreakdown& m) {
 namespace {
 
 Result<Json> fit(const Context& ctx, const Json& body) {
-  Request req(body);
-  std::vector<std::string_view> keys = workload_keys();
-  keys.push_back("gpu");
-  for (auto it = body.begin(); it != body.end(); ++it) {
-    if (std::find(keys.begin(), keys.end(), it.key()) == keys.end()) {
-      std::string list;
-      for (auto k : keys) list += (list.empty() ? "" : ", ") + std::string(k);
-      return usage_error("unknown option '" + it.key() + "'; fit takes: " + list, it.key());
-    }
-  }
+  GPUPLAN_CHECK(Request(body, "fit").check_keys());
   auto w = parse_workload(body);
   if (!w) return w.error();
   auto targets = fit_targets(*ctx.catalog, body, w->gpus());

@@ -15,7 +15,7 @@ namespace gpuplan::api {
 namespace {
 
 Result<TargetRef> mig_target(const Context& ctx, const Request& req) {
-  auto name = req.string("gpu");
+  auto name = req.text("gpu");
   if (!name) return name.error();
   if (name->empty()) return usage_error("give a MIG-capable GPU, e.g. a100-40gb-sxm4", "gpu");
   auto ref = ctx.catalog->resolve(*name);
@@ -31,8 +31,8 @@ Json placements_json(const MigTable& t, const std::vector<mig::Placed>& layout) 
 }
 
 Result<Json> mig_profiles(const Context& ctx, const Json& body) {
-  Request req(body);
-  if (auto s = req.check_keys({"gpu"}); !s) return s.error();
+  Request req(body, "mig.profiles");
+  GPUPLAN_CHECK(req.check_keys());
   auto ref = mig_target(ctx, req);
   if (!ref) return ref.error();
   Json out{{"target", ref->gpu->id}};
@@ -60,10 +60,10 @@ Json entries_json(const std::vector<mig::LayoutEntry>& entries) {
 }
 
 Result<Json> mig_check(const Context& ctx, const Json& body) {
-  const Request req(body);
-  GPUPLAN_CHECK(req.check_keys({"gpu", "layout"}));
+  const Request req(body, "mig.check");
+  GPUPLAN_CHECK(req.check_keys());
   GPUPLAN_TRY(ref, mig_target(ctx, req));
-  GPUPLAN_TRY(text, req.string("layout"));
+  GPUPLAN_TRY(text, req.text("layout"));
   if (text.empty()) return usage_error("give a layout, e.g. 3g.20gb@4,2g.10gb@0,1g.5gb", "layout");
   GPUPLAN_TRY(entries, mig::parse_layout(text));
   GPUPLAN_TRY(result, mig::check_layout(*ref.mig_table, entries));
@@ -90,11 +90,11 @@ Result<Json> mig_check(const Context& ctx, const Json& body) {
 }
 
 Result<Json> mig_layouts(const Context& ctx, const Json& body) {
-  Request req(body);
-  if (auto s = req.check_keys({"gpu", "maximal"}); !s) return s.error();
+  Request req(body, "mig.layouts");
+  GPUPLAN_CHECK(req.check_keys());
   auto ref = mig_target(ctx, req);
   if (!ref) return ref.error();
-  auto maximal = req.flag("maximal", false);
+  auto maximal = req.boolean("maximal");
   if (!maximal) return maximal.error();
   const MigTable& t = *ref->mig_table;
   auto model = mig::table_model(t);
@@ -226,19 +226,16 @@ Json pack_json(const mig::Fleet& fleet, const std::vector<mig::PackRequest>& req
 }
 
 Result<Json> mig_pack(const Context& ctx, const Json& body) {
-  Request req(body);
-  if (auto s = req.check_keys({"fleet", "requests", "keep_existing", "export"}); !s) return s.error();
+  Request req(body, "mig.pack");
+  GPUPLAN_CHECK(req.check_keys());
   auto fleet_text = input_text(req, "fleet");
   if (!fleet_text) return fleet_text.error();
   auto requests_text = input_text(req, "requests");
   if (!requests_text) return requests_text.error();
-  auto keep = req.flag("keep_existing", false);
-  auto format = req.string("export", "");
+  auto keep = req.boolean("keep_existing");
+  auto format = req.text("export");
   if (!keep) return keep.error();
   if (!format) return format.error();
-  if (!format->empty() && *format != "mig-parted" && *format != "k8s" && *format != "slurm") {
-    return usage_error("'export' is one of mig-parted, k8s, slurm", "export");
-  }
   auto fleet = mig::parse_fleet(*ctx.catalog, fleet_text->name, fleet_text->text);
   if (!fleet) return fleet.error();
   auto requests = mig::parse_requests(*ctx.catalog, requests_text->name, requests_text->text);

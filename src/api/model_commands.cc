@@ -24,8 +24,7 @@ const char* kind_name(ModelKind k) {
 Json text_or_null(const std::string& s) { return s.empty() ? Json(nullptr) : Json(s); }
 
 Result<Json> models_list(const Context&, const Json& request) {
-  const Request req(request);
-  GPUPLAN_CHECK(req.check_keys({}));
+  GPUPLAN_CHECK(Request(request, "models.list").check_keys());
   Json models = Json::array();
   for (const ZooEntry& e : zoo_entries()) {
     if (cancel_requested()) break;

@@ -16,8 +16,12 @@ Json price_json(const std::optional<double>& v) {
 }  // namespace
 
 bool is_offer_key(std::string_view key) {
-  static constexpr std::string_view kOfferKeys[] = {"offers", "provider", "region", "spot", "max_age", "now"};
-  return std::find(std::begin(kOfferKeys), std::end(kOfferKeys), key) != std::end(kOfferKeys);
+  // The offers group of data/options.yaml.
+  static const std::vector<std::string_view> keys = [] {
+    auto table = option_table();
+    return table ? (*table)->group_keys("offers") : std::vector<std::string_view>{};
+  }();
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
 Result<OfferSet> offers_from_request(const Context& ctx, const Request& req) {
@@ -61,17 +65,16 @@ Result<OfferSet> offers_from_request(const Context& ctx, const Request& req) {
 
 Result<OfferFilter> offer_filter_from_request(const Request& req) {
   OfferFilter f;
-  auto providers = req.strings("provider");
-  auto regions = req.strings("region");
-  auto spot = req.flag("spot", false);
-  auto max_age = req.number("max_age", kDefaultMaxOfferAgeDays);
-  auto now = req.string("now", today_iso());
+  auto providers = req.words("provider");
+  auto regions = req.words("region");
+  auto spot = req.boolean("spot");
+  auto max_age = req.real("max_age", kDefaultMaxOfferAgeDays);
+  auto now = req.string("now", today_iso());  // the declared `now` has no default: it is today
   if (!providers) return providers.error();
   if (!regions) return regions.error();
   if (!spot) return spot.error();
   if (!max_age) return max_age.error();
   if (!now) return now.error();
-  if (*max_age <= 0) return usage_error("'max_age' must be a positive number of days", "max_age");
   if (!age_days(*now, *now)) return usage_error("'now' must be an ISO 8601 date", "now");
   f.providers = *providers;
   f.regions = *regions;
@@ -123,15 +126,14 @@ Json offer_json(const Offer& o, const OfferFilter& f) {
 namespace {
 
 Result<Json> offers_list(const Context& ctx, const Json& body) {
-  Request req(body);
-  if (auto s = req.check_keys({"offers", "provider", "region", "spot", "max_age", "now", "gpu", "all"}); !s)
-    return s.error();
+  Request req(body, "offers.list");
+  GPUPLAN_CHECK(req.check_keys());
   auto set = offers_from_request(ctx, req);
   if (!set) return set.error();
   auto filter = offer_filter_from_request(req);
   if (!filter) return filter.error();
-  auto gpus = req.strings("gpu");
-  auto all = req.flag("all", false);
+  auto gpus = req.words("gpu");
+  auto all = req.boolean("all");
   if (!gpus) return gpus.error();
   if (!all) return all.error();
   std::vector<std::string> gpu_ids;

@@ -12,7 +12,8 @@
 namespace gpuplan::api {
 
 // Offers older than this are flagged stale and not planned on, unless --max-age says otherwise.
-// 180 days: list prices of GPU clouds change a few times a year (see data/offers/README.md).
+// 180 days: list prices of GPU clouds change a few times a year (see data/offers/README.md). The
+// request's default is data/options.yaml `max_age`; tests/unit/options_test.cc fails when they differ.
 inline constexpr double kDefaultMaxOfferAgeDays = 180;
 
 struct OfferFilter {

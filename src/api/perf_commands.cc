@@ -45,20 +45,6 @@ Json efficiency_json(const PerfEfficiency& e) {
               {"overlap", e.training_overlap}};
 }
 
-// Keys outside perf_request_keys() are usage errors naming the key and listing the keys perf takes.
-Status check_perf_keys(const Json& body) {
-  const auto& keys = perf::perf_request_keys();
-  if (!body.is_object()) return usage_error("the request must be a JSON object");
-  for (auto it = body.begin(); it != body.end(); ++it) {
-    if (std::find(keys.begin(), keys.end(), it.key()) == keys.end()) {
-      std::string list;
-      for (auto k : keys) list += (list.empty() ? "" : ", ") + std::string(k);
-      return usage_error("unknown option '" + it.key() + "'; perf takes: " + list, it.key());
-    }
-  }
-  return {};
-}
-
 // One target's prediction, with the setup it is made from.
 struct TargetPrediction {
   const perf::PerfSetup& setup;
@@ -214,7 +200,7 @@ Json perf_workload_json(const perf::PerfSetup& setup) {
 }
 
 Result<Json> perf_command(const Context& ctx, const Json& body) {
-  GPUPLAN_CHECK(check_perf_keys(body));
+  GPUPLAN_CHECK(Request(body, "perf").check_keys());
   GPUPLAN_TRY(setup, perf::parse_perf_setup(body));
   const Workload& wl = setup.workload;
   GPUPLAN_TRY(targets, fit_targets(*ctx.catalog, body, wl.gpus()));

@@ -88,26 +88,16 @@ Json plan_json(const Plan& p, bool spot) {
               {"reason", p.reason}};
 }
 
-// The plan's own keys; offers keys (is_offer_key) and the workload keys of perf come on top.
-constexpr std::string_view kPlanKeys[] = {"objective", "top",    "ttft_slo",     "tpot_slo",
-                                          "deadline",  "budget", "max_instances"};
-
-// The request's workload keys (those of perf, less `gpu`), after refusing a key neither plan nor perf takes.
+// The request's workload keys (those of perf, less `gpu`), after refusing a key plan does not declare
+// (data/options.yaml).
 Result<Json> perf_keys_of(const Json& body) {
-  if (!body.is_object()) return usage_error("the request must be a JSON object");
+  GPUPLAN_CHECK(Request(body, "plan").check_keys());
   const auto& perf_keys = perf::perf_request_keys();
   Json perf_req = Json::object();
   for (auto it = body.begin(); it != body.end(); ++it) {
-    const bool is_plan = is_offer_key(it.key()) ||
-                         std::find(std::begin(kPlanKeys), std::end(kPlanKeys), it.key()) != std::end(kPlanKeys);
-    const bool is_perf = std::find(perf_keys.begin(), perf_keys.end(), it.key()) != perf_keys.end();
-    if (!is_plan && !is_perf) {
-      std::string list = "offers, provider, region, spot, max_age, now";
-      for (auto k : kPlanKeys) list += ", " + std::string(k);
-      return usage_error(
-          "unknown option '" + it.key() + "'; plan takes the workload options of fit and perf and: " + list, it.key());
+    if (it.key() != "gpu" && std::find(perf_keys.begin(), perf_keys.end(), it.key()) != perf_keys.end()) {
+      perf_req[it.key()] = it.value();
     }
-    if (is_perf && it.key() != "gpu") perf_req[it.key()] = it.value();
   }
   return perf_req;
 }
@@ -127,30 +117,23 @@ struct PlanRequest {
 // Reads every key of a plan request; an out-of-range or unknown value is a usage error naming its key.
 Result<PlanRequest> read_plan_request(const Context& ctx, const Json& body) {
   GPUPLAN_TRY(perf_req, perf_keys_of(body));
-  const Request req(body);
+  const Request req(body, "plan");
   GPUPLAN_TRY(setup, perf::parse_perf_setup(perf_req));
   GPUPLAN_TRY(offers, offers_from_request(ctx, req));
   GPUPLAN_TRY(filter, offer_filter_from_request(req));
-  GPUPLAN_TRY(objective, req.string("objective", "cost"));
-  GPUPLAN_TRY(top, req.integer("top", 10, 1, 100000));
-  GPUPLAN_TRY(max_instances, req.integer("max_instances", 16, 1, 1024));
-  GPUPLAN_TRY(ttft, req.number("ttft_slo"));
-  GPUPLAN_TRY(tpot, req.number("tpot_slo"));
+  GPUPLAN_TRY(objective, req.text("objective"));
+  GPUPLAN_TRY(top, req.whole("top"));
+  GPUPLAN_TRY(max_instances, req.whole("max_instances"));
+  GPUPLAN_TRY(ttft, req.real("ttft_slo"));
+  GPUPLAN_TRY(tpot, req.real("tpot_slo"));
   GPUPLAN_TRY(deadline, duration_seconds(req, "deadline"));
-  GPUPLAN_TRY(budget, req.number("budget"));
-  GPUPLAN_TRY(gpus, req.strings("gpu"));
-  for (auto [key, value] : {std::pair{"ttft_slo", &ttft}, std::pair{"tpot_slo", &tpot}, std::pair{"budget", &budget}}) {
-    if (*value && **value <= 0) return usage_error(std::string("'") + key + "' must be above 0", key);
-  }
+  GPUPLAN_TRY(budget, req.real("budget"));
+  GPUPLAN_TRY(gpus, req.words("gpu"));
   PlanRequest pr{setup, offers, filter, objective, top, ttft, tpot, deadline, budget, {}, {}};
   pr.options.spot = filter.spot;
   pr.options.max_instances = static_cast<int>(max_instances);
-  if (objective == "cost")
-    pr.options.objective = PlanObjective::kCost;
-  else if (objective == "time")
-    pr.options.objective = PlanObjective::kTime;
-  else
-    return usage_error("'objective' must be cost or time", "objective");
+  // The declaration allows cost and time only (req.text checked it).
+  pr.options.objective = objective == "time" ? PlanObjective::kTime : PlanObjective::kCost;
   for (const auto& g : gpus) {
     GPUPLAN_TRY(ref, ctx.catalog->resolve(g));
     pr.gpu_ids.push_back(ref.id());

@@ -9,9 +9,9 @@ namespace gpuplan::api {
 namespace {
 
 Result<Json> validate(const Context& ctx, const Json& body) {
-  const Request req(body);
-  GPUPLAN_CHECK(req.check_keys({"kind"}));
-  GPUPLAN_TRY(kind, req.string("kind"));
+  const Request req(body, "validate");
+  GPUPLAN_CHECK(req.check_keys());
+  GPUPLAN_TRY(kind, req.text("kind"));
   return validate::run_validation(*ctx.catalog, kind);
 }
 

@@ -61,15 +61,10 @@ void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& c
 void add_perf_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 void add_plan_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 void add_model_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
-// The workload options of fit (and with `perf`, the extra ones of perf and plan), shared by commands.
-struct WorkloadOptions {
-  bool perf = false;           // add rate, train-tokens, dp, global-batch, cuda-graphs, efficiency
-  bool model_required = true;  // compare takes a workload only for its value metrics
-  bool gpu = true;             // compare has its own positional gpu list
-};
-void add_workload_options(CliCommand& c, WorkloadOptions which);
-// The offers options of every command that prices offers: files, provider, region, spot, max-age, now.
-void add_offer_options(CliCommand& c);
+// Every option data/options.yaml declares for c.command, in declaration order: typed
+// (`--batch INT:[1..1048576]=1`), with its allowed words, default, help, and required/positional as
+// declared. The one way a command gets its options (cli_options.cc).
+void add_declared_options(CliCommand& c);
 
 // --model takes a zoo id or the path of a config.json: the CLI reads the file and sends it inline.
 Result<Json> read_model_file(Json request);

@@ -204,29 +204,22 @@ void add_catalog_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>
   auto list = std::make_unique<CliCommand>();
   list->command = "catalog.list";
   list->app = catalog->add_subcommand("list", "List GPUs (and with --include-mig, MIG profiles)");
-  list->value("vendor", "Only this vendor (nvidia)");
-  list->value("architecture", "Only this architecture (ampere, ada, hopper, ...)");
-  list->value("min-memory-gb", "Only GPUs with at least this much memory, GB");
-  list->flag("mig", "Only MIG-capable GPUs");
-  list->flag("include-mig", "Also list every MIG profile as a target of its own");
+  add_declared_options(*list);
   list->render = render_list;
   commands.push_back(std::move(list));
 
   auto show = std::make_unique<CliCommand>();
   show->command = "catalog.show";
   show->app = catalog->add_subcommand("show", "Every figure of a GPU or MIG profile, with unit, source and date");
-  show->value("gpu", "GPU id, alias or GPU/profile (a100-40gb-sxm4/3g.20gb)", true).option->required();
-  show->flag("explain", "Explain what each figure means for AI work");
+  add_declared_options(*show);
   show->render = render_show;
   commands.push_back(std::move(show));
 
   auto cmp = std::make_unique<CliCommand>();
   cmp->command = "compare";
   cmp->app = app.add_subcommand("compare", "Compare GPUs and MIG profiles side by side");
-  cmp->list("gpu", "GPUs or MIG profiles to compare", true).option->required();
   // Value metrics: prices from offers, and with --model a workload's speed per dollar and per watt.
-  add_offer_options(*cmp);
-  add_workload_options(*cmp, WorkloadOptions{true, false, false});
+  add_declared_options(*cmp);
   cmp->prepare = read_model_file;
   cmp->render = render_compare;
   commands.push_back(std::move(cmp));

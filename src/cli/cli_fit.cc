@@ -137,7 +137,7 @@ void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& c
   fit->command = "fit";
   fit->app =
       app.add_subcommand("fit", "Will a workload fit? Memory per GPU, verdict, headroom, largest batch and context");
-  add_workload_options(*fit, WorkloadOptions{false, true, true});
+  add_declared_options(*fit);
   fit->render = render_fit;
   fit->prepare = read_model_file;
   commands.push_back(std::move(fit));
@@ -145,7 +145,7 @@ void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& c
   auto val = std::make_unique<CliCommand>();
   val->command = "validate";
   val->app = app.add_subcommand("validate", "Predict every published measurement in validation/ and report the error");
-  val->value("kind", "Only this kind of measurement (memory or perf)");
+  add_declared_options(*val);
   val->render = render_validate;
   commands.push_back(std::move(val));
 }

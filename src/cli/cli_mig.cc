@@ -137,15 +137,14 @@ void add_mig_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& c
   auto profiles = std::make_unique<CliCommand>();
   profiles->command = "mig.profiles";
   profiles->app = mig->add_subcommand("profiles", "The MIG profile table of a GPU");
-  profiles->value("gpu", "GPU id or alias (a100-40gb-sxm4)", true).option->required();
+  add_declared_options(*profiles);
   profiles->render = render_profiles;
   commands.push_back(std::move(profiles));
 
   auto check = std::make_unique<CliCommand>();
   check->command = "mig.check";
   check->app = mig->add_subcommand("check", "Check a layout (3g.20gb@4,2g.10gb@0,1g.5gb); exit 5 when invalid");
-  check->value("gpu", "GPU id or alias", true).option->required();
-  check->value("layout", "profiles with optional @start and [1c,2c] compute instances", true).option->required();
+  add_declared_options(*check);
   check->render = render_check;
   check->status = [](const Json& r) { return r["valid"].get<bool>() ? 0 : exit_code(ErrorCode::kInvalidLayout); };
   commands.push_back(std::move(check));
@@ -153,18 +152,14 @@ void add_mig_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& c
   auto layouts = std::make_unique<CliCommand>();
   layouts->command = "mig.layouts";
   layouts->app = mig->add_subcommand("layouts", "Every valid combination of instances, with placements");
-  layouts->value("gpu", "GPU id or alias", true).option->required();
-  layouts->flag("maximal", "Only combinations to which no instance can be added in any placement");
+  add_declared_options(*layouts);
   layouts->render = render_layouts;
   commands.push_back(std::move(layouts));
 
   auto pack = std::make_unique<CliCommand>();
   pack->command = "mig.pack";
   pack->app = mig->add_subcommand("pack", "Place MIG requests on the fewest GPUs of a fleet");
-  pack->files("fleet", "fleet YAML file (nodes, GPUs, existing instances)").option->required();
-  pack->files("requests", "requests YAML file").option->required();
-  pack->flag("keep-existing", "Never move a busy instance; propose reconfigurations of idle ones");
-  pack->value("export", "Print a config instead of the plan: mig-parted, k8s or slurm");
+  add_declared_options(*pack);
   pack->render = render_pack;
   commands.push_back(std::move(pack));
 }

@@ -52,6 +52,23 @@ void add_model_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>&
   list->app = models->add_subcommand("list", "List the zoo's models: family, parameters and source");
   list->render = render_models;
   commands.push_back(std::move(list));
+
+  auto vocab = std::make_unique<CliCommand>();
+  vocab->command = "vocabulary";
+  vocab->app = app.add_subcommand(
+      "vocabulary", "Every option (type, range, default, help) and the names of tasks, formats, engines, MIG profiles");
+  vocab->render = [](const Json& r, const Json&, const OutputFormat& fmt) {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& [name, words] : r["vocabularies"].items()) {
+      std::string names;
+      for (const auto& w : words) names += (names.empty() ? "" : ", ") + w.get<std::string>();
+      rows.push_back({name, names});
+    }
+    if (fmt.csv) return render_csv({"vocabulary", "names"}, rows);
+    return render_table({"vocabulary", "names"}, rows) + "\n" + std::to_string(r["options"].size()) +
+           " options (--json lists each with its type, range, default, commands and help).\n";
+  };
+  commands.push_back(std::move(vocab));
 }
 
 }  // namespace gpuplan::cli

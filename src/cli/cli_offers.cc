@@ -32,24 +32,13 @@ std::string render_offers(const Json& r, const Json&, const OutputFormat& fmt) {
 
 }  // namespace
 
-void add_offer_options(CliCommand& c) {
-  c.files("offers", "Offers files (CSV or YAML); default: the shipped snapshot");
-  c.list("provider", "Only these providers' offers");
-  c.list("region", "Only these regions' offers");
-  c.flag("spot", "Spot prices instead of on-demand");
-  c.value("max-age", "Offers captured more than this many days ago are stale (default 180)");
-  c.value("now", "Date that staleness is measured at (default: today)");
-}
-
 void add_offer_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
   CLI::App* offers = app.add_subcommand("offers", "Providers' GPU offers and prices");
   offers->require_subcommand(1);
   auto list = std::make_unique<CliCommand>();
   list->command = "offers.list";
   list->app = offers->add_subcommand("list", "List offers, cheapest per GPU-hour first");
-  add_offer_options(*list);
-  list->list("gpu", "Only offers of these GPUs or MIG profiles");
-  list->flag("all", "Also list offers that are stale, unavailable or not sold at that price");
+  add_declared_options(*list);
   list->render = render_offers;
   commands.push_back(std::move(list));
 }

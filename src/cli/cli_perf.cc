@@ -122,7 +122,7 @@ void add_perf_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& 
   c->command = "perf";
   c->app = app.add_subcommand(
       "perf", "How fast? Time to first token, per output token, throughput, serving, training step and MFU");
-  add_workload_options(*c, WorkloadOptions{true, true, true});
+  add_declared_options(*c);
   c->render = render_perf;
   c->prepare = read_model_file;
   commands.push_back(std::move(c));

@@ -105,15 +105,7 @@ void add_plan_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& 
   auto c = std::make_unique<CliCommand>();
   c->command = "plan";
   c->app = app.add_subcommand("plan", "Where to rent it: the cheapest offer, count and layout that meets the goal");
-  add_workload_options(*c, WorkloadOptions{true, true, true});
-  add_offer_options(*c);
-  c->value("ttft-slo", "Serving: time-to-first-token target, seconds");
-  c->value("tpot-slo", "Serving: time-per-output-token target, seconds");
-  c->value("deadline", "Training: finish within this time (36h, 2d, 90m, or hours)");
-  c->value("budget", "Training: spend at most this much (the offers' currency)");
-  c->value("objective", "cost | time (default cost)");
-  c->value("top", "Plans to list (default 10)");
-  c->value("max-instances", "Instances per offer at most (default 16)");
+  add_declared_options(*c);
   c->render = render_plan;
   c->prepare = read_model_file;
   commands.push_back(std::move(c));

@@ -1,6 +1,8 @@
 #include "core/request.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "core/decimal.h"
 
@@ -116,6 +118,145 @@ Result<std::vector<std::string>> Request::strings(const char* key) const {
     return usage_error(std::string("'") + key + "' must be a string or a list of strings, got " + type_name(v), key);
   }
   return out;
+}
+
+}  // namespace gpuplan
+
+namespace gpuplan {
+
+Status Request::check_keys() const {
+  if (!j_.is_object()) return usage_error("the request must be a JSON object, got " + type_name(j_));
+  GPUPLAN_TRY(table, option_table());
+  for (auto it = j_.begin(); it != j_.end(); ++it) {
+    if (table->find(it.key(), command_)) continue;
+    std::string list;
+    for (const OptionSpec* o : table->of_command(command_)) list += (list.empty() ? "" : ", ") + o->name;
+    return usage_error("unknown option '" + it.key() + "'; " + command_ +
+                           (list.empty() ? " takes no options" : " takes: " + list) + " (gpuplan " + command_ +
+                           " --help; GET /api/v1/vocabulary)",
+                       it.key());
+  }
+  return Status::Ok();
+}
+
+Result<const OptionSpec*> Request::spec(std::string_view key) const {
+  GPUPLAN_TRY(table, option_table());
+  const OptionSpec* o = command_.empty() ? nullptr : table->find(key, command_);
+  if (!o) o = table->find(key);
+  if (!o) {
+    return Error{ErrorCode::kInternal, "option '" + std::string(key) + "' is not declared in data/options.yaml",
+                 std::string(key)};
+  }
+  return o;
+}
+
+namespace {
+std::string num_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.15g", v);
+  return buf;
+}
+}  // namespace
+
+Result<double> Request::checked_number(const OptionSpec& o, bool whole_number) const {
+  const std::string key = o.name;
+  GPUPLAN_TRY(v, number(key.c_str()));
+  const double d = *v;  // has(key) was checked by the caller
+  const std::string kind = whole_number ? "a whole number" : "a number";
+  const std::string range = o.range.words();
+  if (whole_number && d != std::floor(d)) {
+    return usage_error("'" + key + "' must be " + kind + (range.empty() ? "" : " " + range) + ", got " + num_text(d),
+                       key);
+  }
+  if (!o.range.contains(d)) {
+    return usage_error(
+        "'" + key + "' is " + num_text(d) + ", outside its range " + o.range.text() + ": give " + kind + " " + range,
+        key);
+  }
+  return d;
+}
+
+Result<long long> Request::whole(std::string_view key) const {
+  GPUPLAN_TRY(o, spec(key));
+  const long long fallback = o->default_value.is_number() ? o->default_value.get<long long>() : 0;
+  return whole(key, fallback);
+}
+
+Result<long long> Request::whole(std::string_view key, long long fallback) const {
+  GPUPLAN_TRY(o, spec(key));
+  if (!has(o->name.c_str())) return fallback;
+  GPUPLAN_TRY(d, checked_number(*o, true));
+  // Declared ranges of whole numbers stay far inside long long (options_test); an unbounded end is
+  // bounded here by what a double counts exactly.
+  constexpr double kMaxExactWhole = 9007199254740992.0;  // 2^53
+  if (std::fabs(d) > kMaxExactWhole) {
+    return usage_error("'" + o->name + "' is over 2^53, the largest whole number a request carries exactly", o->name);
+  }
+  return static_cast<long long>(d);
+}
+
+Result<std::optional<double>> Request::real(std::string_view key) const {
+  GPUPLAN_TRY(o, spec(key));
+  if (!has(o->name.c_str())) {
+    if (o->default_value.is_number()) return std::optional<double>(o->default_value.get<double>());
+    return std::optional<double>();
+  }
+  GPUPLAN_TRY(d, checked_number(*o, false));
+  return std::optional<double>(d);
+}
+
+Result<double> Request::real(std::string_view key, double fallback) const {
+  GPUPLAN_TRY(o, spec(key));
+  if (!has(o->name.c_str())) return fallback;
+  return checked_number(*o, false);
+}
+
+Result<bool> Request::boolean(std::string_view key) const {
+  GPUPLAN_TRY(o, spec(key));
+  return boolean(key, o->default_value.is_boolean() && o->default_value.get<bool>());
+}
+
+Result<bool> Request::boolean(std::string_view key, bool fallback) const {
+  GPUPLAN_TRY(o, spec(key));
+  return flag(o->name.c_str(), fallback);
+}
+
+namespace {
+std::string joined(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : ", ") + w;
+  return out;
+}
+}  // namespace
+
+Result<std::string> Request::text(std::string_view key) const {
+  GPUPLAN_TRY(o, spec(key));
+  const std::string fallback = o->default_value.is_string() ? o->default_value.get<std::string>() : "";
+  GPUPLAN_TRY(given, string(o->name.c_str(), fallback));
+  // An empty string is the default, as an empty field of a form means.
+  const std::string s = given.empty() ? fallback : given;
+  if (!o->values.empty() && !s.empty() && std::find(o->values.begin(), o->values.end(), s) == o->values.end()) {
+    return usage_error("'" + o->name + "' is '" + s + "'; give one of " + joined(o->values), o->name);
+  }
+  return s;
+}
+
+Result<std::vector<std::string>> Request::words(std::string_view key) const {
+  GPUPLAN_TRY(o, spec(key));
+  if (!has(o->name.c_str())) {
+    std::vector<std::string> out;
+    if (o->default_value.is_array()) {
+      for (const auto& d : o->default_value) out.push_back(d.get<std::string>());
+    }
+    return out;
+  }
+  GPUPLAN_TRY(list, strings(o->name.c_str()));
+  for (const auto& w : list) {
+    if (!o->values.empty() && std::find(o->values.begin(), o->values.end(), w) == o->values.end()) {
+      return usage_error("'" + o->name + "' has '" + w + "'; give words of " + joined(o->values), o->name);
+    }
+  }
+  return list;
 }
 
 }  // namespace gpuplan

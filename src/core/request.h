@@ -8,15 +8,39 @@
 #include <vector>
 
 #include "gpuplan/api.h"
+#include "gpuplan/options.h"
 
 namespace gpuplan {
 
 class Request {
  public:
   explicit Request(const Json& j) : j_(j) {}
+  // A request of `command`: its keys are the ones data/options.yaml declares for it.
+  Request(const Json& j, std::string_view command) : j_(j), command_(command) {}
 
   // Fails on a key outside `allowed` (a typo must not be silently ignored).
   Status check_keys(std::initializer_list<std::string_view> allowed) const;
+  // Fails on a key the command does not declare (data/options.yaml), naming the key and listing the
+  // command's keys: the one unknown-key check of every command.
+  Status check_keys() const;
+
+  // Values read by their declaration (data/options.yaml: for this request's command, else the first
+  // declaration of the key): type, range and allowed words checked, the error naming the field, the
+  // range and what to give instead. Absent keys read as the declared default, or as `fallback` where a
+  // default depends on other keys; undeclared keys are an internal error (options_test finds them).
+  Result<long long> whole(std::string_view key) const;
+  Result<long long> whole(std::string_view key, long long fallback) const;
+  Result<std::optional<double>> real(std::string_view key) const;  // nullopt: absent and no default
+  Result<double> real(std::string_view key, double fallback) const;
+  Result<bool> boolean(std::string_view key) const;
+  Result<bool> boolean(std::string_view key, bool fallback) const;
+  // string, enum (declared values checked; a vocabulary's names are checked by its parser, which also
+  // knows the aliases) and every other scalar as text; "" when absent and no default.
+  Result<std::string> text(std::string_view key) const;
+  // A list of words (list type); declared values checked.
+  Result<std::vector<std::string>> words(std::string_view key) const;
+  // The declaration this request reads `key` by.
+  Result<const OptionSpec*> spec(std::string_view key) const;
   bool has(const char* key) const { return j_.is_object() && j_.contains(key) && !j_.at(key).is_null(); }
   const Json& raw(const char* key) const { return j_.at(key); }
 
@@ -31,7 +55,9 @@ class Request {
   Result<std::vector<std::string>> strings(const char* key) const;
 
  private:
+  Result<double> checked_number(const OptionSpec& o, bool whole_number) const;
   const Json& j_;
+  std::string command_;
 };
 
 }  // namespace gpuplan

@@ -3,7 +3,8 @@
 #include <cctype>
 #include <cmath>
 
-#include "core/decimal.h"
+#include "core/request.h"
+#include "gpuplan/options.h"
 
 namespace gpuplan {
 
@@ -16,88 +17,8 @@ std::string lower(std::string s) {
   return s;
 }
 
-const Json* field(const Json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key) || j.at(key).is_null()) return nullptr;
-  return &j.at(key);
-}
-
-Result<std::string> get_string(const Json& j, const char* key) {
-  const Json* v = field(j, key);
-  if (!v) return std::string();
-  if (v->is_string()) return v->get<std::string>();
-  if (v->is_number()) return v->dump();
-  return usage_error(std::string("'") + key + "' must be a string", key);
-}
-
-Result<int64_t> get_int(const Json& j, const char* key, int64_t fallback, int64_t min, int64_t max) {
-  const Json* v = field(j, key);
-  if (!v) return fallback;
-  double d = 0;
-  if (v->is_number()) {
-    d = v->get<double>();
-  } else if (v->is_string()) {
-    // Decimal text only: strtod would also read "0x10", "inf" and "nan".
-    const std::string s = v->get<std::string>();
-    const auto parsed = parse_decimal(s);
-    if (!parsed) return usage_error(std::string("'") + key + "' must be a whole number, got '" + s + "'", key);
-    d = *parsed;
-  } else {
-    return usage_error(std::string("'") + key + "' must be a whole number", key);
-  }
-  if (!std::isfinite(d) || d != std::floor(d))
-    return usage_error(std::string("'") + key + "' must be a whole number", key);
-  if (d < static_cast<double>(min) || d > static_cast<double>(max)) {
-    return usage_error(
-        std::string("'") + key + "' must be between " + std::to_string(min) + " and " + std::to_string(max), key);
-  }
-  return static_cast<int64_t>(d);
-}
-
-Result<double> get_double(const Json& j, const char* key, double fallback) {
-  const Json* v = field(j, key);
-  if (!v) return fallback;
-  if (v->is_number() && std::isfinite(v->get<double>())) return v->get<double>();
-  if (v->is_string()) {
-    if (const auto d = parse_decimal(v->get<std::string>())) return *d;
-  }
-  return usage_error(std::string("'") + key + "' must be a finite decimal number", key);
-}
-
-Result<bool> get_bool(const Json& j, const char* key, bool fallback) {
-  const Json* v = field(j, key);
-  if (!v) return fallback;
-  if (v->is_boolean()) return v->get<bool>();
-  if (v->is_string()) {
-    const std::string s = lower(v->get<std::string>());
-    if (s == "true" || s == "1" || s == "yes") return true;
-    if (s == "false" || s == "0" || s == "no") return false;
-  }
-  return usage_error(std::string("'") + key + "' must be true or false", key);
-}
-
-Result<uint32_t> parse_lora_targets(const Json& j) {
-  const Json* v = field(j, "lora_targets");
-  if (!v) return static_cast<uint32_t>(kLoraQ | kLoraV);
-  std::vector<std::string> names;
-  auto split = [&](const std::string& s) {
-    size_t start = 0;
-    while (start <= s.size()) {
-      size_t comma = s.find(',', start);
-      if (comma == std::string::npos) comma = s.size();
-      if (comma > start) names.push_back(s.substr(start, comma - start));
-      start = comma + 1;
-    }
-  };
-  if (v->is_string()) {
-    split(v->get<std::string>());
-  } else if (v->is_array()) {
-    for (const auto& item : *v) {
-      if (!item.is_string()) return usage_error("'lora_targets' must be a list of module names", "lora_targets");
-      split(item.get<std::string>());
-    }
-  } else {
-    return usage_error("'lora_targets' must be a list like q,k,v,o,gate,up,down", "lora_targets");
-  }
+Result<uint32_t> parse_lora_targets(const Request& req) {
+  GPUPLAN_TRY(names, req.words("lora_targets"));
   uint32_t mask = 0;
   for (auto n : names) {
     n = lower(n);
@@ -114,106 +35,80 @@ Result<uint32_t> parse_lora_targets(const Json& j) {
 int Workload::data_parallel() const { return std::max(1, gpus() / std::max(1, tp * pp)); }
 
 const std::vector<std::string_view>& workload_keys() {
-  static const std::vector<std::string_view> keys = {"model",
-                                                     "config",
-                                                     "task",
-                                                     "weights",
-                                                     "kv_cache",
-                                                     "batch",
-                                                     "context",
-                                                     "input_tokens",
-                                                     "output_tokens",
-                                                     "tp",
-                                                     "pp",
-                                                     "count",
-                                                     "optimizer",
-                                                     "zero",
-                                                     "checkpointing",
-                                                     "lora_rank",
-                                                     "lora_targets",
-                                                     "engine",
-                                                     "flash_attention",
-                                                     "gpu_memory_utilization",
-                                                     "max_num_batched_tokens",
-                                                     "group_size",
-                                                     "master_weights",
-                                                     "amp",
-                                                     "lora_dropout"};
+  // The workload group of data/options.yaml (its strings live as long as the process).
+  static const std::vector<std::string_view> keys = [] {
+    auto table = option_table();
+    return table ? (*table)->group_keys("workload") : std::vector<std::string_view>{};
+  }();
   return keys;
 }
 
-Result<Workload> parse_workload(const Json& r) {
-  Workload w;
-  // The model: an inline config.json, or a zoo id.
-  auto model_id = get_string(r, "model");
-  if (!model_id) return model_id.error();
-  if (const Json* config = field(r, "config")) {
-    if (!config->is_object()) return usage_error("'config' must be a config.json object", "config");
-    auto m = parse_hf_config(*config, model_id->empty() ? "config.json" : *model_id);
-    if (!m) return m.error();
-    w.model = std::make_shared<const Model>(std::move(m).value());
-  } else {
-    if (model_id->empty())
-      return usage_error("give --model: a zoo id (gpuplan fit --model llama-2-7b) or a config.json path", "model");
-    auto m = zoo_model(*model_id);
-    if (!m) return m.error();
-    w.model = std::shared_ptr<const Model>(*m, [](const Model*) {});  // zoo models live for the process
-  }
+namespace {
 
-  auto task = get_string(r, "task");
-  if (!task) return task.error();
-  if (!task->empty()) {
-    auto t = parse_task(*task);
-    if (!t) return t.error();
-    w.task = *t;
+// parse_workload's phases, in order: each reads its keys by their declaration (data/options.yaml).
+
+// The model: an inline config.json, or a zoo id.
+Status read_model(const Request& req, Workload& w) {
+  GPUPLAN_TRY(model_id, req.text("model"));
+  if (req.has("config")) {
+    const Json& config = req.raw("config");
+    if (!config.is_object()) return usage_error("'config' must be a config.json object", "config");
+    GPUPLAN_TRY(m, parse_hf_config(config, model_id.empty() ? "config.json" : model_id));
+    w.model = std::make_shared<const Model>(std::move(m));
+    return Status::Ok();
   }
+  if (model_id.empty())
+    return usage_error("give --model: a zoo id (gpuplan fit --model llama-2-7b) or a config.json path", "model");
+  GPUPLAN_TRY(m, zoo_model(model_id));
+  w.model = std::shared_ptr<const Model>(m, [](const Model*) {});  // zoo models live for the process
+  return Status::Ok();
+}
+
+// The task, then the formats, whose defaults depend on it.
+Status read_task_and_formats(const Request& req, Workload& w) {
+  GPUPLAN_TRY(task, req.text("task"));
+  GPUPLAN_TRY(t, parse_task(task));
+  w.task = t;
   // Defaults that depend on the task: QLoRA's base is NF4 with double quantization and gradient
   // checkpointing on (peft.prepare_model_for_kbit_training enables it).
   w.weights = w.task == Task::kQlora ? WeightFormat::kNf4Dq : WeightFormat::kBf16;
   w.checkpointing = w.task == Task::kQlora ? Checkpointing::kFull : Checkpointing::kNone;
-
-  auto weights = get_string(r, "weights");
-  if (!weights) return weights.error();
-  if (!weights->empty()) {
-    auto f = parse_weight_format(*weights);
-    if (!f) return f.error();
-    w.weights = *f;
+  GPUPLAN_TRY(weights, req.text("weights"));
+  if (!weights.empty()) {
+    GPUPLAN_TRY(f, parse_weight_format(weights));
+    w.weights = f;
   }
   // KV cache defaults to the compute dtype: the weights' 16-bit type, fp16 for quantized formats.
   w.kv_cache = w.weights == WeightFormat::kFp32   ? KvFormat::kFp32
                : w.weights == WeightFormat::kBf16 ? KvFormat::kBf16
                                                   : KvFormat::kFp16;
-  auto kv = get_string(r, "kv_cache");
-  if (!kv) return kv.error();
-  if (!kv->empty()) {
-    auto f = parse_kv_format(*kv);
-    if (!f) return f.error();
-    w.kv_cache = *f;
+  GPUPLAN_TRY(kv, req.text("kv_cache"));
+  if (!kv.empty()) {
+    GPUPLAN_TRY(f, parse_kv_format(kv));
+    w.kv_cache = f;
   }
+  return Status::Ok();
+}
 
-  constexpr int64_t kMaxTokens = int64_t{1} << 24;
-  // Training rows of the performance data say micro_batch and seq_len; they mean batch and context.
-  auto micro = get_int(r, "micro_batch", 1, 1, 1 << 20);
-  if (!micro) return micro.error();
-  auto batch = get_int(r, "batch", *micro, 1, 1 << 20);
-  auto input = get_int(r, "input_tokens", 0, 0, kMaxTokens);
-  auto output = get_int(r, "output_tokens", 0, 0, kMaxTokens);
-  if (!batch) return batch.error();
-  if (!input) return input.error();
-  if (!output) return output.error();
-  w.batch = *batch;
-  w.input_tokens = *input;
-  w.output_tokens = *output;
+// Batch and lengths. Training rows of the performance data say micro_batch and seq_len; they mean
+// batch and context, and are read here only.
+Status read_lengths(const Request& req, Workload& w) {
+  GPUPLAN_TRY(micro, req.whole("micro_batch", 1));
+  GPUPLAN_TRY(batch, req.whole("batch", micro));
+  GPUPLAN_TRY(input, req.whole("input_tokens", 0));
+  GPUPLAN_TRY(output, req.whole("output_tokens", 0));
+  w.batch = batch;
+  w.input_tokens = input;
+  w.output_tokens = output;
   // Context: given, or prompt + generated, or 4096 capped at the model's positions.
-  int64_t default_context = *input + *output > 0 ? *input + *output : 4096;
-  if (*input + *output == 0 && w.model->max_positions > 0)
+  constexpr int64_t kDefaultContextTokens = 4096;  // a common serving window; the help says so
+  int64_t default_context = input + output > 0 ? input + output : kDefaultContextTokens;
+  if (input + output == 0 && w.model->max_positions > 0)
     default_context = std::min(default_context, w.model->max_positions);
   if (w.model->kind == ModelKind::kCnn) default_context = 1;
-  auto seq_len = get_int(r, "seq_len", default_context, 1, kMaxTokens);
-  if (!seq_len) return seq_len.error();
-  auto context = get_int(r, "context", *seq_len, 1, kMaxTokens);
-  if (!context) return context.error();
-  w.context = *context;
+  GPUPLAN_TRY(seq_len, req.whole("seq_len", default_context));
+  GPUPLAN_TRY(context, req.whole("context", seq_len));
+  w.context = context;
   // Tokens in flight (batch x context): 2^32, 256x a vLLM server's 256 sequences of 64k tokens and 250x
   // the largest published training batches (16M tokens). Beyond it byte counts leave the range where a
   // double counts bytes exactly and the answer is no longer one.
@@ -224,79 +119,63 @@ Result<Workload> parse_workload(const Json& r) {
                            std::to_string(kMaxBatchTokens) + " (2^32) tokens in flight; lower --batch or --context",
                        "batch");
   }
+  return Status::Ok();
+}
 
-  auto tp = get_int(r, "tp", 1, 1, 1024);
-  auto pp = get_int(r, "pp", 1, 1, 1024);
-  auto count = get_int(r, "count", 0, 0, 65536);
-  auto zero = get_int(r, "zero", 0, 0, 3);
-  auto rank = get_int(r, "lora_rank", 16, 1, 65536);
-  auto chunk = get_int(r, "max_num_batched_tokens", 0, 0, kMaxTokens);
-  auto group = get_int(r, "group_size", 0, 0, 1 << 16);
-  if (!tp) return tp.error();
-  if (!pp) return pp.error();
-  if (!count) return count.error();
-  if (!zero) return zero.error();
-  if (!rank) return rank.error();
-  if (!chunk) return chunk.error();
-  if (!group) return group.error();
-  w.tp = static_cast<int>(*tp);
-  w.pp = static_cast<int>(*pp);
-  w.count = static_cast<int>(*count);
-  w.zero = static_cast<int>(*zero);
-  w.lora_rank = *rank;
-  w.max_num_batched_tokens = *chunk;
-  w.group_size = static_cast<int>(*group);
+// Parallel degrees and the sizes of training and engine options.
+Status read_layout(const Request& req, Workload& w) {
+  GPUPLAN_TRY(tp, req.whole("tp"));
+  GPUPLAN_TRY(pp, req.whole("pp"));
+  GPUPLAN_TRY(count, req.whole("count"));
+  GPUPLAN_TRY(zero, req.whole("zero"));
+  GPUPLAN_TRY(rank, req.whole("lora_rank"));
+  GPUPLAN_TRY(chunk, req.whole("max_num_batched_tokens"));
+  GPUPLAN_TRY(group, req.whole("group_size"));
+  w.tp = static_cast<int>(tp);
+  w.pp = static_cast<int>(pp);
+  w.count = static_cast<int>(count);
+  w.zero = static_cast<int>(zero);
+  w.lora_rank = rank;
+  w.max_num_batched_tokens = chunk;
+  w.group_size = static_cast<int>(group);
   if (w.count > 0 && w.count < w.tp * w.pp) {
     return usage_error("count " + std::to_string(w.count) + " is less than tp x pp = " + std::to_string(w.tp * w.pp),
                        "count");
   }
+  return Status::Ok();
+}
 
-  auto opt = get_string(r, "optimizer");
-  if (!opt) return opt.error();
-  if (!opt->empty()) {
-    auto v = parse_optimizer(*opt);
-    if (!v) return v.error();
-    w.optimizer = *v;
+// Optimizer, checkpointing, engine, LoRA targets and the engine's switches.
+Status read_training_and_engine(const Request& req, Workload& w) {
+  GPUPLAN_TRY(opt, req.text("optimizer"));
+  GPUPLAN_TRY(optimizer, parse_optimizer(opt));
+  w.optimizer = optimizer;
+  GPUPLAN_TRY(ckpt, req.text("checkpointing"));
+  if (!ckpt.empty()) {
+    GPUPLAN_TRY(v, parse_checkpointing(ckpt));
+    w.checkpointing = v;
   }
-  auto ckpt = get_string(r, "checkpointing");
-  if (!ckpt) return ckpt.error();
-  if (!ckpt->empty()) {
-    auto v = parse_checkpointing(*ckpt);
-    if (!v) return v.error();
-    w.checkpointing = *v;
-  }
-  auto engine = get_string(r, "engine");
-  if (!engine) return engine.error();
-  if (!engine->empty()) {
-    auto v = parse_engine(*engine);
-    if (!v) return v.error();
-    w.engine = *v;
-  }
-  auto targets = parse_lora_targets(r);
-  if (!targets) return targets.error();
-  w.lora_targets = *targets;
-  auto flash = get_bool(r, "flash_attention", true);
-  auto master = get_bool(r, "master_weights", true);
-  auto util = get_double(r, "gpu_memory_utilization", 0.9);
-  if (!flash) return flash.error();
-  if (!master) return master.error();
-  if (!util) return util.error();
-  if (*util <= 0 || *util > 1)
-    return usage_error("'gpu_memory_utilization' must be in (0, 1]", "gpu_memory_utilization");
-  w.flash_attention = *flash;
-  w.master_weights = *master;
-  w.gpu_memory_utilization = *util;
-  auto dropout = get_double(r, "lora_dropout", 0.0);
-  if (!dropout) return dropout.error();
-  if (*dropout < 0 || *dropout >= 1) return usage_error("'lora_dropout' must be in [0, 1)", "lora_dropout");
-  w.lora_dropout = *dropout;
-  auto amp = get_string(r, "amp");
-  if (!amp) return amp.error();
-  if (!amp->empty()) {
-    auto v = parse_amp(*amp);
-    if (!v) return v.error();
-    w.amp = *v;
-  }
+  GPUPLAN_TRY(engine, req.text("engine"));
+  GPUPLAN_TRY(e, parse_engine(engine));
+  w.engine = e;
+  GPUPLAN_TRY(targets, parse_lora_targets(req));
+  w.lora_targets = targets;
+  GPUPLAN_TRY(flash, req.boolean("flash_attention"));
+  GPUPLAN_TRY(master, req.boolean("master_weights"));
+  GPUPLAN_TRY(util, req.real("gpu_memory_utilization"));
+  GPUPLAN_TRY(dropout, req.real("lora_dropout"));
+  w.flash_attention = flash;
+  w.master_weights = master;
+  w.gpu_memory_utilization = util.value_or(w.gpu_memory_utilization);
+  w.lora_dropout = dropout.value_or(0);
+  GPUPLAN_TRY(amp, req.text("amp"));
+  GPUPLAN_TRY(a, parse_amp(amp));
+  w.amp = a;
+  return Status::Ok();
+}
+
+// Combinations no engine runs, said with what to give instead.
+Status check_combination(const Workload& w) {
   if (w.amp != Amp::kNone && (w.task == Task::kInfer || w.weights != WeightFormat::kFp32)) {
     return usage_error(
         "--amp trains an fp32 model with 16-bit autocast: give --weights fp32 and a training task "
@@ -312,6 +191,20 @@ Result<Workload> parse_workload(const Json& r) {
     return usage_error("full training needs fp32, bf16, fp16 or fp8 weights; a quantized base trains with --task qlora",
                        "weights");
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Workload> parse_workload(const Json& r) {
+  const Request req(r);
+  Workload w;
+  GPUPLAN_CHECK(read_model(req, w));
+  GPUPLAN_CHECK(read_task_and_formats(req, w));
+  GPUPLAN_CHECK(read_lengths(req, w));
+  GPUPLAN_CHECK(read_layout(req, w));
+  GPUPLAN_CHECK(read_training_and_engine(req, w));
+  GPUPLAN_CHECK(check_combination(w));
   return w;
 }
 

@@ -2,6 +2,7 @@
 #include <set>
 
 #include "catalog/yaml_util.h"
+#include "core/request.h"
 #include "gpuplan/cancel.h"
 #include "gpuplan/mig_pack.h"
 
@@ -243,6 +244,10 @@ Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const st
       rq.kind = PackRequest::Kind::kWorkload;
       auto workload = yaml::to_json(n["workload"], file);
       if (!workload) return workload.error();
+      // The keys of gpuplan fit (data/options.yaml): a misspelt key must not be silently ignored.
+      if (auto keys = Request(*workload, "fit").check_keys(); !keys) {
+        return yaml::data_error(file, n["workload"], entry, "workload", keys.error().message);
+      }
       rq.workload = std::move(*workload);
     }
     out.push_back(std::move(rq));

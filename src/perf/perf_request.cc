@@ -5,16 +5,19 @@
 
 #include "core/request.h"
 #include "gpuplan/formats.h"
+#include "gpuplan/options.h"
 
 namespace gpuplan::perf {
 
 const std::vector<std::string_view>& perf_request_keys() {
+  // The workload and perf groups of data/options.yaml, and the targets (gpu).
   static const std::vector<std::string_view> keys = [] {
-    std::vector<std::string_view> k = workload_keys();
-    for (std::string_view extra : {"gpu", "rate", "train_tokens", "efficiency", "dp", "global_batch", "fsdp",
-                                   "cuda_graphs", "micro_batch", "seq_len"}) {
-      if (std::find(k.begin(), k.end(), extra) == k.end()) k.push_back(extra);
+    std::vector<std::string_view> k;
+    if (auto table = option_table()) {
+      k = (*table)->group_keys("workload");
+      for (auto extra : (*table)->group_keys("perf")) k.push_back(extra);
     }
+    k.push_back("gpu");
     return k;
   }();
   return keys;
@@ -37,16 +40,15 @@ Result<PerfSetup> parse_perf_setup(const Json& request) {
   if (req.has("checkpointing") && req.raw("checkpointing").is_boolean()) {
     fit_req["checkpointing"] = req.raw("checkpointing").get<bool>() ? "full" : "none";
   }
-  if (!infer) {
-    if (req.has("micro_batch")) fit_req["batch"] = request["micro_batch"];
-    if (req.has("seq_len")) fit_req["context"] = request["seq_len"];
-  }
   // Inference lengths: output defaults to 128 tokens; the prompt fills the context, or 512 tokens.
   s.lengths_given = req.has("input_tokens") || req.has("output_tokens");
-  GPUPLAN_TRY(context, req.integer("context", 0, 0, 1 << 24));
-  GPUPLAN_TRY(output, req.integer("output_tokens", infer ? 128 : 0, 0, 1 << 24));
+  // The perf defaults the help of input_tokens and output_tokens states (data/options.yaml).
+  constexpr long long kDefaultInputTokens = 512;
+  constexpr long long kDefaultOutputTokens = 128;
+  GPUPLAN_TRY(context, req.whole("context", 0));
+  GPUPLAN_TRY(output, req.whole("output_tokens", infer ? kDefaultOutputTokens : 0));
   GPUPLAN_TRY(input,
-              req.integer("input_tokens", context > 0 ? std::max<long long>(1, context - output) : 512, 0, 1 << 24));
+              req.whole("input_tokens", context > 0 ? std::max<long long>(1, context - output) : kDefaultInputTokens));
   if (infer) {
     fit_req["input_tokens"] = std::max<long long>(1, input);
     fit_req["output_tokens"] = output;
@@ -61,22 +63,20 @@ Result<PerfSetup> parse_perf_setup(const Json& request) {
   if (w.task == Task::kLora || w.task == Task::kQlora) {
     p.trainable_parameters = lora_parameters(*w.model, w.lora_targets, w.lora_rank);
   }
-  GPUPLAN_TRY(dp, req.integer("dp", 0, 0, 1 << 20));
+  GPUPLAN_TRY(dp, req.whole("dp"));
   p.dp = static_cast<int>(dp);  // 0: count / (tp x pp), set per target
-  GPUPLAN_TRY(fsdp, req.flag("fsdp", false));
+  GPUPLAN_TRY(fsdp, req.boolean("fsdp"));
   p.fsdp = fsdp;
-  GPUPLAN_TRY(graphs, req.flag("cuda_graphs", w.engine != Engine::kTransformers));
+  GPUPLAN_TRY(graphs, req.boolean("cuda_graphs", w.engine != Engine::kTransformers));
   p.cuda_graphs = graphs;
   s.batch_given = req.has("batch") || req.has("micro_batch");
-  GPUPLAN_TRY(global, req.integer("global_batch", 0, 0, 1LL << 40));
+  GPUPLAN_TRY(global, req.whole("global_batch"));
   p.global_batch = global;
-  GPUPLAN_TRY(rate, req.number("rate", 0));
-  if (rate < 0) return usage_error("rate must be >= 0 requests per second", "rate");
-  s.rate = rate;
-  GPUPLAN_TRY(train_tokens, req.number("train_tokens", 0));
-  if (train_tokens < 0) return usage_error("train_tokens must be >= 0", "train_tokens");
-  s.train_tokens = train_tokens;
-  GPUPLAN_TRY(eff_text, req.string("efficiency", ""));
+  GPUPLAN_TRY(rate, req.real("rate"));
+  s.rate = rate.value_or(0);
+  GPUPLAN_TRY(train_tokens, req.real("train_tokens"));
+  s.train_tokens = train_tokens.value_or(0);
+  GPUPLAN_TRY(eff_text, req.text("efficiency"));
   GPUPLAN_TRY(eff, parse_efficiency(eff_text, default_efficiency()));
   s.efficiency = eff;
   return s;

@@ -34,7 +34,7 @@ struct PerfSetup {
 };
 
 // Reads the workload; keys outside perf_request_keys() are ignored (the command checks its own list).
-// Validation rows may also say micro_batch / seq_len (= batch / context when training) and
+// Validation rows may also say micro_batch / seq_len (= batch / context; parse_workload reads them) and
 // checkpointing: true/false (= full/none).
 Result<PerfSetup> parse_perf_setup(const Json& request);
 

@@ -37,9 +37,9 @@ constexpr std::string_view kMarketCommand = "market";
 constexpr std::array kLightCommands = {"catalog.list", "catalog.show", "mig.profiles", "mig.layouts"};
 
 // Commands the API documents but a build may not have yet: asking for one is a 404 that says so.
-constexpr std::array kKnownCommands = {"catalog.list", "catalog.show", "compare",     "fit",      "perf",
-                                       "mig.profiles", "mig.check",    "mig.layouts", "mig.pack", "plan",
-                                       "validate",     "offers.list",  "models.list"};
+constexpr std::array kKnownCommands = {"catalog.list", "catalog.show", "compare",     "fit",       "perf",
+                                       "mig.profiles", "mig.check",    "mig.layouts", "mig.pack",  "plan",
+                                       "validate",     "offers.list",  "models.list", "vocabulary"};
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 

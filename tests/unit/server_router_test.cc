@@ -92,9 +92,9 @@ class RouterTest : public ::testing::Test {
   std::atomic<int> spun_out_{0};
 };
 
-const std::vector<std::string> kAll = {"catalog.list", "catalog.show", "compare",     "fit",      "perf",
-                                       "mig.profiles", "mig.check",    "mig.layouts", "mig.pack", "plan",
-                                       "validate",     "offers.list",  "models.list"};
+const std::vector<std::string> kAll = {"catalog.list", "catalog.show", "compare",     "fit",       "perf",
+                                       "mig.profiles", "mig.check",    "mig.layouts", "mig.pack",  "plan",
+                                       "validate",     "offers.list",  "models.list", "vocabulary"};
 
 TEST_F(RouterTest, PostRoutesMapOntoCommandNames) {
   Router r = make(kAll);

@@ -1,0 +1,219 @@
+// `vocabulary` (GET /api/v1/vocabulary): every declared option (data/options.yaml) with its type,
+// range, default and help, and the names of every vocabulary the library owns (tasks, formats,
+// engines, ...), MIG profiles per GPU and the zoo's model ids. The page fills its lists from it; the
+// CLI's typed options and web/openapi.json's request schemas are made from the same declaration.
+#include <algorithm>
+
+#include "api/commands.h"
+#include "api/vocabulary.h"
+#include "core/request.h"
+#include "gpuplan/catalog.h"
+#include "gpuplan/formats.h"
+#include "gpuplan/model.h"
+#include "gpuplan/vocabulary.h"
+#include "gpuplan/workload.h"
+
+namespace gpuplan::api {
+
+const std::vector<std::string_view>& vocabulary_ids() {
+  static const std::vector<std::string_view> ids = [] {
+    std::vector<std::string_view> out;
+    for (const auto& v : vocabularies()) out.push_back(v.key);
+    return out;
+  }();
+  return ids;
+}
+
+Result<std::vector<std::string>> vocabulary_names(std::string_view id) {
+  const Vocabulary* v = vocabulary(id);
+  if (!v) {
+    return Error{ErrorCode::kInternal, "unknown vocabulary '" + std::string(id) + "' in data/options.yaml", ""};
+  }
+  std::vector<std::string> out;
+  for (const auto& e : v->entries) out.emplace_back(e.name);
+  return out;
+}
+
+Result<std::vector<std::string>> option_words(const OptionSpec& o) {
+  if (!o.vocabulary.empty()) return vocabulary_names(o.vocabulary);
+  return o.values;
+}
+
+Json option_json(const OptionSpec& o) {
+  Json j{{"name", o.name}, {"type", std::string(option_type_name(o.type))}};
+  if (!o.unit.empty()) j["unit"] = o.unit;
+  j["default"] = o.default_value;
+  if (o.range.min || o.range.max) {
+    Json r{{"text", o.range.text()}};
+    r["min"] = o.range.min ? Json(*o.range.min) : Json(nullptr);
+    r["max"] = o.range.max ? Json(*o.range.max) : Json(nullptr);
+    r["min_open"] = o.range.min_open;
+    r["max_open"] = o.range.max_open;
+    j["range"] = std::move(r);
+  }
+  if (!o.vocabulary.empty()) j["vocabulary"] = o.vocabulary;
+  if (auto words = option_words(o); words && !words->empty()) j["values"] = *words;
+  if (!o.group.empty()) j["group"] = o.group;
+  j["commands"] = o.commands;
+  if (!o.required.empty()) j["required"] = o.required;
+  j["cli"] = o.cli ? Json("--" + o.cli_name()) : Json(nullptr);
+  j["help"] = o.help;
+  return j;
+}
+
+namespace {
+
+Json property_schema(const OptionSpec& o) {
+  Json s;
+  switch (o.type) {
+    case OptionType::kInt:
+    case OptionType::kNumber: {
+      s["type"] = o.type == OptionType::kInt ? "integer" : "number";
+      if (o.range.min) s[o.range.min_open ? "exclusiveMinimum" : "minimum"] = *o.range.min;
+      if (o.range.max) s[o.range.max_open ? "exclusiveMaximum" : "maximum"] = *o.range.max;
+      break;
+    }
+    case OptionType::kBool:
+    case OptionType::kFlag:
+      s["type"] = "boolean";
+      break;
+    case OptionType::kString:
+      s["type"] = "string";
+      break;
+    case OptionType::kEnum: {
+      s["type"] = "string";
+      if (auto words = option_words(o); words && !words->empty()) s["enum"] = *words;
+      break;
+    }
+    case OptionType::kList: {
+      Json item{{"type", "string"}};
+      if (auto words = option_words(o); words && !words->empty()) item["enum"] = *words;
+      s["oneOf"] = Json::array({Json{{"type", "array"}, {"items", item}}, Json{{"type", "string"}}});
+      break;
+    }
+    case OptionType::kFiles: {
+      Json file = Json::object();
+      file["type"] = "object";
+      file["required"] = Json::array({"text"});
+      file["properties"] = Json{{"name", Json{{"type", "string"}}}, {"text", Json{{"type", "string"}}}};
+      Json files = Json::object();
+      files["type"] = "array";
+      files["items"] = std::move(file);
+      s["oneOf"] = Json::array({std::move(files), Json{{"type", "string"}}});
+      break;
+    }
+    case OptionType::kObject:
+      s["type"] = "object";
+      break;
+  }
+  std::string description = o.help;
+  if (!o.unit.empty()) description += " (" + o.unit + ")";
+  s["description"] = description;
+  if (!o.default_value.is_null()) s["default"] = o.default_value;
+  return s;
+}
+
+}  // namespace
+
+Result<Json> request_schema(std::string_view command) {
+  GPUPLAN_TRY(table, option_table());
+  Json props = Json::object();
+  Json required = Json::array();
+  for (const OptionSpec* o : table->of_command(command)) {
+    props[o->name] = property_schema(*o);
+    if (o->required_by(command)) required.push_back(o->name);
+  }
+  Json s{{"type", "object"}, {"additionalProperties", false}};
+  if (!required.empty()) s["required"] = std::move(required);
+  s["properties"] = std::move(props);
+  return s;
+}
+
+Result<Json> openapi_with_declared_requests(Json doc) {
+  GPUPLAN_TRY(table, option_table());
+  if (!doc.contains("paths") || !doc["paths"].is_object()) {
+    return Error{ErrorCode::kInvalidData, "the OpenAPI document has no paths", "paths"};
+  }
+  for (auto& [path, item] : doc["paths"].items()) {
+    for (auto& [method, op] : item.items()) {
+      if (!op.is_object() || !op.contains("operationId")) continue;
+      std::string command = op["operationId"].get<std::string>();
+      std::replace(command.begin(), command.end(), '_', '.');
+      if (table->of_command(command).empty()) continue;
+      if (op.contains("requestBody")) {
+        GPUPLAN_TRY(schema, request_schema(command));
+        op["requestBody"]["content"]["application/json"]["schema"] = schema;
+      }
+      if (op.contains("parameters")) {
+        for (auto& p : op["parameters"]) {
+          if (!p.contains("name") || !p["name"].is_string()) continue;
+          const std::string name = p["name"].get<std::string>();
+          const OptionSpec* o = table->find(name, command);
+          // Path parameters named differently ({id} of catalog.show is its gpu) keep their text.
+          if (!o) continue;
+          Json s = property_schema(*o);
+          p["description"] = s["description"];
+          s.erase("description");
+          p["schema"] = s;
+          if (o->required_by(command)) p["required"] = true;
+        }
+      }
+    }
+  }
+  return doc;
+}
+
+namespace {
+
+Result<Json> vocabulary_command(const Context& ctx, const Json& body) {
+  GPUPLAN_CHECK(Request(body, "vocabulary").check_keys());
+  GPUPLAN_TRY(table, option_table());
+  Json options = Json::array();
+  for (const auto& o : table->all()) options.push_back(option_json(o));
+  Json vocabularies = Json::object();
+  for (auto id : vocabulary_ids()) {
+    GPUPLAN_TRY(names, vocabulary_names(id));
+    vocabularies[std::string(id)] = names;
+  }
+  // Word lists declared in data/options.yaml itself (objective, export, kind), by option name.
+  for (const auto& o : table->all()) {
+    if (!o.values.empty()) vocabularies[o.name] = o.values;
+  }
+  Json mig = Json::object();
+  Json gpus = Json::array();
+  for (const auto& g : ctx.catalog->gpus()) {
+    gpus.push_back(g.id);
+    if (g.mig_table.empty()) continue;
+    const MigTable* t = ctx.catalog->find_mig_table(g.mig_table);
+    if (!t) continue;
+    Json names = Json::array();
+    for (const auto& p : t->profiles) names.push_back(p.name);
+    mig[g.id] = std::move(names);
+  }
+  Json models = Json::array();
+  for (const auto& e : zoo_entries()) models.push_back(e.id);
+  // Each task with what the library picks by default for it (QLoRA: a quantized base, checkpointing),
+  // read through parse_workload itself so that the page never restates a default.
+  Json tasks = Json::array();
+  GPUPLAN_TRY(task_names, vocabulary_names("task"));
+  for (const auto& t : task_names) {
+    if (models.empty()) break;
+    auto w = parse_workload(Json{{"model", models.front()}, {"task", t}});
+    if (!w) continue;
+    tasks.push_back(Json{{"name", t},
+                         {"training", w->task != Task::kInfer},
+                         {"adapter", w->task == Task::kLora || w->task == Task::kQlora},
+                         {"weights", weight_format_info(w->weights).name},
+                         {"kv_cache", kv_format_name(w->kv_cache)},
+                         {"checkpointing", checkpointing_name(w->checkpointing)}});
+  }
+  return Json{{"options", std::move(options)}, {"vocabularies", std::move(vocabularies)},
+              {"gpus", std::move(gpus)},       {"mig_profiles", std::move(mig)},
+              {"models", std::move(models)},   {"tasks", std::move(tasks)}};
+}
+
+}  // namespace
+
+void register_vocabulary_commands(CommandTable& table) { table.push_back({"vocabulary", vocabulary_command}); }
+
+}  // namespace gpuplan::api
