@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpuplan/catalog.h"
+#include "gpuplan/units.h"  // kBytesPerGib etc.: the bytes of a target
 
 namespace gpuplan {
 
@@ -50,11 +51,6 @@ struct Target {
   // it and are linked by it, else the PCIe generation's x16 rate.
   double link_gbps() const;
 };
-
-// Bytes per unit, named once.
-inline constexpr double kBytesPerMib = 1024.0 * 1024.0;
-inline constexpr double kBytesPerGib = 1024.0 * 1024.0 * 1024.0;
-inline constexpr double kBytesPerGb = 1e9;
 
 }  // namespace gpuplan
 

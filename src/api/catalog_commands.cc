@@ -5,19 +5,13 @@
 #include "api/catalog_json.h"
 #include "api/commands.h"
 #include "api/compare_value.h"
+#include "core/format.h"
 #include "core/request.h"
 #include "gpuplan/target.h"
 
 namespace gpuplan::api {
 
 namespace {
-
-// Rounds for display in derived metrics (4 significant digits are plenty for ratios).
-double round_sig(double v, int digits = 4) {
-  if (v == 0 || !std::isfinite(v)) return v;
-  const double scale = std::pow(10.0, digits - 1 - static_cast<int>(std::floor(std::log10(std::fabs(v)))));
-  return std::round(v * scale) / scale;
-}
 
 Result<Json> catalog_list(const Context& ctx, const Json& body) {
   Request req(body);
@@ -161,7 +155,7 @@ Result<Json> compare(const Context& ctx, const Json& body) {
       const auto rate = t.peak_tflops(p);
       if (!rate || *rate <= 0) continue;
       const std::string name(precision_name(p));
-      if (bw > 0) derived["ridge_" + name + "_flop_per_byte"] = round_sig(*rate * 1e12 / (bw * 1e9));
+      if (bw > 0) derived["ridge_" + name + "_flop_per_byte"] = round_sig(*rate * kFlopPerTflop / (bw * kBytesPerGb));
       if (watts > 0) derived[name + "_tflops_per_w"] = round_sig(*rate / watts);
     }
     if (watts > 0 && bw > 0) derived["bandwidth_gbps_per_w"] = round_sig(bw / watts);

@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "gpuplan/model.h"
+#include "gpuplan/units.h"
 
 namespace gpuplan::cli {
 
@@ -16,7 +17,7 @@ namespace {
 std::string gib(const Json& bytes) {
   if (!bytes.is_number()) return "-";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", bytes.get<double>() / (1024.0 * 1024.0 * 1024.0));
+  std::snprintf(buf, sizeof buf, "%.2f", bytes_to_gib(bytes.get<double>()));
   return buf;
 }
 

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cli/cli.h"
+#include "gpuplan/units.h"
 
 namespace gpuplan::cli {
 
@@ -67,7 +68,7 @@ std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
                       banded(t, "step_seconds", "%.4g"), banded(t, "tokens_per_second", "%.4g"),
                       num(t["samples_per_second"], "%.4g"),
                       t["mfu"].is_number() ? num(Json(t["mfu"].get<double>() * 100), "%.1f") : "-",
-                      t.contains("train_seconds") ? banded(t, "train_seconds", "%.4g", 1.0 / 3600) : "-"});
+                      t.contains("train_seconds") ? banded(t, "train_seconds", "%.4g", 1.0 / kSecondsPerHour) : "-"});
     }
   }
   if (fmt.csv) return render_csv(header, rows);

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "cli/cli.h"
+#include "gpuplan/units.h"
 
 namespace gpuplan::cli {
 
@@ -37,7 +38,7 @@ std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
       rows.push_back({std::to_string(i), p["offer"].get<std::string>(), p["target"].get<std::string>(),
                       std::to_string(p["gpus"].get<int>()), std::to_string(p["replicas"].get<int>()),
                       std::to_string(p["tp"].get<int>()), std::to_string(p["pp"].get<int>()),
-                      num(p["cost_per_hour"], "%.2f"), num(p["seconds_total"], "%.1f", 1.0 / 3600),
+                      num(p["cost_per_hour"], "%.2f"), num(p["seconds_total"], "%.1f", 1.0 / kSecondsPerHour),
                       num(p["cost_total"], "%.0f"), p["meets_goal"].get<bool>() ? "yes" : "no"});
     }
   }
@@ -52,7 +53,8 @@ std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
     if (g["tpot_slo_seconds"].is_number()) os << ", TPOT <= " << num(g["tpot_slo_seconds"], "%g") << " s";
   } else {
     os << num(g["train_tokens"], "%.4g") << " tokens";
-    if (g["deadline_seconds"].is_number()) os << " within " << num(g["deadline_seconds"], "%.4g", 1.0 / 3600) << " h";
+    if (g["deadline_seconds"].is_number())
+      os << " within " << num(g["deadline_seconds"], "%.4g", 1.0 / kSecondsPerHour) << " h";
     if (g["budget"].is_number()) os << " for at most " << num(g["budget"], "%.0f");
   }
   os << "; objective " << r["objective"].get<std::string>() << "\n";
@@ -66,8 +68,8 @@ std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
     if (serve)
       os << ", " << num(b["cost_per_million_tokens"], "%.3f") << " per million tokens";
     else
-      os << ", " << num(b["cost_total"], "%.0f") << " in total, " << num(b["seconds_total"], "%.1f", 1.0 / 3600)
-         << " h";
+      os << ", " << num(b["cost_total"], "%.0f") << " in total, "
+         << num(b["seconds_total"], "%.1f", 1.0 / kSecondsPerHour) << " h";
     os << "; price captured " << b["captured_at"].get<std::string>() << " (" << b["source"].get<std::string>()
        << ")\n\n";
   } else {
@@ -79,7 +81,7 @@ std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
     std::vector<std::vector<std::string>> pr;
     for (const auto& p : r["pareto"]) {
       pr.push_back({p["offer"].get<std::string>(), std::to_string(p["gpus"].get<int>()),
-                    num(p["seconds_total"], "%.1f", 1.0 / 3600), num(p["cost_total"], "%.0f")});
+                    num(p["seconds_total"], "%.1f", 1.0 / kSecondsPerHour), num(p["cost_total"], "%.0f")});
     }
     os << render_table({"offer", "gpus", "hours", "usd_total"}, pr, {false, true, true, true}) << "\n";
   }

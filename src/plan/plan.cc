@@ -6,12 +6,12 @@
 #include <limits>
 
 #include "gpuplan/cancel.h"
+#include "gpuplan/units.h"
 
 namespace gpuplan {
 
 namespace {
 
-constexpr double kSecondsPerHour = 3600.0;
 // 1%: the smallest cost difference worth a line on the cost/time front (list prices are rounded to
 // cents per hour, and the model's own error is larger).
 constexpr double kParetoCostStep = 0.01;
