@@ -8,6 +8,7 @@
 #include "api/commands.h"
 #include "api/offer_request.h"
 #include "core/decimal.h"
+#include "core/format.h"
 #include "core/request.h"
 #include "plan/plan_model.h"
 
@@ -15,19 +16,11 @@ namespace gpuplan::api {
 
 namespace {
 
-constexpr double kSecondsPerHour = 3600.0;
 // Serving rate: a million requests per second, ~1000x what the largest plan (1024 GPUs) serves of even
 // a small model; past it no offer could carry the rate and the counts leave the range of an int.
 constexpr double kMaxRateRequestsPerSecond = 1e6;
 // Training tokens: 10^15, ~25x the largest published pretraining runs (Qwen3, 36T tokens).
 constexpr double kMaxTrainTokens = 1e15;
-
-Json money(double v) { return std::isfinite(v) ? Json(std::round(v * 1e4) / 1e4) : Json(nullptr); }
-Json sig(double v) {
-  if (!std::isfinite(v) || v == 0) return v == 0 ? Json(0.0) : Json(nullptr);
-  const double scale = std::pow(10.0, 3 - static_cast<int>(std::floor(std::log10(std::fabs(v)))));
-  return std::round(v * scale) / scale;
-}
 
 // "36h", "2d", "90m", "3600s" or a plain number of hours.
 Result<std::optional<double>> duration_seconds(const Request& req, const char* key) {
@@ -43,7 +36,7 @@ Result<std::optional<double>> duration_seconds(const Request& req, const char* k
         s.pop_back();
         break;
       case 'm':
-        unit = 60;
+        unit = kSecondsPerMinute;
         s.pop_back();
         break;
       case 'h':
@@ -51,7 +44,7 @@ Result<std::optional<double>> duration_seconds(const Request& req, const char* k
         s.pop_back();
         break;
       case 'd':
-        unit = 24 * kSecondsPerHour;
+        unit = kSecondsPerDay;
         s.pop_back();
         break;
       default:
@@ -95,16 +88,18 @@ Json plan_json(const Plan& p, bool spot) {
               {"reason", p.reason}};
 }
 
-Result<Json> plan_command(const Context& ctx, const Json& body) {
+// The plan's own keys; offers keys (is_offer_key) and the workload keys of perf come on top.
+constexpr std::string_view kPlanKeys[] = {"objective", "top",    "ttft_slo",     "tpot_slo",
+                                          "deadline",  "budget", "max_instances"};
+
+// The request's workload keys (those of perf, less `gpu`), after refusing a key neither plan nor perf takes.
+Result<Json> perf_keys_of(const Json& body) {
   if (!body.is_object()) return usage_error("the request must be a JSON object");
-  // The plan's own keys; offers keys (is_offer_key) and the workload keys of perf come on top.
-  static const std::vector<std::string_view> kPlanKeys = {"objective", "top",    "ttft_slo",     "tpot_slo",
-                                                          "deadline",  "budget", "max_instances"};
   const auto& perf_keys = perf::perf_request_keys();
   Json perf_req = Json::object();
   for (auto it = body.begin(); it != body.end(); ++it) {
-    const bool is_plan =
-        is_offer_key(it.key()) || std::find(kPlanKeys.begin(), kPlanKeys.end(), it.key()) != kPlanKeys.end();
+    const bool is_plan = is_offer_key(it.key()) ||
+                         std::find(std::begin(kPlanKeys), std::end(kPlanKeys), it.key()) != std::end(kPlanKeys);
     const bool is_perf = std::find(perf_keys.begin(), perf_keys.end(), it.key()) != perf_keys.end();
     if (!is_plan && !is_perf) {
       std::string list = "offers, provider, region, spot, max_age, now";
@@ -114,134 +109,158 @@ Result<Json> plan_command(const Context& ctx, const Json& body) {
     }
     if (is_perf && it.key() != "gpu") perf_req[it.key()] = it.value();
   }
-  Request req(body);
-  auto setup = perf::parse_perf_setup(perf_req);
-  if (!setup) return setup.error();
-  const bool serving = setup->workload.task == Task::kInfer;
-  auto offers = offers_from_request(ctx, req);
-  if (!offers) return offers.error();
-  auto filter = offer_filter_from_request(req);
-  if (!filter) return filter.error();
-  auto objective_text = req.string("objective", "cost");
-  auto top = req.integer("top", 10, 1, 100000);
-  auto max_instances = req.integer("max_instances", 16, 1, 1024);
-  auto ttft = req.number("ttft_slo");
-  auto tpot = req.number("tpot_slo");
-  auto deadline = duration_seconds(req, "deadline");
-  auto budget = req.number("budget");
-  auto gpus = req.strings("gpu");
-  if (!objective_text) return objective_text.error();
-  if (!top) return top.error();
-  if (!max_instances) return max_instances.error();
-  if (!ttft) return ttft.error();
-  if (!tpot) return tpot.error();
-  if (!deadline) return deadline.error();
-  if (!budget) return budget.error();
-  if (!gpus) return gpus.error();
-  for (auto [key, value] :
-       {std::pair{"ttft_slo", &*ttft}, std::pair{"tpot_slo", &*tpot}, std::pair{"budget", &*budget}}) {
+  return perf_req;
+}
+
+// A plan request, read and checked.
+struct PlanRequest {
+  perf::PerfSetup setup;
+  OfferSet offers;
+  OfferFilter filter;
+  std::string objective;
+  int64_t top = 0;
+  std::optional<double> ttft_slo, tpot_slo, deadline_seconds, budget;
+  std::vector<std::string> gpu_ids;  // resolved catalog ids; empty = every GPU
+  PlanOptions options;
+};
+
+// Reads every key of a plan request; an out-of-range or unknown value is a usage error naming its key.
+Result<PlanRequest> read_plan_request(const Context& ctx, const Json& body) {
+  GPUPLAN_TRY(perf_req, perf_keys_of(body));
+  const Request req(body);
+  GPUPLAN_TRY(setup, perf::parse_perf_setup(perf_req));
+  GPUPLAN_TRY(offers, offers_from_request(ctx, req));
+  GPUPLAN_TRY(filter, offer_filter_from_request(req));
+  GPUPLAN_TRY(objective, req.string("objective", "cost"));
+  GPUPLAN_TRY(top, req.integer("top", 10, 1, 100000));
+  GPUPLAN_TRY(max_instances, req.integer("max_instances", 16, 1, 1024));
+  GPUPLAN_TRY(ttft, req.number("ttft_slo"));
+  GPUPLAN_TRY(tpot, req.number("tpot_slo"));
+  GPUPLAN_TRY(deadline, duration_seconds(req, "deadline"));
+  GPUPLAN_TRY(budget, req.number("budget"));
+  GPUPLAN_TRY(gpus, req.strings("gpu"));
+  for (auto [key, value] : {std::pair{"ttft_slo", &ttft}, std::pair{"tpot_slo", &tpot}, std::pair{"budget", &budget}}) {
     if (*value && **value <= 0) return usage_error(std::string("'") + key + "' must be above 0", key);
   }
-  PlanOptions options;
-  options.spot = filter->spot;
-  options.max_instances = static_cast<int>(*max_instances);
-  if (*objective_text == "cost")
-    options.objective = PlanObjective::kCost;
-  else if (*objective_text == "time")
-    options.objective = PlanObjective::kTime;
+  PlanRequest pr{setup, offers, filter, objective, top, ttft, tpot, deadline, budget, {}, {}};
+  pr.options.spot = filter.spot;
+  pr.options.max_instances = static_cast<int>(max_instances);
+  if (objective == "cost")
+    pr.options.objective = PlanObjective::kCost;
+  else if (objective == "time")
+    pr.options.objective = PlanObjective::kTime;
   else
     return usage_error("'objective' must be cost or time", "objective");
-
-  std::vector<std::string> gpu_ids;
-  for (const auto& g : *gpus) {
-    auto ref = ctx.catalog->resolve(g);
-    if (!ref) return ref.error();
-    gpu_ids.push_back(ref->id());
+  for (const auto& g : gpus) {
+    GPUPLAN_TRY(ref, ctx.catalog->resolve(g));
+    pr.gpu_ids.push_back(ref.id());
   }
-  // Offers the filter rejects never reach the search; they are reported with their reason.
+  return pr;
+}
+
+// The offers the search may use (on the requested GPUs and passing the filter); the filter's
+// rejections go to `rejected` with their reason.
+std::vector<const Offer*> usable_offers(const PlanRequest& pr, Json& rejected) {
   std::vector<const Offer*> usable;
-  Json rejected = Json::array();
-  for (const auto& o : offers->offers) {
-    if (!gpu_ids.empty() && std::find(gpu_ids.begin(), gpu_ids.end(), o.target.id()) == gpu_ids.end()) continue;
-    const std::string why = offer_rejection(o, *filter);
+  for (const auto& o : pr.offers.offers) {
+    if (!pr.gpu_ids.empty() && std::find(pr.gpu_ids.begin(), pr.gpu_ids.end(), o.target.id()) == pr.gpu_ids.end())
+      continue;
+    const std::string why = offer_rejection(o, pr.filter);
     if (why.empty())
       usable.push_back(&o);
     else
       rejected.push_back(Json{{"offer", o.id()}, {"target", o.target.id()}, {"reason", why}});
   }
+  return usable;
+}
 
-  WorkloadPlanModel model(*setup);
-  PlanResult result;
-  Json goal;
-  if (serving) {
-    if (setup->rate <= 0) return usage_error("serving needs --rate (requests per second) > 0", "rate");
-    if (setup->rate > kMaxRateRequestsPerSecond) {
-      char rate[32];
-      std::snprintf(rate, sizeof rate, "%g", setup->rate);
-      return usage_error("'rate' " + std::string(rate) +
-                             " is over the bound of 1e6 requests per second (1000x what the largest plan, 1024 GPUs, "
-                             "serves); give a rate above 0 and at most 1e6",
-                         "rate");
-    }
-    ServeGoal g;
-    g.rate_requests_per_second = setup->rate;
-    g.input_tokens = static_cast<int>(setup->perf.input_tokens);
-    g.output_tokens = static_cast<int>(setup->perf.output_tokens);
-    if (*ttft) g.ttft_slo_seconds = **ttft;
-    if (*tpot) g.tpot_slo_seconds = **tpot;
-    result = plan_serving(model, usable, g, options);
-    goal = Json{{"kind", "serve"},
-                {"rate_requests_per_second", g.rate_requests_per_second},
-                {"input_tokens", g.input_tokens},
-                {"output_tokens", g.output_tokens},
-                {"ttft_slo_seconds", *ttft ? Json(**ttft) : Json(nullptr)},
-                {"tpot_slo_seconds", *tpot ? Json(**tpot) : Json(nullptr)}};
-  } else {
-    if (setup->train_tokens <= 0) return usage_error("training needs --train-tokens > 0", "train_tokens");
-    if (setup->train_tokens > kMaxTrainTokens) {
-      return usage_error(
-          "'train_tokens' is over the bound of 1e15 tokens (25x the largest published pretraining "
-          "run); give from above 0 to 1e15",
-          "train_tokens");
-    }
-    TrainGoal g;
-    g.train_tokens = setup->train_tokens;
-    g.deadline_seconds = *deadline;
-    if (*budget) g.budget = **budget;
-    result = plan_training(model, usable, g, options);
-    goal = Json{{"kind", "train"},
-                {"train_tokens", g.train_tokens},
-                {"deadline_seconds", *deadline ? Json(**deadline) : Json(nullptr)},
-                {"budget", *budget ? Json(**budget) : Json(nullptr)}};
+// Serving: checks the rate, plans, and writes the goal as the answer states it.
+Result<PlanResult> plan_for_serving(const WorkloadPlanModel& model, const std::vector<const Offer*>& usable,
+                                    const PlanRequest& pr, Json& goal) {
+  const double rate = pr.setup.rate;
+  if (rate <= 0) return usage_error("serving needs --rate (requests per second) > 0", "rate");
+  if (rate > kMaxRateRequestsPerSecond) {
+    return usage_error("'rate' " + format_g(rate) +
+                           " is over the bound of 1e6 requests per second (1000x what the largest plan, 1024 GPUs, "
+                           "serves); give a rate above 0 and at most 1e6",
+                       "rate");
   }
+  ServeGoal g;
+  g.rate_requests_per_second = rate;
+  g.input_tokens = static_cast<int>(pr.setup.perf.input_tokens);
+  g.output_tokens = static_cast<int>(pr.setup.perf.output_tokens);
+  if (pr.ttft_slo) g.ttft_slo_seconds = *pr.ttft_slo;
+  if (pr.tpot_slo) g.tpot_slo_seconds = *pr.tpot_slo;
+  goal = Json{{"kind", "serve"},
+              {"rate_requests_per_second", g.rate_requests_per_second},
+              {"input_tokens", g.input_tokens},
+              {"output_tokens", g.output_tokens},
+              {"ttft_slo_seconds", pr.ttft_slo ? Json(*pr.ttft_slo) : Json(nullptr)},
+              {"tpot_slo_seconds", pr.tpot_slo ? Json(*pr.tpot_slo) : Json(nullptr)}};
+  return plan_serving(model, usable, g, pr.options);
+}
+
+// Training: checks the token count, plans, and writes the goal as the answer states it.
+Result<PlanResult> plan_for_training(const WorkloadPlanModel& model, const std::vector<const Offer*>& usable,
+                                     const PlanRequest& pr, Json& goal) {
+  if (pr.setup.train_tokens <= 0) return usage_error("training needs --train-tokens > 0", "train_tokens");
+  if (pr.setup.train_tokens > kMaxTrainTokens) {
+    return usage_error(
+        "'train_tokens' is over the bound of 1e15 tokens (25x the largest published pretraining "
+        "run); give from above 0 to 1e15",
+        "train_tokens");
+  }
+  TrainGoal g;
+  g.train_tokens = pr.setup.train_tokens;
+  g.deadline_seconds = pr.deadline_seconds;
+  if (pr.budget) g.budget = *pr.budget;
+  goal = Json{{"kind", "train"},
+              {"train_tokens", g.train_tokens},
+              {"deadline_seconds", pr.deadline_seconds ? Json(*pr.deadline_seconds) : Json(nullptr)},
+              {"budget", pr.budget ? Json(*pr.budget) : Json(nullptr)}};
+  return plan_training(model, usable, g, pr.options);
+}
+
+// The answer: the best plan, the top plans, the Pareto front, and every rejected or skipped offer.
+Json plan_answer(const PlanRequest& pr, const PlanResult& result, size_t considered, Json goal, Json rejected) {
+  const bool spot = pr.options.spot;
   Json plans = Json::array();
-  for (size_t i = 0; i < result.plans.size() && i < static_cast<size_t>(*top); ++i) {
-    plans.push_back(plan_json(result.plans[i], options.spot));
+  for (size_t i = 0; i < result.plans.size() && i < static_cast<size_t>(pr.top); ++i) {
+    plans.push_back(plan_json(result.plans[i], spot));
   }
   Json pareto = Json::array();
-  for (const auto& p : result.pareto) pareto.push_back(plan_json(p, options.spot));
+  for (const auto& p : result.pareto) pareto.push_back(plan_json(p, spot));
   for (const auto& p : result.rejected) {
-    Json r{{"offer", p.offer->id()}, {"target", p.offer->target.id()}, {"reason", p.reason}};
-    rejected.push_back(std::move(r));
+    rejected.push_back(Json{{"offer", p.offer->id()}, {"target", p.offer->target.id()}, {"reason", p.reason}});
   }
   Json skipped = Json::array();
-  for (const auto& s : offers->skipped)
+  for (const auto& s : pr.offers.skipped)
     skipped.push_back(Json{{"file", s.file}, {"line", s.line}, {"reason", s.reason}});
-  Json out{{"model", setup->workload.model->id},
-           {"task", task_name(setup->workload.task)},
-           {"goal", std::move(goal)},
-           {"objective", *objective_text},
-           {"now", filter->now},
-           {"configurations", result.configurations},
-           {"offers_considered", usable.size()},
-           {"best", result.plans.empty() || !result.plans.front().meets_goal
-                        ? Json(nullptr)
-                        : plan_json(result.plans.front(), options.spot)},
-           {"plans", std::move(plans)},
-           {"pareto", std::move(pareto)},
-           {"rejected", std::move(rejected)},
-           {"skipped", std::move(skipped)}};
-  return out;
+  const bool has_best = !result.plans.empty() && result.plans.front().meets_goal;
+  return Json{{"model", pr.setup.workload.model->id},
+              {"task", task_name(pr.setup.workload.task)},
+              {"goal", std::move(goal)},
+              {"objective", pr.objective},
+              {"now", pr.filter.now},
+              {"configurations", result.configurations},
+              {"offers_considered", considered},
+              {"best", has_best ? plan_json(result.plans.front(), spot) : Json(nullptr)},
+              {"plans", std::move(plans)},
+              {"pareto", std::move(pareto)},
+              {"rejected", std::move(rejected)},
+              {"skipped", std::move(skipped)}};
+}
+
+// `plan`: read the request, filter the offers, search (serving or training), answer.
+Result<Json> plan_command(const Context& ctx, const Json& body) {
+  GPUPLAN_TRY(pr, read_plan_request(ctx, body));
+  Json rejected = Json::array();
+  const std::vector<const Offer*> usable = usable_offers(pr, rejected);
+  const WorkloadPlanModel model(pr.setup);
+  Json goal;
+  const bool serving = pr.setup.workload.task == Task::kInfer;
+  GPUPLAN_TRY(result, serving ? plan_for_serving(model, usable, pr, goal) : plan_for_training(model, usable, pr, goal));
+  return plan_answer(pr, result, usable.size(), std::move(goal), std::move(rejected));
 }
 
 }  // namespace

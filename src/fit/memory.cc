@@ -6,6 +6,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/format.h"
+#include "gpuplan/units.h"
+
 namespace gpuplan {
 
 namespace {
@@ -75,12 +78,18 @@ constexpr double kForeachAdamTempBytes = 4;
 // Requirements": estimate_zero2_model_states_mem_needs / estimate_zero3_model_states_mem_needs).
 constexpr double kDeepSpeedFp32GradBytes = 4;
 
-double gib(double bytes) { return bytes / kBytesPerGib; }
-
 // torch.autocast casts each fp32 weight to a 16-bit copy for its matmul (2 bytes per parameter).
 constexpr double kAutocastCopyBytes = 2;
 // Bytes of an fp32 element.
 constexpr double kFp32Bytes = 4;
+// Bytes of a 16-bit (bf16 / fp16) element.
+constexpr double k16BitBytes = 2;
+// torchtune's bf16 AdamW states: m and v in bf16, 2 x 2 B per parameter (torchtune LoRA recipes keep
+// the optimizer in the model's dtype).
+constexpr double kBf16AdamStateBytes = 4;
+// FSDP / ZeRO-3 hold two layers' full weights at once: the one computing and the next, prefetched
+// (FSDP forward_prefetch / backward_prefetch; DeepSpeed stage3 prefetch bucket).
+constexpr double kZero3GatheredLayers = 2;
 
 // QLoRA through PEFT (HF Trainer / TRL, alone or with DeepSpeed) on a bitsandbytes base whose unquantized parameters
 // are 16-bit: prepare_model_for_kbit_training upcasts them (peft/utils/other.py, "cast all non INT8 parameters to
@@ -392,13 +401,110 @@ double kv_bytes_per_sequence(const PreparedWorkload& p, int64_t tokens) {
   return b;
 }
 
-MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_t context, Link link) {
+namespace {
+
+// FSDP / ZeRO-3 gather one layer's full weights and prefetch the next.
+double zero3_gather_bytes(const PreparedWorkload& p) {
+  const double layers = std::max<double>(1, static_cast<double>(p.workload.model->layers));
+  return kZero3GatheredLayers * (p.weights_per_gpu_bytes / layers);
+}
+
+// Inference: KV cache (paged for vLLM), activations of the prefill or the decode step, and the runtime
+// around them; the total is the live set at its peak.
+void add_inference(const PreparedWorkload& p, int64_t batch, int64_t context, MemoryBreakdown& r) {
   const Workload& w = p.workload;
   const Model& m = *w.model;
+  const double b = static_cast<double>(batch);
+  const int64_t prompt = std::min<int64_t>(w.input_tokens > 0 ? w.input_tokens : context, context);
+  if (m.kind == ModelKind::kDecoder) {
+    double kv_tokens_bytes = kv_bytes_per_sequence(p, context);
+    if (w.engine == Engine::kVllm) {
+      // Paged: whole blocks of 16 tokens per sequence.
+      const int64_t blocks = (context + kVllmBlockTokens - 1) / kVllmBlockTokens;
+      kv_tokens_bytes = kv_bytes_per_sequence(p, blocks * kVllmBlockTokens);
+    }
+    r.kv_cache_bytes = b * kv_tokens_bytes;
+  }
+  const InferAct act = inference_activations(p, batch, context);
+  r.activations_bytes = act.total();
+  r.workspace_bytes += act.dequant_bytes;
+  if (w.engine == Engine::kVllm) {
+    // vLLM allocates the KV pool once (no slack); the profile run's activations are freed.
+    r.allocator_slack_bytes = kAllocatorSlackFraction * r.activations_bytes;
+    r.runtime_overhead_bytes =
+        r.cuda_context_bytes + r.workspace_bytes + r.communication_bytes + r.allocator_slack_bytes;
+    r.total_bytes = r.weights_bytes + r.kv_cache_bytes + r.activations_bytes + r.runtime_overhead_bytes;
+    return;
+  }
+  // The live set peaks either at prefill (prompt KV + prefill activations) or at the end of
+  // generation (full KV + one decode step).
+  const double kv_prompt = m.kind == ModelKind::kDecoder ? b * kv_bytes_per_sequence(p, prompt) : 0;
+  const double at_prefill = kv_prompt + r.activations_bytes;
+  const InferAct decode = m.kind == ModelKind::kDecoder ? inference_activations(p, batch, 1) : act;
+  const double at_end = r.kv_cache_bytes + decode.total();
+  const double dynamic = std::max(at_prefill, at_end);
+  r.allocator_slack_bytes = kAllocatorSlackFraction * dynamic;
+  r.runtime_overhead_bytes = r.cuda_context_bytes + r.workspace_bytes + r.communication_bytes + r.allocator_slack_bytes;
+  r.total_bytes = r.weights_bytes + dynamic + r.runtime_overhead_bytes;
+}
+
+// Full training: optimizer states, gradients and weights sharded by the ZeRO stage, communication
+// buffers; returns the optimizer step's temporary bytes.
+double add_full_training(const PreparedWorkload& p, MemoryBreakdown& r) {
+  const Workload& w = p.workload;
+  const double dp = w.data_parallel();
+  const double param_bytes = w.weights == WeightFormat::kFp32 ? kFp32Bytes : k16BitBytes;
+  const double params = p.trainable_parameters_per_gpu;
+  const bool mixed = w.weights != WeightFormat::kFp32 && w.master_weights;
+  double state = w.optimizer == Optimizer::kAdamw       ? kAdamStateBytes
+                 : w.optimizer == Optimizer::kAdamw8bit ? kAdam8bitStateBytes
+                                                        : kSgdStateBytes;
+  if (mixed) state += kMasterWeightBytes;
+  if (w.engine == Engine::kDeepspeed && w.zero >= 1 && mixed) state += kDeepSpeedFp32GradBytes;
+  r.optimizer_bytes = params * state / (w.zero >= 1 ? dp : 1.0);
+  r.gradients_bytes = params * param_bytes / (w.zero >= 2 ? dp : 1.0);
+  if (w.zero >= 3) {
+    r.weights_bytes /= dp;
+    r.communication_bytes += zero3_gather_bytes(p);
+  } else if (dp > 1) {
+    // DDP gradient buckets hold a second copy of the gradients.
+    r.communication_bytes += r.gradients_bytes;
+  }
+  const bool foreach_adam =
+      w.optimizer == Optimizer::kAdamw && (w.engine == Engine::kTransformers || w.engine == Engine::kPytorch);
+  return foreach_adam ? params * kForeachAdamTempBytes / (w.zero >= 1 ? dp : 1.0) : 0;
+}
+
+// LoRA / QLoRA: the adapters, their gradients and optimizer states, a dequantized base matrix at a
+// time; returns the optimizer step's temporary bytes.
+double add_adapter_training(const PreparedWorkload& p, MemoryBreakdown& r) {
+  const Workload& w = p.workload;
+  // PEFT keeps the adapters in fp32 (autocast_adapter_dtype), torchtune in the model's bf16 with bf16
+  // optimizer states.
+  const bool bf16_adapters = w.engine == Engine::kPytorch;
+  const double a_bytes = bf16_adapters ? k16BitBytes : kFp32Bytes;
+  const double state = (w.optimizer == Optimizer::kAdamw       ? (bf16_adapters ? kBf16AdamStateBytes : kAdamStateBytes)
+                        : w.optimizer == Optimizer::kAdamw8bit ? kAdam8bitStateBytes
+                                                               : kSgdStateBytes);
+  r.adapter_bytes = p.adapter_parameters * a_bytes;
+  r.gradients_bytes = p.adapter_parameters * a_bytes;
+  r.optimizer_bytes = p.adapter_parameters * state;
+  if (w.zero >= 3) {
+    r.weights_bytes /= w.data_parallel();
+    r.communication_bytes += zero3_gather_bytes(p);
+  }
+  // A 4-bit base is dequantized one matrix at a time, to 16 bits, for forward and backward.
+  if (quantized_dequant(w.weights)) r.workspace_bytes += p.weights.largest_matrix_parameters * k16BitBytes / w.tp;
+  return w.optimizer == Optimizer::kAdamw ? p.adapter_parameters * kForeachAdamTempBytes : 0;
+}
+
+}  // namespace
+
+MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_t context, Link link) {
+  const Workload& w = p.workload;
   if (batch < 0) batch = w.batch;
   if (context < 0) context = w.context;
   MemoryBreakdown r;
-  const double dp = w.data_parallel();
   // GPUs exchange activations (tp, pp) or gradients (data parallel training); inference replicas
   // (count > tp x pp) do not talk.
   const bool multi = w.tp * w.pp > 1 || (is_training(w.task) && w.gpus() > 1);
@@ -406,89 +512,13 @@ MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_
   r.communication_bytes = multi ? communication_bytes(w, link) : 0;
   r.workspace_bytes = kCublasWorkspaceBytes;
   r.weights_bytes = p.weights_per_gpu_bytes;
-
   if (!is_training(w.task)) {
-    const double b = static_cast<double>(batch);
-    const int64_t prompt = std::min<int64_t>(w.input_tokens > 0 ? w.input_tokens : context, context);
-    if (m.kind == ModelKind::kDecoder) {
-      double kv_tokens_bytes = kv_bytes_per_sequence(p, context);
-      if (w.engine == Engine::kVllm) {
-        // Paged: whole blocks of 16 tokens per sequence.
-        const int64_t blocks = (context + kVllmBlockTokens - 1) / kVllmBlockTokens;
-        kv_tokens_bytes = kv_bytes_per_sequence(p, blocks * kVllmBlockTokens);
-      }
-      r.kv_cache_bytes = b * kv_tokens_bytes;
-    }
-    const InferAct act = inference_activations(p, batch, context);
-    r.activations_bytes = act.total();
-    r.workspace_bytes += act.dequant_bytes;
-    if (w.engine == Engine::kVllm) {
-      // vLLM allocates the KV pool once (no slack); the profile run's activations are freed.
-      r.allocator_slack_bytes = kAllocatorSlackFraction * r.activations_bytes;
-      r.runtime_overhead_bytes =
-          r.cuda_context_bytes + r.workspace_bytes + r.communication_bytes + r.allocator_slack_bytes;
-      r.total_bytes = r.weights_bytes + r.kv_cache_bytes + r.activations_bytes + r.runtime_overhead_bytes;
-      return r;
-    }
-    // The live set peaks either at prefill (prompt KV + prefill activations) or at the end of
-    // generation (full KV + one decode step).
-    const double kv_prompt = m.kind == ModelKind::kDecoder ? b * kv_bytes_per_sequence(p, prompt) : 0;
-    const double at_prefill = kv_prompt + r.activations_bytes;
-    const InferAct decode = m.kind == ModelKind::kDecoder ? inference_activations(p, batch, 1) : act;
-    const double at_end = r.kv_cache_bytes + decode.total();
-    const double dynamic = std::max(at_prefill, at_end);
-    r.allocator_slack_bytes = kAllocatorSlackFraction * dynamic;
-    r.runtime_overhead_bytes =
-        r.cuda_context_bytes + r.workspace_bytes + r.communication_bytes + r.allocator_slack_bytes;
-    r.total_bytes = r.weights_bytes + dynamic + r.runtime_overhead_bytes;
+    add_inference(p, batch, context, r);
     return r;
   }
-
-  // ---- training, LoRA, QLoRA ----
   const TrainAct act = training_activations(p, batch, context);
   r.activations_bytes = act.total;
-  const double param_bytes = w.weights == WeightFormat::kFp32 ? 4.0 : 2.0;
-  double step_temp = 0;
-  if (w.task == Task::kTrain) {
-    const double params = p.trainable_parameters_per_gpu;
-    const bool mixed = w.weights != WeightFormat::kFp32 && w.master_weights;
-    double state = w.optimizer == Optimizer::kAdamw       ? kAdamStateBytes
-                   : w.optimizer == Optimizer::kAdamw8bit ? kAdam8bitStateBytes
-                                                          : kSgdStateBytes;
-    if (mixed) state += kMasterWeightBytes;
-    if (w.engine == Engine::kDeepspeed && w.zero >= 1 && mixed) state += kDeepSpeedFp32GradBytes;
-    r.optimizer_bytes = params * state / (w.zero >= 1 ? dp : 1.0);
-    r.gradients_bytes = params * param_bytes / (w.zero >= 2 ? dp : 1.0);
-    if (w.zero >= 3) {
-      r.weights_bytes /= dp;
-      // FSDP/ZeRO-3 gather one layer's full weights, and prefetch the next.
-      r.communication_bytes += 2.0 * (p.weights_per_gpu_bytes / std::max<double>(1, static_cast<double>(m.layers)));
-    } else if (dp > 1) {
-      // DDP gradient buckets hold a second copy of the gradients.
-      r.communication_bytes += r.gradients_bytes;
-    }
-    const bool foreach_adam =
-        w.optimizer == Optimizer::kAdamw && (w.engine == Engine::kTransformers || w.engine == Engine::kPytorch);
-    if (foreach_adam) step_temp = params * kForeachAdamTempBytes / (w.zero >= 1 ? dp : 1.0);
-  } else {
-    // LoRA / QLoRA: the adapters train; PEFT keeps them in fp32 (autocast_adapter_dtype), torchtune in
-    // the model's bf16 with bf16 optimizer states.
-    const bool bf16_adapters = w.engine == Engine::kPytorch;
-    const double a_bytes = bf16_adapters ? 2.0 : 4.0;
-    const double state = (w.optimizer == Optimizer::kAdamw       ? (bf16_adapters ? 4.0 : kAdamStateBytes)
-                          : w.optimizer == Optimizer::kAdamw8bit ? kAdam8bitStateBytes
-                                                                 : kSgdStateBytes);
-    r.adapter_bytes = p.adapter_parameters * a_bytes;
-    r.gradients_bytes = p.adapter_parameters * a_bytes;
-    r.optimizer_bytes = p.adapter_parameters * state;
-    if (w.zero >= 3) {
-      r.weights_bytes /= dp;
-      r.communication_bytes += 2.0 * (p.weights_per_gpu_bytes / std::max<double>(1, static_cast<double>(m.layers)));
-    }
-    // A 4-bit base is dequantized one matrix at a time for forward and backward.
-    if (quantized_dequant(w.weights)) r.workspace_bytes += p.weights.largest_matrix_parameters * 2.0 / w.tp;
-    if (w.optimizer == Optimizer::kAdamw) step_temp = p.adapter_parameters * kForeachAdamTempBytes;
-  }
+  const double step_temp = w.task == Task::kTrain ? add_full_training(p, r) : add_adapter_training(p, r);
   // Peak: activations are freed layer by layer as gradients appear (zero_grad(set_to_none=True)), so
   // the worst moment is the start of backward or the optimizer step, whichever holds more.
   const double at_backward = r.activations_bytes;
@@ -568,15 +598,14 @@ TargetFit fit_target(const PreparedWorkload& p, const Target& t, Engine rules_en
 
 std::string format_gib(double bytes) {
   // Rounds half away from zero (3.125 GiB prints as 3.13), as people round by hand.
-  auto rounded = [](double v, double scale) { return std::round(v * scale) / scale; };
   char buf[48];
-  const double g = gib(bytes);
+  const double g = bytes_to_gib(bytes);
   if (std::fabs(g) >= 100)
-    std::snprintf(buf, sizeof buf, "%.1f GiB", rounded(g, 10));
+    std::snprintf(buf, sizeof buf, "%.1f GiB", round_to(g, 1));
   else if (std::fabs(g) >= 0.1 || g == 0)
-    std::snprintf(buf, sizeof buf, "%.2f GiB", rounded(g, 100));
+    std::snprintf(buf, sizeof buf, "%.2f GiB", round_to(g, 2));
   else
-    std::snprintf(buf, sizeof buf, "%.1f MiB", rounded(bytes / kBytesPerMib, 10));
+    std::snprintf(buf, sizeof buf, "%.1f MiB", round_to(bytes_to_mib(bytes), 1));
   return buf;
 }
 

@@ -10,6 +10,7 @@
 
 #include "gpuplan/mig_pack.h"
 
+#include "core/format.h"
 #include "gpuplan/cancel.h"
 #include "gpuplan/memory.h"
 #include "gpuplan/target.h"
@@ -19,13 +20,6 @@
 namespace gpuplan::mig {
 
 namespace {
-
-// "8", "7.5": a number for messages.
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
 
 std::vector<int> sub(std::vector<int> a, const std::vector<int>& b) {
   for (size_t i = 0; i < a.size(); ++i) a[i] -= b[i];
@@ -100,8 +94,8 @@ int profile_on(const PackRequest& rq, const FleetGpu& g, std::string* why) {
     case PackRequest::Kind::kResources: {
       auto p = smallest_profile_for(*g.table, rq.memory_gb, rq.compute_slices);
       if (!p) {
-        *why =
-            "no profile has " + num(rq.memory_gb) + " GB and " + std::to_string(rq.compute_slices) + " compute slices";
+        *why = "no profile has " + format_g(rq.memory_gb) + " GB and " + std::to_string(rq.compute_slices) +
+               " compute slices";
         return -1;
       }
       return *p;
@@ -242,6 +236,10 @@ struct Slot {
   int profile;
   int demand;  // demand class, or -1 for a fixed (pinned) instance
 };
+
+// Slack under the LP bound before its ceiling: the simplex tolerance is 1e-9 (lp.cc), so a bound of
+// 3.0000001 is 3 GPUs, not 4.
+constexpr double kBoundRoundingSlack = 1e-6;
 
 // Layout scores: one kept busy instance outranks any number of kept idle ones (at most 7 per GPU),
 // and one kept idle instance outranks any stranding (at most 15 slices per GPU).
@@ -422,145 +420,160 @@ std::optional<int> smallest_profile_for_workload(const Gpu& gpu, const MigTable&
 
 namespace {
 
-Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const std::vector<PackRequest>& requests,
-                             const PackOptions& options) {
-  Built built = build(fleet, requests, options.keep_existing);
-  if (cancel_requested()) return cancelled_error();  // build may have stopped part-way
-  const PackModel& M = built.model;
-  SolveOutcome sol = solve_packing(M, options.exact_state_limit);
-  if (cancel_requested()) return cancelled_error();
-  PackResult out;
-  out.exact = sol.exact;
-  const std::vector<int> bin_of = match_bins(M, fleet, sol.bins);
+// The request lines and busy instances still to bind while the GPUs are assembled one by one.
+struct Binding {
+  std::vector<std::vector<std::pair<size_t, int>>> busy_left;  // per demand class: (gpu, instance) not yet bound
+  std::vector<LineCursor> cursors;                             // per demand class: the next request line
+  std::vector<std::pair<size_t, int>> pending_busy;            // (gpu plan, layout entry) of busy units moved there
+};
 
-  // Busy instances that may move: bind units to instances, kept in place first.
-  std::vector<std::vector<std::pair<size_t, int>>> busy_left = built.busy_of_class;
-  std::vector<LineCursor> cursors(M.demands.size());
-  for (size_t k = 0; k < M.demands.size(); ++k) cursors[k].lines = M.demands[k].lines;
+Binding start_binding(const PackModel& M, const Built& built) {
+  Binding bind;
+  bind.busy_left = built.busy_of_class;
+  bind.cursors.resize(M.demands.size());
+  for (size_t k = 0; k < M.demands.size(); ++k) bind.cursors[k].lines = M.demands[k].lines;
+  return bind;
+}
 
-  out.gpus.resize(fleet.gpus.size());
-  std::vector<std::pair<size_t, int>> pending_busy;  // (gpu plan, layout entry) of busy units that moved here
-  for (size_t gi = 0; gi < fleet.gpus.size(); ++gi) {
-    GpuPlan& plan = out.gpus[gi];
-    plan.gpu = gi;
-    const FleetGpu& g = fleet.gpus[gi];
-    if (built.class_of_gpu[gi] < 0) continue;
-    const GpuClass& gc = M.classes[built.class_of_gpu[gi]];
-    const TableModel& tm = *M.targets[gc.target].model;
-    std::vector<int> counts(g.table->profiles.size(), 0), busy(counts.size(), 0);
-    const Bin* bin = bin_of[gi] >= 0 ? &sol.bins[bin_of[gi]] : nullptr;
-    if (bin) {
-      counts = filled_counts(*bin);
-      busy = busy_units_of(M, *bin);
+// Demand classes of a bin's units per profile, busy units first so they land on the busy instances' slots.
+std::vector<std::vector<int>> unit_queues(const PackModel& M, const Bin* bin, size_t profiles) {
+  std::vector<std::vector<int>> queue(profiles);
+  if (!bin) return queue;
+  for (size_t p = 0; p < bin->units.size(); ++p) {
+    for (const auto& [k, a] : bin->units[p]) {
+      for (int u = 0; u < a; ++u) queue[p].push_back(static_cast<int>(k));
     }
-    if (!bin && !gc.pinned) {
-      for (size_t j = 0; j < g.instances.size(); ++j) plan.destroy.push_back(static_cast<int>(j));
+    std::stable_sort(queue[p].begin(), queue[p].end(),
+                     [&](int x, int y) { return M.demands[x].busy && !M.demands[y].busy; });
+  }
+  return queue;
+}
+
+// The layout's entries, those that keep an existing instance (same profile and start) first, busy before idle.
+std::vector<Placed> kept_first(std::vector<Placed> layout, const FleetGpu& g) {
+  auto kept = [&](const Placed& p) {
+    for (const auto& inst : g.instances) {
+      if (inst.placed == p) return inst.busy ? 2 : 1;
+    }
+    return 0;
+  };
+  std::stable_sort(layout.begin(), layout.end(), [&](const Placed& a, const Placed& b) { return kept(a) > kept(b); });
+  return layout;
+}
+
+// Fills `plan.layout` from the chosen layout `li`: fixed instances stay, a busy unit keeps the GPU's own
+// busy instance where it sits (else it waits in `bind.pending_busy`), a request unit takes the next line.
+// Marks in `inst_used` the existing instances the plan keeps.
+void place_entries(const PackModel& M, const GpuClass& gc, const TableModel& tm, int li, const FleetGpu& g,
+                   const Bin* bin, Binding& bind, GpuPlan& plan, std::vector<bool>& inst_used) {
+  const size_t gi = plan.gpu;
+  std::vector<std::vector<int>> queue = unit_queues(M, bin, g.table->profiles.size());
+  std::vector<bool> fixed_used(gc.fixed.size(), false);
+  for (const Placed& pl : kept_first(tm.layouts[li], g)) {
+    PlacedUnit unit;
+    unit.placed = pl;
+    int existing = -1;
+    for (size_t j = 0; j < g.instances.size(); ++j) {
+      if (!inst_used[j] && g.instances[j].placed == pl) existing = static_cast<int>(j);
+    }
+    size_t f = 0;
+    while (f < gc.fixed.size() && (fixed_used[f] || !(gc.fixed[f] == pl))) ++f;
+    if (f < gc.fixed.size()) {
+      fixed_used[f] = true;
+      unit.existing = existing;
+      if (existing >= 0) inst_used[existing] = true;
+      plan.layout.push_back(unit);
       continue;
     }
-    const int li = choose_layout(tm, gc, counts, g, busy, nullptr);
-    if (li < 0) return Error{ErrorCode::kInternal, "no layout for a chosen configuration", ""};
-    // Units per profile, busy units first so they land on the busy instances' slots.
-    std::vector<std::vector<int>> queue(counts.size());
-    if (bin) {
-      for (size_t p = 0; p < bin->units.size(); ++p) {
-        for (const auto& [k, a] : bin->units[p]) {
-          for (int u = 0; u < a; ++u) queue[p].push_back(static_cast<int>(k));
-        }
-        std::stable_sort(queue[p].begin(), queue[p].end(),
-                         [&](int x, int y) { return M.demands[x].busy && !M.demands[y].busy; });
-      }
-    }
-    std::vector<bool> fixed_used(gc.fixed.size(), false);
-    std::vector<bool> inst_used(g.instances.size(), false);
-    // Entries that keep an existing instance first (same profile and start).
-    std::vector<Placed> layout = tm.layouts[li];
-    std::stable_sort(layout.begin(), layout.end(), [&](const Placed& a, const Placed& b) {
-      auto kept = [&](const Placed& p) {
-        for (const auto& inst : g.instances) {
-          if (inst.placed == p) return inst.busy ? 2 : 1;
-        }
-        return 0;
-      };
-      return kept(a) > kept(b);
-    });
-    for (const Placed& pl : layout) {
-      PlacedUnit unit;
-      unit.placed = pl;
-      int existing = -1;
-      for (size_t j = 0; j < g.instances.size(); ++j) {
-        if (!inst_used[j] && g.instances[j].placed == pl) existing = static_cast<int>(j);
-      }
-      bool is_fixed = false;
-      for (size_t f = 0; f < gc.fixed.size(); ++f) {
-        if (!fixed_used[f] && gc.fixed[f] == pl) {
-          fixed_used[f] = true;
-          is_fixed = true;
-          break;
-        }
-      }
-      if (is_fixed) {
-        unit.existing = existing;
-        if (existing >= 0) inst_used[existing] = true;
-        plan.layout.push_back(unit);
-        continue;
-      }
-      if (queue[pl.profile].empty()) continue;
-      const int k = queue[pl.profile].front();
-      queue[pl.profile].erase(queue[pl.profile].begin());
-      if (M.demands[k].busy) {
-        // Keep this GPU's own busy instance when it sits here; otherwise a moved one is bound below.
-        auto& left = busy_left[k];
-        auto own = std::find_if(left.begin(), left.end(),
-                                [&](const auto& e) { return e.first == gi && g.instances[e.second].placed == pl; });
-        if (own != left.end()) {
-          unit.existing = own->second;
-          inst_used[own->second] = true;
-          left.erase(own);
-        } else {
-          pending_busy.push_back({gi, static_cast<int>(plan.layout.size())});
-        }
-        plan.layout.push_back(unit);
-        continue;
-      }
-      unit.request = cursors[k].next();
-      if (existing >= 0 && !g.instances[existing].busy) {
-        unit.existing = existing;
-        inst_used[existing] = true;
+    if (queue[pl.profile].empty()) continue;
+    const int k = queue[pl.profile].front();
+    queue[pl.profile].erase(queue[pl.profile].begin());
+    if (M.demands[k].busy) {
+      // Keep this GPU's own busy instance when it sits here; otherwise a moved one is bound later.
+      auto& left = bind.busy_left[k];
+      auto own = std::find_if(left.begin(), left.end(),
+                              [&](const auto& e) { return e.first == gi && g.instances[e.second].placed == pl; });
+      if (own != left.end()) {
+        unit.existing = own->second;
+        inst_used[own->second] = true;
+        left.erase(own);
+      } else {
+        bind.pending_busy.push_back({gi, static_cast<int>(plan.layout.size())});
       }
       plan.layout.push_back(unit);
+      continue;
     }
-    for (size_t j = 0; j < g.instances.size(); ++j) {
-      if (!inst_used[j] && !(options.keep_existing && g.instances[j].busy)) plan.destroy.push_back(static_cast<int>(j));
+    unit.request = bind.cursors[k].next();
+    if (existing >= 0 && !g.instances[existing].busy) {
+      unit.existing = existing;
+      inst_used[existing] = true;
     }
+    plan.layout.push_back(unit);
   }
-  // Moved busy instances: bind each remaining busy unit to a busy instance of its class.
-  for (const auto& [gi, idx] : pending_busy) {
+}
+
+// One fleet GPU's plan from its bin (nullptr: none): the layout that keeps the most, its entries, and
+// the instances to destroy (all of them on an unused GPU that pins nothing).
+Status assemble_gpu(const PackModel& M, const Built& built, const FleetGpu& g, const Bin* bin, bool keep_existing,
+                    Binding& bind, GpuPlan& plan) {
+  const GpuClass& gc = M.classes[built.class_of_gpu[plan.gpu]];
+  const TableModel& tm = *M.targets[gc.target].model;
+  if (!bin && !gc.pinned) {
+    for (size_t j = 0; j < g.instances.size(); ++j) plan.destroy.push_back(static_cast<int>(j));
+    return {};
+  }
+  std::vector<int> counts(g.table->profiles.size(), 0), busy(counts.size(), 0);
+  if (bin) {
+    counts = filled_counts(*bin);
+    busy = busy_units_of(M, *bin);
+  }
+  const int li = choose_layout(tm, gc, counts, g, busy, nullptr);
+  if (li < 0) return Error{ErrorCode::kInternal, "no layout for a chosen configuration", ""};
+  std::vector<bool> inst_used(g.instances.size(), false);
+  place_entries(M, gc, tm, li, g, bin, bind, plan, inst_used);
+  for (size_t j = 0; j < g.instances.size(); ++j) {
+    if (!inst_used[j] && !(keep_existing && g.instances[j].busy)) plan.destroy.push_back(static_cast<int>(j));
+  }
+  return {};
+}
+
+// Binds each busy unit that moved to a busy instance of its class, and counts the disturbed instances
+// (moved, or destroyed and not re-placed).
+void bind_moved_busy(const PackModel& M, const Built& built, Binding& bind, PackResult& out) {
+  for (const auto& [gi, idx] : bind.pending_busy) {
     PlacedUnit& unit = out.gpus[gi].layout[idx];
     for (size_t k = 0; k < M.demands.size(); ++k) {
-      if (!M.demands[k].busy || busy_left[k].empty()) continue;
+      if (!M.demands[k].busy || bind.busy_left[k].empty()) continue;
       const auto& opt = M.demands[k].options.front();
       if (opt.profile != unit.placed.profile || opt.target != built.target_of_gpu[gi]) continue;
-      unit.moved_from_gpu = static_cast<int>(busy_left[k].back().first);
-      unit.moved_from_instance = busy_left[k].back().second;
-      busy_left[k].pop_back();
+      unit.moved_from_gpu = static_cast<int>(bind.busy_left[k].back().first);
+      unit.moved_from_instance = bind.busy_left[k].back().second;
+      bind.busy_left[k].pop_back();
       ++out.disturbed;
       break;
     }
   }
-  for (const auto& left : busy_left) out.disturbed += static_cast<int>(left.size());  // destroyed, not re-placed
+  for (const auto& left : bind.busy_left) out.disturbed += static_cast<int>(left.size());
+}
 
+// Units placed per demand class over all bins.
+std::vector<int> placed_per_class(const PackModel& M, const std::vector<Bin>& bins) {
+  std::vector<int> placed(M.demands.size(), 0);
+  for (const auto& b : bins) {
+    for (const auto& per : b.units) {
+      for (const auto& [k, a] : per) placed[k] += a;
+    }
+  }
+  return placed;
+}
+
+// Per used GPU: layout in slice order, what to create and what is stranded; then the totals and the
+// lower bounds on GPUs and on disturbed instances.
+void add_totals(const PackModel& M, const Built& built, const Fleet& fleet, const std::vector<Bin>& bins,
+                PackResult& out) {
   for (auto& plan : out.gpus) {
     std::stable_sort(plan.layout.begin(), plan.layout.end(),
                      [](const PlacedUnit& a, const PlacedUnit& b) { return a.placed.start < b.placed.start; });
-  }
-  // Creation lists, stranded, totals.
-  std::vector<int> placed_per_class(M.demands.size(), 0);
-  for (const auto& b : sol.bins) {
-    for (const auto& per : b.units) {
-      for (const auto& [k, a] : per) placed_per_class[k] += a;
-    }
-  }
-  for (auto& plan : out.gpus) {
     const FleetGpu& g = fleet.gpus[plan.gpu];
     if (plan.layout.empty() || !g.table) continue;
     ++out.gpus_used;
@@ -577,28 +590,40 @@ Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const s
     out.stranded_memory_slices += plan.stranded.memory_slices;
     out.stranded_compute_slices += plan.stranded.compute_slices;
   }
+  const std::vector<int> placed = placed_per_class(M, bins);
   int pinned = 0;
   for (const auto& c : M.classes) pinned += c.pinned ? static_cast<int>(c.members.size()) : 0;
-  out.lp_bound = lp_lower_bound(M, placed_per_class) + pinned;
-  out.lower_bound = static_cast<int>(std::ceil(out.lp_bound - 1e-6));
+  out.lp_bound = lp_lower_bound(M, placed) + pinned;
+  out.lower_bound = static_cast<int>(std::ceil(out.lp_bound - kBoundRoundingSlack));
   if (out.exact) out.lower_bound = std::max(out.lower_bound, out.gpus_used);
-  if (out.disturbed > 0) out.disturbed_lower_bound = disturbance_lower_bound(M, placed_per_class, out.gpus_used);
+  if (out.disturbed > 0) out.disturbed_lower_bound = disturbance_lower_bound(M, placed, out.gpus_used);
+}
 
-  // Unplaced units per request line.
+// "3g.20gb on a100-40gb-sxm4, ...": the options of a demand class, for messages.
+std::string option_names(const PackModel& M, const DemandClass& d) {
+  std::string names;
+  for (const auto& o : d.options) {
+    names += (names.empty() ? "" : ", ") + M.targets[o.target].table->profiles[o.profile].name + " on " +
+             M.targets[o.target].id;
+  }
+  return names;
+}
+
+// The unplaced units per request line, in request order: lines the fleet had no room left for, and
+// lines no fleet GPU can take (with the reason `build` found).
+void add_unplaced(const PackModel& M, const Built& built, const Binding& bind, const std::vector<PackRequest>& requests,
+                  PackResult& out) {
   for (size_t k = 0; k < M.demands.size(); ++k) {
     if (M.demands[k].busy) continue;
-    for (size_t i = cursors[k].at; i < cursors[k].lines.size(); ++i) {
-      const auto [r, left] = cursors[k].lines[i];
+    const LineCursor& cursor = bind.cursors[k];
+    for (size_t i = cursor.at; i < cursor.lines.size(); ++i) {
+      const auto [r, left] = cursor.lines[i];
       if (left <= 0) continue;
-      std::string names;
-      for (const auto& o : M.demands[k].options) {
-        names += (names.empty() ? "" : ", ") + M.targets[o.target].table->profiles[o.profile].name + " on " +
-                 M.targets[o.target].id;
-      }
       bool others_first = false;
       for (const auto& d : M.demands) others_first = others_first || (!d.busy && d.tier < M.demands[k].tier);
-      out.unplaced.push_back(Unplaced{
-          r, left, "no room left on the fleet for " + names + (others_first ? " after higher-priority requests" : "")});
+      out.unplaced.push_back(Unplaced{r, left,
+                                      "no room left on the fleet for " + option_names(M, M.demands[k]) +
+                                          (others_first ? " after higher-priority requests" : "")});
     }
   }
   for (size_t r = 0; r < requests.size(); ++r) {
@@ -607,14 +632,18 @@ Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const s
   }
   std::sort(out.unplaced.begin(), out.unplaced.end(),
             [](const Unplaced& a, const Unplaced& b) { return a.request < b.request; });
-  for (size_t k = 0; k < M.demands.size(); ++k) {
-    if (M.demands[k].busy || M.demands[k].options.size() < 1) continue;
-    for (const auto& [r, n] : M.demands[k].lines) {
-      const PackRequest& rq = requests[r];
+}
+
+// Notes on why each workload or resources request line got the profile it did.
+void add_notes(const Catalog& catalog, const PackModel& M, const std::vector<PackRequest>& requests, PackResult& out) {
+  for (const DemandClass& d : M.demands) {
+    if (d.busy || d.options.empty()) continue;
+    for (const auto& line : d.lines) {
+      const PackRequest& rq = requests[line.first];
       if (rq.kind == PackRequest::Kind::kWorkload) {
         // Why each GPU type got the profile it did: the fit model's numbers.
         std::string map;
-        for (const auto& o : M.demands[k].options) {
+        for (const auto& o : d.options) {
           std::string w;
           smallest_profile_for_workload(*catalog.find_gpu(M.targets[o.target].id), *M.targets[o.target].table,
                                         rq.workload, &w);
@@ -624,17 +653,37 @@ Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const s
         continue;
       }
       if (rq.kind != PackRequest::Kind::kResources) continue;
-      std::string map;
-      for (const auto& o : M.demands[k].options) {
-        map += (map.empty() ? "" : ", ") + M.targets[o.target].table->profiles[o.profile].name + " on " +
-               M.targets[o.target].id;
-      }
-      std::string need = ">= " + num(rq.memory_gb) + " GB";
+      std::string need = ">= " + format_g(rq.memory_gb) + " GB";
       if (rq.compute_slices > 0) need += " and >= " + std::to_string(rq.compute_slices) + " compute slices";
-      out.notes.push_back(rq.name + ": smallest profile with " + need + ": " + map);
-      (void)n;
+      out.notes.push_back(rq.name + ": smallest profile with " + need + ": " + option_names(M, d));
     }
   }
+}
+
+// One packing with the given options: build the model, solve it, then assemble the plan per fleet GPU,
+// bind moved busy instances, and add totals, bounds, unplaced lines and notes.
+Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const std::vector<PackRequest>& requests,
+                             const PackOptions& options) {
+  const Built built = build(fleet, requests, options.keep_existing);
+  if (cancel_requested()) return cancelled_error();  // build may have stopped part-way
+  const PackModel& M = built.model;
+  const SolveOutcome sol = solve_packing(M, options.exact_state_limit);
+  if (cancel_requested()) return cancelled_error();
+  PackResult out;
+  out.exact = sol.exact;
+  const std::vector<int> bin_of = match_bins(M, fleet, sol.bins);
+  Binding bind = start_binding(M, built);
+  out.gpus.resize(fleet.gpus.size());
+  for (size_t gi = 0; gi < fleet.gpus.size(); ++gi) {
+    out.gpus[gi].gpu = gi;
+    if (built.class_of_gpu[gi] < 0) continue;
+    const Bin* bin = bin_of[gi] >= 0 ? &sol.bins[bin_of[gi]] : nullptr;
+    GPUPLAN_CHECK(assemble_gpu(M, built, fleet.gpus[gi], bin, options.keep_existing, bind, out.gpus[gi]));
+  }
+  bind_moved_busy(M, built, bind, out);
+  add_totals(M, built, fleet, sol.bins, out);
+  add_unplaced(M, built, bind, requests, out);
+  add_notes(catalog, M, requests, out);
   return out;
 }
 

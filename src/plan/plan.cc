@@ -15,6 +15,13 @@ namespace {
 // 1%: the smallest cost difference worth a line on the cost/time front (list prices are rounded to
 // cents per hour, and the model's own error is larger).
 constexpr double kParetoCostStep = 0.01;
+// Slack under a count before its ceiling: a rate / capacity of 3.0000000001 from rounding is 3
+// replicas, not 4 (doubles carry ~16 digits; no count here reaches 10^6).
+constexpr double kCeilSlack = 1e-9;
+// Costs are quoted per million tokens, as the API providers price them.
+constexpr double kTokensPerMillion = 1e6;
+// Below 10^15 a double holds every integer exactly, so "%.0f" prints the count; above it "%.4g".
+constexpr double kExactIntegerLimit = 1e15;
 // Parallel degrees tried. Powers of two: what Megatron, vLLM and DeepSpeed accept for attention heads
 // and what NVLink islands (2, 4, 8 GPUs) are built of.
 constexpr int kDegrees[] = {1, 2, 4, 8, 16};
@@ -79,6 +86,120 @@ std::string failure_on(const std::string& on, std::string_view why_not) {
   return "does not fit on " + on + (why_not.empty() ? "" : ": " + std::string(why_not));
 }
 
+// The largest batch up to `max_batch` that meets the latency targets, given batch 1 does (latency
+// grows with batch: bisection).
+int largest_slo_batch(const PlanModel& model, const Target& t, int tp, int pp, int max_batch, const ServeGoal& goal,
+                      long long& configurations) {
+  int lo = 1, hi = max_batch;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    ++configurations;
+    if (meets_slo(model.serve(t, tp, pp, mid), goal))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+// The smallest batch up to `max_batch` at which `replicas` replicas carry the goal's rate (the latency
+// users will see); `max_batch` when none smaller does.
+int smallest_carrying_batch(const PlanModel& model, const Target& t, int tp, int pp, int max_batch, int replicas,
+                            const ServeGoal& goal, long long& configurations) {
+  int batch = max_batch;
+  for (int b_lo = 1, b_hi = max_batch; b_lo <= b_hi;) {
+    const int mid = b_lo + (b_hi - b_lo) / 2;
+    ++configurations;
+    if (replicas * replica_capacity(model.serve(t, tp, pp, mid), mid, goal.output_tokens) >=
+        goal.rate_requests_per_second) {
+      batch = mid;
+      b_hi = mid - 1;
+    } else {
+      b_lo = mid + 1;
+    }
+  }
+  return batch;
+}
+
+// A serving layout's figures: `instances` instances of the offer, `replicas` replicas of TP x PP at `batch`.
+Plan serve_plan(const Offer* offer, double price, int instances, int tp, int pp, int replicas, int batch,
+                const ServePoint& at, const ServeGoal& goal) {
+  Plan p;
+  p.offer = offer;
+  p.instances = instances;
+  p.gpus = instances * offer->gpus;
+  p.tp = tp;
+  p.pp = pp;
+  p.replicas = replicas;
+  p.batch = batch;
+  p.cost_per_hour = instances * price;
+  p.cost_total = p.cost_per_hour;
+  const double tokens_per_hour =
+      goal.rate_requests_per_second * (goal.input_tokens + goal.output_tokens) * kSecondsPerHour;
+  p.cost_per_million_tokens = tokens_per_hour > 0 ? p.cost_per_hour / tokens_per_hour * kTokensPerMillion : 0;
+  p.capacity_requests_per_second = replicas * replica_capacity(at, batch, goal.output_tokens);
+  p.ttft_seconds = at.ttft_seconds;
+  p.tpot_seconds = at.tpot_seconds;
+  p.tokens_per_second = goal.rate_requests_per_second * goal.output_tokens;
+  p.meets_goal = is_answer(p);
+  return p;
+}
+
+// The plan of one offer with one TP x PP layout, or nullopt with `why` (set when empty for a layout that
+// does not fit, else overwritten by the latest reason).
+std::optional<Plan> serve_layout(const PlanModel& model, const Offer* offer, int tp, int pp, const ServeGoal& goal,
+                                 const PlanOptions& options, long long& configurations, std::string& why) {
+  const int devices = tp * pp;
+  const Target t = target_for(*offer, devices);
+  std::string not_fit;
+  const int max_batch = model.max_serving_batch(t, tp, pp, &not_fit);
+  ++configurations;
+  if (max_batch < 1) {
+    if (why.empty()) why = failure_on(std::to_string(devices) + " GPU(s)", not_fit);
+    return std::nullopt;
+  }
+  const ServePoint one = model.serve(t, tp, pp, 1);
+  ++configurations;
+  if (!meets_slo(one, goal)) {
+    why = "misses the latency target even at batch 1 on " + std::to_string(devices) + " GPU(s): TTFT " +
+          fmt("%.3g s", one.ttft_seconds) + ", TPOT " + fmt("%.3g s", one.tpot_seconds);
+    return std::nullopt;
+  }
+  const int lo = largest_slo_batch(model, t, tp, pp, max_batch, goal, configurations);
+  const double cap = replica_capacity(model.serve(t, tp, pp, lo), lo, goal.output_tokens);
+  if (cap <= 0) return std::nullopt;
+  // Counts in doubles, checked against the limits before they become ints: a huge rate must not
+  // wrap around into one replica or a negative instance count.
+  const double replicas = std::max(1.0, std::ceil(goal.rate_requests_per_second / cap - kCeilSlack));
+  const double instances_needed = std::ceil(replicas * devices / offer->gpus - kCeilSlack);
+  if (!std::isfinite(instances_needed) || instances_needed > options.max_instances ||
+      instances_needed * offer->gpus > options.max_gpus) {
+    why = "needs " + fmt(instances_needed < kExactIntegerLimit ? "%.0f" : "%.4g", instances_needed) +
+          " instances for the rate, more than the limit of " + std::to_string(options.max_instances);
+    return std::nullopt;
+  }
+  const int instances = static_cast<int>(instances_needed);
+  if (offer->available_count && *offer->available_count < instances) {
+    why = "needs " + std::to_string(instances) + " instances, only " + std::to_string(*offer->available_count) +
+          " available";
+    return std::nullopt;
+  }
+  // Spare GPUs in the instances become extra replicas; then the smallest batch that carries the
+  // rate gives the latency users will see.
+  const int total_replicas = instances * offer->gpus / devices;
+  const int batch = smallest_carrying_batch(model, t, tp, pp, lo, total_replicas, goal, configurations);
+  const double price = price_of(*offer, options.spot);
+  Plan p = serve_plan(offer, price, instances, tp, pp, total_replicas, batch, model.serve(t, tp, pp, batch), goal);
+  if (!p.meets_goal) {
+    why = "gives no finite cost or capacity (price " + fmt("%.4g", price) + " per hour)";
+    return std::nullopt;
+  }
+  p.reason = std::to_string(total_replicas) + " replica(s) of TP" + std::to_string(tp) + " x PP" + std::to_string(pp) +
+             " at batch " + std::to_string(batch) + " carry " + fmt("%.3g", goal.rate_requests_per_second) +
+             " req/s (capacity " + fmt("%.3g", p.capacity_requests_per_second) + ")";
+  return p;
+}
+
 }  // namespace
 
 PlanResult plan_serving(const PlanModel& model, const std::vector<const Offer*>& offers, const ServeGoal& goal,
@@ -86,7 +207,6 @@ PlanResult plan_serving(const PlanModel& model, const std::vector<const Offer*>&
   PlanResult result;
   for (const Offer* offer : offers) {
     if (cancel_requested()) break;  // run_command turns the command into kCancelled
-    const double price = price_of(*offer, options.spot);
     std::optional<Plan> best;
     std::string why;  // the most informative reason this offer fails
     for (int tp : kDegrees) {
@@ -96,94 +216,9 @@ PlanResult plan_serving(const PlanModel& model, const std::vector<const Offer*>&
         // A serving replica stays inside one instance: engines (vLLM, TGI, TensorRT-LLM) serve across
         // nodes only with extra machinery, and cloud instances are not linked by NVLink.
         if (devices > offer->gpus || devices > options.max_gpus || !model.layout_allowed(tp, pp)) continue;
-        const Target t = target_for(*offer, devices);
-        std::string not_fit;
-        const int max_batch = model.max_serving_batch(t, tp, pp, &not_fit);
-        ++result.configurations;
-        if (max_batch < 1) {
-          if (why.empty()) why = failure_on(std::to_string(devices) + " GPU(s)", not_fit);
-          continue;
-        }
-        // The largest batch that meets the latency targets (latency grows with batch: bisection).
-        ServePoint one = model.serve(t, tp, pp, 1);
-        ++result.configurations;
-        if (!meets_slo(one, goal)) {
-          why = "misses the latency target even at batch 1 on " + std::to_string(devices) + " GPU(s): TTFT " +
-                fmt("%.3g s", one.ttft_seconds) + ", TPOT " + fmt("%.3g s", one.tpot_seconds);
-          continue;
-        }
-        int lo = 1, hi = max_batch;
-        while (lo < hi) {
-          const int mid = lo + (hi - lo + 1) / 2;
-          ++result.configurations;
-          if (meets_slo(model.serve(t, tp, pp, mid), goal))
-            lo = mid;
-          else
-            hi = mid - 1;
-        }
-        const ServePoint at_max = model.serve(t, tp, pp, lo);
-        const double cap = replica_capacity(at_max, lo, goal.output_tokens);
-        if (cap <= 0) continue;
-        // Counts in doubles, checked against the limits before they become ints: a huge rate must not
-        // wrap around into one replica or a negative instance count.
-        const double replicas = std::max(1.0, std::ceil(goal.rate_requests_per_second / cap - 1e-9));
-        const double instances_needed = std::ceil(replicas * devices / offer->gpus - 1e-9);
-        if (!std::isfinite(instances_needed) || instances_needed > options.max_instances ||
-            instances_needed * offer->gpus > options.max_gpus) {
-          why = "needs " + fmt(instances_needed < 1e15 ? "%.0f" : "%.4g", instances_needed) +
-                " instances for the rate, more than the limit of " + std::to_string(options.max_instances);
-          continue;
-        }
-        const int instances = static_cast<int>(instances_needed);
-        if (offer->available_count && *offer->available_count < instances) {
-          why = "needs " + std::to_string(instances) + " instances, only " + std::to_string(*offer->available_count) +
-                " available";
-          continue;
-        }
-        // Spare GPUs in the instances become extra replicas; then the smallest batch that carries the
-        // rate gives the latency users will see.
-        const int total_replicas = instances * offer->gpus / devices;
-        int batch = lo;
-        for (int b_lo = 1, b_hi = lo; b_lo <= b_hi;) {
-          const int mid = b_lo + (b_hi - b_lo) / 2;
-          ++result.configurations;
-          if (total_replicas * replica_capacity(model.serve(t, tp, pp, mid), mid, goal.output_tokens) >=
-              goal.rate_requests_per_second) {
-            batch = mid;
-            b_hi = mid - 1;
-          } else {
-            b_lo = mid + 1;
-          }
-        }
-        const ServePoint at = model.serve(t, tp, pp, batch);
-        Plan p;
-        p.offer = offer;
-        p.instances = instances;
-        p.gpus = instances * offer->gpus;
-        p.tp = tp;
-        p.pp = pp;
-        p.replicas = total_replicas;
-        p.batch = batch;
-        p.cost_per_hour = instances * price;
-        p.cost_total = p.cost_per_hour;
-        const double tokens_per_hour =
-            goal.rate_requests_per_second * (goal.input_tokens + goal.output_tokens) * kSecondsPerHour;
-        p.cost_per_million_tokens = tokens_per_hour > 0 ? p.cost_per_hour / tokens_per_hour * 1e6 : 0;
-        p.capacity_requests_per_second = total_replicas * replica_capacity(at, batch, goal.output_tokens);
-        p.ttft_seconds = at.ttft_seconds;
-        p.tpot_seconds = at.tpot_seconds;
-        p.tokens_per_second = goal.rate_requests_per_second * goal.output_tokens;
-        p.meets_goal = is_answer(p);
-        if (!p.meets_goal) {
-          why = "gives no finite cost or capacity (price " + fmt("%.4g", price) + " per hour)";
-          continue;
-        }
-        p.reason = std::to_string(total_replicas) + " replica(s) of TP" + std::to_string(tp) + " x PP" +
-                   std::to_string(pp) + " at batch " + std::to_string(batch) + " carry " +
-                   fmt("%.3g", goal.rate_requests_per_second) + " req/s (capacity " +
-                   fmt("%.3g", p.capacity_requests_per_second) + ")";
-        if (!best || p.cost_per_hour < best->cost_per_hour ||
-            (p.cost_per_hour == best->cost_per_hour && p.tpot_seconds < best->tpot_seconds)) {
+        auto p = serve_layout(model, offer, tp, pp, goal, options, result.configurations, why);
+        if (p && (!best || p->cost_per_hour < best->cost_per_hour ||
+                  (p->cost_per_hour == best->cost_per_hour && p->tpot_seconds < best->tpot_seconds))) {
           best = p;
         }
       }
@@ -237,7 +272,7 @@ PlanResult plan_training(const PlanModel& model, const std::vector<const Offer*>
           p.tokens_per_second = tpt.tokens_per_second;
           p.seconds_total = goal.train_tokens / tpt.tokens_per_second;
           p.cost_total = p.cost_per_hour * p.seconds_total / kSecondsPerHour;
-          p.cost_per_million_tokens = p.cost_total / goal.train_tokens * 1e6;
+          p.cost_per_million_tokens = p.cost_total / goal.train_tokens * kTokensPerMillion;
           if (!is_answer(p)) {
             if (not_fit.empty()) not_fit = "gives no finite time or cost (price " + fmt("%.4g", price) + " per hour)";
             continue;
