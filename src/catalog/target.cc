@@ -24,20 +24,33 @@ constexpr std::array<PrecisionRow, 8> kPrecisions = {{
 
 // PCIe x16 payload bandwidth per direction, GB/s: 16 lanes x 16/32/64 GT/s x 128b/130b encoding.
 // Source: PCI-SIG specifications (Gen4 16 GT/s, Gen5 32 GT/s, Gen6 64 GT/s with FLIT, ~same efficiency).
+constexpr double kPcieGen3X16Gbps = 15.75;  // 8 GT/s x 16 x 128/130 / 8
+constexpr double kPcieGen4X16Gbps = 31.5;   // 16 GT/s
+constexpr double kPcieGen5X16Gbps = 63.0;   // 32 GT/s
+constexpr double kPcieGen6X16Gbps = 121.0;  // 64 GT/s, FLIT mode (242 B of 256 B payload)
 double pcie_x16_gbps(int gen) {
   switch (gen) {
-    case 3:
-      return 15.75;
     case 4:
-      return 31.5;
+      return kPcieGen4X16Gbps;
     case 5:
-      return 63.0;
+      return kPcieGen5X16Gbps;
     case 6:
-      return 121.0;
-    default:
-      return 15.75;
+      return kPcieGen6X16Gbps;
+    default:  // Gen3, and an unknown generation: the slowest x16 link still in service
+      return kPcieGen3X16Gbps;
   }
 }
+// The PCIe generation of a GPU whose entry states none: Gen4, the generation of the data-centre GPUs
+// of 2020-2023 (A100, A10, A30, L4, L40S: NVIDIA datasheets).
+constexpr int kDefaultPcieGen = 4;
+// Compute slices of a MIG table that states none: 7, those of the A100, H100, H200 and B200 tables
+// (NVIDIA MIG user guide, "Supported MIG profiles").
+constexpr int kDefaultMigComputeSlices = 7;
+// PCIe cards with an NVLink bridge link in pairs (NVLink bridge: 2-slot, 2 cards; NVIDIA A100/H100 PCIe
+// product briefs); SXM boards link every GPU of the baseboard.
+constexpr int kNvlinkBridgeGpus = 2;
+// NVIDIA quotes NVLink bandwidth as both directions summed (900 GB/s on H100 = 450 each way).
+constexpr double kNvlinkDirections = 2;
 }  // namespace
 
 std::string_view precision_name(Precision p) {
@@ -94,7 +107,8 @@ double Target::compute_fraction() const {
   if (!ref.profile) return 1.0;
   const double full_sms = ref.gpu->number("sm_count", 0);
   if (full_sms > 0 && ref.profile->sm_count > 0) return ref.profile->sm_count / full_sms;
-  return static_cast<double>(ref.profile->compute_slices) / (ref.mig_table ? ref.mig_table->compute_slices : 7);
+  return static_cast<double>(ref.profile->compute_slices) /
+         (ref.mig_table ? ref.mig_table->compute_slices : kDefaultMigComputeSlices);
 }
 
 std::optional<double> Target::peak_tflops(Precision p) const {
@@ -111,14 +125,14 @@ Target Target::linked(const TargetRef& ref, int count) {
   if (!ref.gpu || ref.is_mig() || t.count < 2 || ref.gpu->number("nvlink_gbps", 0) <= 0) return t;
   // SXM boards sit on an NVLink/NVSwitch baseboard; PCIe cards with NVLink bridge them in pairs.
   const bool sxm = ref.gpu->form_factor.rfind("sxm", 0) == 0;
-  if (sxm || t.count <= 2) t.link = Link::kNvlink;
+  if (sxm || t.count <= kNvlinkBridgeGpus) t.link = Link::kNvlink;
   return t;
 }
 
 double Target::link_gbps() const {
   const double nvlink = ref.gpu->number("nvlink_gbps", 0);
-  if (link == Link::kNvlink && nvlink > 0) return nvlink / 2;  // NVIDIA quotes both directions summed
-  return pcie_x16_gbps(static_cast<int>(ref.gpu->number("pcie_gen", 4)));
+  if (link == Link::kNvlink && nvlink > 0) return nvlink / kNvlinkDirections;
+  return pcie_x16_gbps(static_cast<int>(ref.gpu->number("pcie_gen", kDefaultPcieGen)));
 }
 
 }  // namespace gpuplan

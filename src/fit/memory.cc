@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 
 #include "core/format.h"
 #include "gpuplan/units.h"
@@ -82,6 +83,15 @@ constexpr double kDeepSpeedFp32GradBytes = 4;
 constexpr double kAutocastCopyBytes = 2;
 // Bytes of an fp32 element.
 constexpr double kFp32Bytes = 4;
+// K and V: the two tensors attention caches per layer and KV head.
+constexpr int kKvTensors = 2;
+// Slack under a layer count before its ceiling: a pipeline stage's share of 32 layers x 0.25 from
+// rounding is 8 layers, not 9 (doubles carry ~16 digits).
+constexpr double kCeilSlack = 1e-9;
+// Parameters are printed in billions (7.24B), as model cards state them.
+constexpr double kParametersPerBillion = 1e9;
+// Below 10^15 a double holds every integer exactly, so "%.0f" prints it; above it "%.4g".
+constexpr double kExactIntegerLimit = 1e15;
 // Bytes of a 16-bit (bf16 / fp16) element.
 constexpr double k16BitBytes = 2;
 // torchtune's bf16 AdamW states: m and v in bf16, 2 x 2 B per parameter (torchtune LoRA recipes keep
@@ -179,7 +189,7 @@ InferAct inference_activations(const PreparedWorkload& p, int64_t batch, int64_t
   const double mlp_inner = m.gated_mlp ? 3.0 : 2.0;
   a.mlp_bytes = tokens * (mlp_inner * inner + 3.0 * h) * e;
   // Attention: q, k, v and the attention output per GPU, plus residual and normed input.
-  const double qkv = static_cast<double>(m.heads * m.head_dim + 2 * m.kv_heads * m.head_dim) / tp;
+  const double qkv = static_cast<double>(m.heads * m.head_dim + kKvTensors * m.kv_heads * m.head_dim) / tp;
   a.attn_bytes = tokens * (qkv + h / tp + 2.0 * h) * e;
   // Eager attention materialises batch x heads x prompt x prompt scores (and softmax output); models
   // that upcast the softmax to fp32 (BLOOM, StarCoder) hold fp32 copies too. BLOOM has no SDPA path in
@@ -355,7 +365,7 @@ Result<PreparedWorkload> prepare(const Workload& w) {
   p.bound_windows = !(w.engine == Engine::kTransformers || w.engine == Engine::kPytorch) || m.architecture == "gemma2";
   for (const auto& a : m.attention) {
     const double heads_gpu = std::ceil(static_cast<double>(a.kv_heads) / tp);
-    const double per_token = 2.0 * heads_gpu * static_cast<double>(a.head_dim) * kv_b * p.layer_fraction;
+    const double per_token = kKvTensors * heads_gpu * static_cast<double>(a.head_dim) * kv_b * p.layer_fraction;
     p.kv_full_bytes_per_token += per_token;
     if (a.window_tokens <= 0 || !p.bound_windows) {
       p.kv_global_bytes_per_token += per_token;
@@ -364,7 +374,8 @@ Result<PreparedWorkload> prepare(const Workload& w) {
     int i = 0;
     while (i < p.window_count && p.windows[i].tokens != a.window_tokens) ++i;
     if (i == p.window_count) {
-      if (p.window_count == 4) {  // more distinct windows than slots: count as global (conservative)
+      if (p.window_count ==
+          static_cast<int>(std::size(p.windows))) {  // more distinct windows than slots: count as global (conservative)
         p.kv_global_bytes_per_token += per_token;
         continue;
       }
@@ -612,7 +623,7 @@ std::string format_gib(double bytes) {
 namespace {
 std::string num(double v) {
   char buf[48];
-  if (v == std::floor(v) && std::fabs(v) < 1e15)
+  if (v == std::floor(v) && std::fabs(v) < kExactIntegerLimit)
     std::snprintf(buf, sizeof buf, "%.0f", v);
   else
     std::snprintf(buf, sizeof buf, "%.4g", v);
@@ -620,8 +631,8 @@ std::string num(double v) {
 }
 std::string billions(double v) {
   char buf[48];
-  std::snprintf(buf, sizeof buf, "%.3gB", v / 1e9);
-  return v >= 1e8 ? std::string(buf) : num(v);
+  std::snprintf(buf, sizeof buf, "%.3gB", v / kParametersPerBillion);
+  return v >= kParametersPerBillion / 10 ? std::string(buf) : num(v);  // from 0.1B on, in billions
 }
 }  // namespace
 
@@ -653,7 +664,7 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
 
   if (md.kind == ModelKind::kDecoder && w.task == Task::kInfer) {
     const int64_t kvh = static_cast<int64_t>(std::ceil(static_cast<double>(md.kv_heads) / w.tp));
-    const double stage_layers = std::ceil(static_cast<double>(md.layers) * p.layer_fraction - 1e-9);
+    const double stage_layers = std::ceil(static_cast<double>(md.layers) * p.layer_fraction - kCeilSlack);
     std::string kexp = "KV cache: 2 x " + num(stage_layers) + " layers x " + num(static_cast<double>(kvh)) +
                        " KV heads x " + num(static_cast<double>(md.head_dim)) + " x " +
                        num(kv_bytes_per_element(w.kv_cache)) + " B x " + num(static_cast<double>(w.context)) +
@@ -662,7 +673,7 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
       kexp += " (sliding-window layers hold at most their window)";
     else if (md.attention.size() && md.attention[0].window_tokens > 0 && !p.bound_windows)
       kexp += " (this engine keeps the full sequence even in sliding-window layers)";
-    if (w.engine == Engine::kVllm) kexp += ", in blocks of 16 tokens";
+    if (w.engine == Engine::kVllm) kexp += ", in blocks of " + std::to_string(kVllmBlockTokens) + " tokens";
     kexp += " = " + format_gib(m.kv_cache_bytes);
     out.push_back({"kv_cache_bytes", m.kv_cache_bytes, kexp});
   }

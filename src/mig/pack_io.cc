@@ -26,6 +26,8 @@ constexpr size_t kMaxRequestLines = 10000;
 // (700,000), so more can never be placed; the solver works on counts per class, so the bound only
 // keeps the plan's unplaced counts and priority sums inside int.
 constexpr long long kMaxRequestedInstances = 1000000;
+// MIG instances one GPU holds at most: 7 (the 1g profiles of a 7-slice table, NVIDIA MIG user guide).
+constexpr int kMaxInstancesPerGpu = 7;
 
 Result<ExistingInstance> parse_instance(const std::string& file, const YAML::Node& n, const std::string& entry,
                                         const MigTable& table) {
@@ -207,7 +209,8 @@ Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const st
       return limit_error(yaml::where(file, n["count"]) + ": " + entry + ": field 'count': more than " +
                              std::to_string(kMaxRequestedInstances) +
                              " instances requested in all (limit kMaxRequestedInstances; a fleet of at most " +
-                             std::to_string(kMaxFleetGpus) + " GPUs holds at most 7 each)",
+                             std::to_string(kMaxFleetGpus) + " GPUs holds at most " +
+                             std::to_string(kMaxInstancesPerGpu) + " each)",
                          file + ": " + entry + ": count");
     }
     if (*memory < 0) return yaml::data_error(file, n["memory_gb"], entry, "memory_gb", "must not be negative");

@@ -38,9 +38,13 @@ constexpr int kMaxLpPinnedClasses = 32;
 // Configurations a dive step tries (largest LP value first) before it gives up on keeping the rest
 // of the demand LP-feasible; the residuals where dives run are small, so a handful suffices.
 constexpr size_t kDiveCandidates = 8;
+// See `big` in run_lp: 2 x (units + 1) per tier keeps the tiers lexicographic in one LP objective.
+constexpr double kTierWeightFactor = 2.0;
 
 // Placed per tier (most important first), -GPUs, busy instances kept in place, -stranded.
 using Value = std::vector<long long>;
+// The entries of a Value after its tiers, in that order of importance.
+constexpr int kValueGpus = 0, kValueKept = 1, kValueStranded = 2, kValueExtras = 3;
 
 int total(const std::vector<int>& v) { return std::accumulate(v.begin(), v.end(), 0); }
 
@@ -100,7 +104,7 @@ class Exact {
     return k;
   }
 
-  Value zero() const { return Value(static_cast<size_t>(m_.tiers) + 3, 0); }
+  Value zero() const { return Value(static_cast<size_t>(m_.tiers) + kValueExtras, 0); }
 
   static void add(Value& a, const Value& b) {
     for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
@@ -223,10 +227,10 @@ class Exact {
             r2[cls] -= amount;
             v[m_.demands[cls].tier] += amount;
           }
-          v[m_.tiers] -= gc.pinned ? 0 : 1;
+          v[m_.tiers + kValueGpus] -= gc.pinned ? 0 : 1;
           const auto [kept, stranded] = kept_and_stranded(g, f);
-          v[m_.tiers + 1] += kept;
-          v[m_.tiers + 2] -= stranded;
+          v[m_.tiers + kValueKept] += kept;
+          v[m_.tiers + kValueStranded] -= stranded;
           add(v, solve(r2, n2));
           if (v > best.value) {
             best.value = v;
@@ -304,7 +308,9 @@ LpRun run_lp(const PackModel& M, const std::vector<int>& r, const std::vector<in
   }
   p.columns = col;
   p.cost.assign(col, 0.0);
-  const double big = 2.0 * (total(n) + 1);
+  // A dive's weight per tier: above twice the units a tier can hold, so one unit of a higher tier
+  // outweighs every unit of the lower ones and the GPU costs.
+  const double big = kTierWeightFactor * (total(n) + 1);
   for (int i = 0; i < nx; ++i) {
     const auto [g, c] = out.xcols[i];
     const double gpu = M.classes[g].pinned ? 0.0 : 1.0;

@@ -10,6 +10,7 @@
 #include "catalog/yaml_util.h"
 #include "core/decimal.h"
 #include "gpuplan/embedded.h"
+#include "gpuplan/units.h"
 
 namespace gpuplan {
 
@@ -78,6 +79,9 @@ constexpr double kMaxPriceHour = 1e6;
 constexpr double kMaxVcpus = 65536;
 // RAM of one instance: a petabyte, 30x the largest cloud instances (32 TB).
 constexpr double kMaxRamGb = 1e6;
+// GPUs of one instance: 1024, the largest plan (PlanOptions::max_gpus); the largest cloud instances
+// hold 8 (16 on a few HGX-2 era offers).
+constexpr int kMaxInstanceGpus = 1024;
 // Instances available: a million, beyond any provider's stock of one offer in one region.
 constexpr long long kMaxAvailable = 1'000'000;
 
@@ -158,9 +162,9 @@ Result<Offer> make_offer(const Catalog& catalog, const std::map<std::string, std
     return Status::Ok();
   };
   double gpus = 1, vcpus = 0;
-  if (auto s = number("gpus", true, gpus, 1024); !s) return s.error();
-  if (gpus < 1 || gpus != std::floor(gpus) || gpus > 1024)
-    return usage_error("gpus must be a whole number from 1 to 1024");
+  if (auto s = number("gpus", true, gpus, kMaxInstanceGpus); !s) return s.error();
+  if (gpus < 1 || gpus != std::floor(gpus) || gpus > kMaxInstanceGpus)
+    return usage_error("gpus must be a whole number from 1 to " + std::to_string(kMaxInstanceGpus));
   o.gpus = static_cast<int>(gpus);
   if (auto s = number("vcpus", false, vcpus, kMaxVcpus); !s) return s.error();
   o.vcpus = static_cast<int>(vcpus);
@@ -331,7 +335,9 @@ Result<OfferSet> default_offers(const Catalog& catalog) {
 }
 
 namespace {
-// Days since 1970-01-01 for a civil date (Howard Hinnant's algorithm), plus the fraction of the day.
+// Days since 1970-01-01 for a civil date, plus the fraction of the day. The literals are those of
+// Howard Hinnant's days_from_civil (https://howardhinnant.github.io/date_algorithms.html): 400-year
+// eras of 146097 days, March-based years (153 days per 5 months), 719468 days from 0000-03-01 to 1970-01-01.
 std::optional<double> parse_iso_days(std::string_view s) {
   int y = 0, m = 0, d = 0, hh = 0, mm = 0, ss = 0;
   const std::string str(s);
@@ -343,7 +349,7 @@ std::optional<double> parse_iso_days(std::string_view s) {
   const int doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
   const int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
   const double days = era * 146097.0 + doe - 719468.0;
-  return days + (hh * 3600.0 + mm * 60.0 + ss) / 86400.0;
+  return days + (hh * kSecondsPerHour + mm * kSecondsPerMinute + ss) / kSecondsPerDay;
 }
 }  // namespace
 
