@@ -1,27 +1,19 @@
 #include "validate/perf_rows.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
-#include <cmath>
 
-#include "catalog/yaml_util.h"
-#include "gpuplan/embedded.h"
 #include "perf/perf_request.h"
+#include "validate/validation.h"
 
 namespace gpuplan::validate {
 
 namespace {
 
-// Seconds-based prediction -> the row's unit.
-Result<double> from_base(double v, const std::string& unit) {
-  if (unit == "seconds" || unit == "tokens_per_second" || unit == "samples_per_second" || unit == "TFLOPS" ||
-      unit == "GB/s") {
-    return v;
-  }
-  if (unit == "ms") return v * 1e3;
-  if (unit == "percent") return v * 100;
-  return invalid_data_error("unit '" + unit + "' is not a speed unit", "unit");
+// The units of validation/perf.yaml. The prediction stays in base units (seconds, rates, a fraction);
+// the validation loop converts the measured value with base_unit_factor (gpuplan/units.h).
+bool is_speed_unit(const std::string& unit) {
+  return unit == "seconds" || unit == "ms" || unit == "tokens_per_second" || unit == "samples_per_second" ||
+         unit == "TFLOPS" || unit == "GB/s" || unit == "percent";
 }
 
 PerfRowPrediction skip(std::string note) {
@@ -48,10 +40,9 @@ PerfRowPrediction predict_perf_row(const Catalog& catalog, const Json& row) {
   const PerfEfficiency eff = default_efficiency();
   PerfRowPrediction p;
   auto done = [&](double base, PerfBound bound) {
-    auto v = from_base(base, unit);
-    if (!v) return skip(v.error().message);
+    if (!is_speed_unit(unit)) return skip("unit '" + unit + "' is not a speed unit");
     p.ok = true;
-    p.value = *v;
+    p.value = base;
     p.bound = bound;
     return p;
   };
@@ -121,67 +112,18 @@ PerfRowPrediction predict_perf_row(const Catalog& catalog, const Json& row) {
   return skip("metric '" + metric + "' is not a speed metric");
 }
 
-Result<std::vector<Json>> perf_rows() {
-  std::string_view text;
-  for (const auto& f : embedded_files()) {
-    if (f.path == "validation/perf.yaml") text = f.contents;
-  }
-  if (text.empty()) return invalid_data_error("validation/perf.yaml is not embedded", "validation/perf.yaml");
-  std::vector<Json> rows;
-  try {
-    const YAML::Node root = YAML::Load(std::string(text));
-    for (const auto& r : root["rows"]) {
-      auto row = yaml::to_json(r, "validation/perf.yaml");
-      if (!row) return row.error();
-      rows.push_back(std::move(*row));
-    }
-  } catch (const YAML::Exception& e) {
-    return invalid_data_error(std::string("validation/perf.yaml: ") + e.what(), "validation/perf.yaml");
-  }
-  return rows;
-}
-
 Result<PerfValidation> validate_perf(const Catalog& catalog) {
-  auto rows = perf_rows();
-  if (!rows) return rows.error();
+  GPUPLAN_TRY(answer, run_validation(catalog, "perf"));
+  const Json& s = answer["summary"];
   PerfValidation v;
-  std::vector<double> errors;
-  for (const Json& row : *rows) {
-    const PerfRowPrediction p = predict_perf_row(catalog, row);
-    const bool comparable = row.value("comparable", true);
-    const double measured = row.value("measured", 0.0);
-    Json out{{"id", row.value("id", "")},     {"kind", "perf"},           {"metric", row.value("metric", "")},
-             {"unit", row.value("unit", "")}, {"comparable", comparable}, {"measured", measured}};
-    if (!p.ok) {
-      out["status"] = "skipped";
-      out["note"] = p.note;
-      out["predicted"] = nullptr;
-      out["error_percent"] = nullptr;
-      if (comparable) ++v.skipped;
-    } else {
-      const double err = measured != 0 ? (p.value - measured) / measured * 100 : 0;
-      out["status"] = "predicted";
-      out["predicted"] = std::round(p.value * 1e4) / 1e4;
-      out["error_percent"] = std::round(err * 100) / 100;
-      out["bound"] = perf_bound_name(p.bound);
-      if (!p.note.empty()) out["note"] = p.note;
-      if (comparable) {
-        ++v.predicted;
-        errors.push_back(std::fabs(err));
-        v.within_25 += std::fabs(err) <= 25 ? 1 : 0;
-        v.within_10 += std::fabs(err) <= 10 ? 1 : 0;
-      }
-    }
-    out["source"] = row.value("source", "");
-    v.comparable += comparable ? 1 : 0;
-    v.rows.push_back(std::move(out));
-  }
-  std::sort(errors.begin(), errors.end());
-  if (!errors.empty()) {
-    const size_t n = errors.size();
-    v.median_abs_error_percent = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
-    v.share_within_25 = static_cast<double>(v.within_25) / static_cast<double>(n);
-  }
+  v.rows = answer["rows"];
+  v.comparable = s["comparable_rows"].get<int>();
+  v.skipped = s["skipped_rows"].get<int>();
+  v.predicted = s["numeric_rows"].get<int>();
+  v.within_25 = s["within_25_percent"].get<int>();
+  v.within_10 = s["within_10_percent"].get<int>();
+  v.median_abs_error_percent = s["median_error_percent"].get<double>();
+  v.share_within_25 = s["within_25_percent_share"].get<double>();
   return v;
 }
 

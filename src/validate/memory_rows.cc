@@ -1,0 +1,95 @@
+#include "validate/memory_rows.h"
+
+#include "gpuplan/memory.h"
+#include "gpuplan/refusal.h"
+#include "gpuplan/target.h"
+#include "gpuplan/workload.h"
+
+namespace gpuplan::validate {
+
+RowPrediction predict_memory_row(const Catalog& catalog, const Json& row) {
+  RowPrediction p;
+  const std::string metric = row.value("metric", "");
+  Json request = row.contains("workload") ? row["workload"] : Json::object();
+  std::string gpu;
+  if (request.contains("gpu")) {
+    gpu = request["gpu"].is_string() ? request["gpu"].get<std::string>() : "";
+    request.erase("gpu");
+  }
+  auto w = parse_workload(request);
+  if (!w) {
+    p.note = "workload: " + w.error().message;
+    return p;
+  }
+  auto prepared = prepare(*w);
+  if (!prepared) {
+    p.note = prepared.error().message;
+    return p;
+  }
+  if (!gpu.empty()) {
+    // A row the refusal rules reject did not run what it says, or a rule is wrong: skip it, with why.
+    if (auto ref = catalog.resolve(gpu)) {
+      if (auto r = refusal(*w, Target::linked(*ref, w->gpus())); r && metric != "fits") {
+        p.note = "refused: " + r->message;
+        return p;
+      }
+    }
+  }
+  const MemoryBreakdown m = estimate_memory(*prepared);
+  if (metric == "weights_bytes") {
+    p.ok = true;
+    p.value = m.weights_bytes;
+    return p;
+  }
+  // vLLM fills its share of the GPU with the KV pool, so what it holds depends on the GPU.
+  const bool vllm_holds = w->engine == Engine::kVllm &&
+                          (metric == "kv_cache_bytes" || metric == "total_bytes" || metric == "reserved_bytes");
+  const bool needs_target =
+      metric == "fits" || metric == "max_context" || metric == "max_batch" || metric == "kv_cache_tokens" || vllm_holds;
+  TargetFit f;
+  if (needs_target) {
+    if (gpu.empty()) {
+      p.note = "no gpu given";
+      return p;
+    }
+    auto ref = catalog.resolve(gpu);
+    if (!ref) {
+      p.note = "gpu: " + ref.error().message;
+      return p;
+    }
+    const Target t = Target::linked(*ref, w->gpus());
+    f = fit_target(*prepared, t);
+  }
+  p.ok = true;
+  const std::string means = row.value("means", "");
+  const bool nvidia_smi = means.find("nvidia-smi") != std::string::npos;
+  if (vllm_holds && metric != "kv_cache_bytes") {
+    // The pool takes what the budget leaves: PyTorch holds weights + pool + the profile's cached
+    // activations; nvidia-smi adds the CUDA context and communication buffers.
+    const double outside_torch = m.cuda_context_bytes + m.communication_bytes;
+    const double torch_held = f.kv_pool_bytes + (m.total_bytes - m.kv_cache_bytes) - outside_torch;
+    p.value = metric == "total_bytes" ? torch_held - m.allocator_slack_bytes
+                                      : (nvidia_smi ? torch_held + outside_torch : torch_held);
+  } else if (metric == "total_bytes") {
+    p.value = m.allocated_bytes();
+  } else if (metric == "reserved_bytes") {
+    // nvidia-smi's "used" also holds the CUDA context and communication buffers.
+    p.value = nvidia_smi ? m.total_bytes : m.reserved_bytes();
+  } else if (metric == "kv_cache_bytes") {
+    p.value = w->engine == Engine::kVllm ? f.kv_pool_bytes : m.kv_cache_bytes;
+  } else if (metric == "kv_cache_tokens") {
+    p.value = static_cast<double>(f.kv_pool_tokens);
+  } else if (metric == "max_context") {
+    p.value = static_cast<double>(f.max_context);
+  } else if (metric == "max_batch") {
+    p.value = static_cast<double>(f.max_batch);
+  } else if (metric == "fits") {
+    p.value = f.fits ? 1 : 0;
+  } else {
+    p.ok = false;
+    p.note = "metric '" + metric + "' is not a memory metric";
+  }
+  return p;
+}
+
+}  // namespace gpuplan::validate
