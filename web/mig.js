@@ -15,7 +15,7 @@ export async function init(panel, r) {
   palette = el('div', { class: 'palette', role: 'group', 'aria-label': 'Profiles: choose one, then a start slot' });
   diagram = el('div', { class: 'mig-diagram' });
   layoutInput = el('input', { id: 'mig-layout', autocomplete: 'off', spellcheck: 'false', placeholder: '3g.20gb@4,2g.10gb@0,1g.5gb' });
-  layoutInput.addEventListener('change', () => { instances = parseLayout(layoutInput.value); draw(); check(); });
+  layoutInput.addEventListener('change', () => check(layoutInput.value));
   verdict = el('div', { class: 'mig-verdict', role: 'status', 'aria-live': 'polite' });
   add(panel, 
     el('h2', { text: 'Share a GPU with MIG' }),
@@ -23,7 +23,7 @@ export async function init(panel, r) {
     el('p', {}, el('label', { for: 'mig-gpu', text: 'GPU ' }), gpuSelect),
     palette, diagram,
     el('p', {}, el('label', { for: 'mig-layout', text: 'Layout ' }), layoutInput, ' ',
-      el('button', { type: 'button', text: 'Check', onclick: () => { instances = parseLayout(layoutInput.value); draw(); check(); } }), ' ',
+      el('button', { type: 'button', text: 'Check', onclick: () => check(layoutInput.value) }), ' ',
       el('button', { type: 'button', text: 'Clear', onclick: () => { instances = []; draw(); check(); } })),
     haveCheck ? verdict : unavailable('Checking a layout (POST /api/v1/mig/check)'),
     status,
@@ -66,16 +66,13 @@ async function load(id) {
 
 function profile(name) { return table && table.profiles.find((p) => p.name === name); }
 
-function parseLayout(text) {
-  return text.split(',').map((s) => s.trim()).filter(Boolean).map((s) => {
-    const [name, at] = s.split('@');
-    return { profile: name.trim(), start: at === undefined || at.trim() === '' ? null : Number(at) };
-  });
+// The layout grammar is the library's (mig.check parses typed text and answers its entries); the page
+// only writes its own instances back: profile, @start when placed, [1c,2c] compute instances.
+function layoutText() {
+  return instances.map((i) => `${i.profile}${i.start === null ? '' : `@${i.start}`}${i.ci && i.ci.length ? `[${i.ci.join(',')}]` : ''}`).join(',');
 }
 
-function layoutText() {
-  return instances.map((i) => (i.start === null ? i.profile : `${i.profile}@${i.start}`)).join(',');
-}
+const fromApi = (p) => ({ profile: p.profile, start: p.start === null || p.start === undefined ? null : p.start, ci: p.compute_instances || null });
 
 function draw() {
   if (!table) return;
@@ -126,11 +123,15 @@ function draw() {
     el('p', { class: 'compute-label', text: `Compute slices used: ${usedCompute} of ${table.compute_slices}` }), compute);
 }
 
-async function check() {
-  if (!haveCheck || !table) return;
+// Checks `typed` (text from the layout box) or the instances placed by clicking. The instances are
+// redrawn from the answer: where the checker placed them when valid, else the entries it parsed.
+async function check(typed) {
+  if (!table) return;
+  const text = typed === undefined ? layoutText() : typed.trim();
+  if (!haveCheck) { if (typed === undefined) draw(); return; }
   const seq = ++checkSeq;
-  if (instances.length === 0) { clear(verdict, el('p', { text: 'Empty layout: choose a profile and a start slot.' })); return; }
-  const r = await api('/mig/check', { gpu: gpuId, layout: layoutText() });
+  if (!text) { instances = []; draw(); clear(verdict, el('p', { text: 'Empty layout: choose a profile and a start slot.' })); return; }
+  const r = await api('/mig/check', { gpu: gpuId, layout: text });
   if (seq !== checkSeq) return;
   if (isUnavailable(r)) { clear(verdict, unavailable('Checking a layout', r.error)); return; }
   if (!r.ok) {
@@ -138,11 +139,10 @@ async function check() {
     return;
   }
   const d = r.data;
-  // Show where the checker placed the instances that had no start slot.
-  if (d.valid && Array.isArray(d.placements) && d.placements.length === instances.length && instances.some((i) => i.start === null)) {
-    instances = d.placements.map((p) => ({ profile: p.profile, start: p.start }));
-    draw();
-  }
+  const entries = Array.isArray(d.entries) ? d.entries : [];
+  const placed = d.valid && Array.isArray(d.placements) && d.placements.length === entries.length;
+  instances = (placed ? d.placements : entries).map(fromApi);
+  draw();
   clear(verdict,
     d.valid ? el('p', { class: 'valid' }, el('strong', { text: '✓ Valid.' }), ' The driver accepts this layout.',
       d.stranded ? ` Left unused: ${d.stranded.memory_slices} memory and ${d.stranded.compute_slices} compute slices.` : '')

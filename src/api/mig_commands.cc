@@ -40,37 +40,50 @@ Result<Json> mig_profiles(const Context& ctx, const Json& body) {
   return out;
 }
 
+// Compute instances as the layout grammar writes them: ["1c", "2c"].
+Json compute_instances_json(const std::vector<int>& slices) {
+  Json cis = Json::array();
+  for (int c : slices) cis.push_back(std::to_string(c) + "c");
+  return cis;
+}
+
+// The layout as parsed, one entry per instance in the order given (start null where gpuplan chooses),
+// valid or not: what the page redraws from, so that it needs no layout grammar of its own.
+Json entries_json(const std::vector<mig::LayoutEntry>& entries) {
+  Json out = Json::array();
+  for (const auto& e : entries) {
+    Json ej{{"profile", e.profile}, {"start", e.start ? Json(*e.start) : Json(nullptr)}};
+    if (!e.compute_slices.empty()) ej["compute_instances"] = compute_instances_json(e.compute_slices);
+    out.push_back(std::move(ej));
+  }
+  return out;
+}
+
 Result<Json> mig_check(const Context& ctx, const Json& body) {
-  Request req(body);
-  if (auto s = req.check_keys({"gpu", "layout"}); !s) return s.error();
-  auto ref = mig_target(ctx, req);
-  if (!ref) return ref.error();
-  auto text = req.string("layout");
-  if (!text) return text.error();
-  if (text->empty()) return usage_error("give a layout, e.g. 3g.20gb@4,2g.10gb@0,1g.5gb", "layout");
-  auto entries = mig::parse_layout(*text);
-  if (!entries) return entries.error();
-  auto result = mig::check_layout(*ref->mig_table, *entries);
-  if (!result) return result.error();
-  const MigTable& t = *ref->mig_table;
+  const Request req(body);
+  GPUPLAN_CHECK(req.check_keys({"gpu", "layout"}));
+  GPUPLAN_TRY(ref, mig_target(ctx, req));
+  GPUPLAN_TRY(text, req.string("layout"));
+  if (text.empty()) return usage_error("give a layout, e.g. 3g.20gb@4,2g.10gb@0,1g.5gb", "layout");
+  GPUPLAN_TRY(entries, mig::parse_layout(text));
+  GPUPLAN_TRY(result, mig::check_layout(*ref.mig_table, entries));
+  const MigTable& t = *ref.mig_table;
   Json placements = Json::array();
-  for (size_t i = 0; i < result->placements.size(); ++i) {
-    Json pj{{"profile", t.profiles[result->placements[i].profile].name}, {"start", result->placements[i].start}};
-    if (!result->compute_instances[i].empty()) {
-      Json cis = Json::array();
-      for (int c : result->compute_instances[i]) cis.push_back(std::to_string(c) + "c");
-      pj["compute_instances"] = std::move(cis);
-    }
+  for (size_t i = 0; i < result.placements.size(); ++i) {
+    Json pj{{"profile", t.profiles[result.placements[i].profile].name}, {"start", result.placements[i].start}};
+    if (!result.compute_instances[i].empty())
+      pj["compute_instances"] = compute_instances_json(result.compute_instances[i]);
     placements.push_back(std::move(pj));
   }
-  Json out{{"valid", result->valid},
-           {"reason", result->valid ? Json(nullptr) : Json(result->reason)},
-           {"rule", result->valid ? Json(nullptr) : Json(std::string(mig::rule_name(result->rule)))},
-           {"target", ref->gpu->id},
+  Json out{{"valid", result.valid},
+           {"reason", result.valid ? Json(nullptr) : Json(result.reason)},
+           {"rule", result.valid ? Json(nullptr) : Json(std::string(mig::rule_name(result.rule)))},
+           {"target", ref.gpu->id},
            {"placements", std::move(placements)},
-           {"commands", result->commands}};
-  if (result->valid) {
-    const auto st = mig::stranded(t, result->placements);
+           {"entries", entries_json(entries)},
+           {"commands", result.commands}};
+  if (result.valid) {
+    const auto st = mig::stranded(t, result.placements);
     out["stranded"] = Json{{"memory_slices", st.memory_slices}, {"compute_slices", st.compute_slices}};
   }
   return out;

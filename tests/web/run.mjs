@@ -223,6 +223,24 @@ test('MIG: build a layout by clicking, see validity and reason', async (page) =>
   await page.click('#panel-mig button.instance >> nth=1');
   await page.waitForSelector('#panel-mig .mig-verdict .valid');
   await shot(page, 'mig');
+  // A typed layout with compute instances goes to mig.check as typed (the page has no grammar of its
+  // own: it once sent `3g.20gb@NaN,...`), and the diagram is redrawn from the entries it answers.
+  const sent = [];
+  const onRequest = (q) => { if (q.url().includes('/api/v1/mig/check')) sent.push(q.postData() || ''); };
+  page.on('request', onRequest);
+  const typed = '3g.20gb@0[1c,2c],1g.5gb@4';
+  await page.fill('#mig-layout', typed);
+  await page.click('#panel-mig button:has-text("Check")');
+  await page.waitForFunction(() => document.querySelectorAll('#panel-mig button.instance').length === 2
+    && document.querySelector('#panel-mig .mig-verdict .valid'), null, { timeout: 10000 });
+  page.off('request', onRequest);
+  expect(sent.length > 0 && sent.every((b) => !b.includes('NaN')), `mig.check got the layout as typed: ${sent.join(' | ')}`);
+  expect(sent.some((b) => JSON.parse(b).layout === typed), `the typed text was sent: ${sent.join(' | ')}`);
+  expect((await page.inputValue('#mig-layout')) === typed, `layout text kept: ${await page.inputValue('#mig-layout')}`);
+  const names = await page.locator('#panel-mig button.instance').evaluateAll((bs) => bs.map((b) => b.getAttribute('aria-label')));
+  expect(names[0].includes('3g.20gb at slot 0') && names[1].includes('1g.5gb at slot 4'), `instances from the entries: ${names}`);
+  expect((await page.textContent('#panel-mig .mig-verdict')).includes('nvidia-smi mig'), 'commands for the compute instances');
+  await shot(page, 'mig-typed');
   if (have('mig.pack')) {
     const fleet = 'nodes:\n  - name: node-1\n    gpus:\n      - {target: a100-40gb-sxm4, count: 2}\n';
     const reqs = 'requests:\n  - {name: chat, tenant: acme, count: 3, profile: 3g.20gb}\n';
