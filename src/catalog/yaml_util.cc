@@ -88,6 +88,19 @@ Result<int> get_int(const std::string& file, const YAML::Node& map, const std::s
   return static_cast<int>(*v);
 }
 
+Result<int64_t> bounded_int(const std::string& file, const YAML::Node& map, const std::string& entry, const char* key,
+                            bool required, int64_t fallback, int64_t lo, int64_t hi) {
+  YAML::Node n = map.IsMap() ? map[key] : YAML::Node();
+  if (!required && (!n || n.IsNull())) return fallback;
+  GPUPLAN_TRY(v, get_int(file, map, entry, key, required, 0));
+  if (v < lo || v > hi) {
+    return data_error(
+        file, n, entry, key,
+        "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + std::to_string(v));
+  }
+  return int64_t{v};
+}
+
 Result<bool> get_bool(const std::string& file, const YAML::Node& map, const std::string& entry, const char* key,
                       bool required, bool fallback) {
   YAML::Node n = child(map, key);
