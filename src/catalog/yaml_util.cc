@@ -80,12 +80,11 @@ Result<double> get_number(const std::string& file, const YAML::Node& map, const 
 
 Result<int> get_int(const std::string& file, const YAML::Node& map, const std::string& entry, const char* key,
                     bool required, int fallback) {
-  auto v = get_number(file, map, entry, key, required, fallback);
-  if (!v) return v.error();
-  if (*v != std::floor(*v) || std::fabs(*v) > 2e9) {
+  GPUPLAN_TRY(v, get_number(file, map, entry, key, required, fallback));
+  if (v != std::floor(v) || std::fabs(v) > 2e9) {
     return data_error(file, map[key], entry, key, "expected a whole number");
   }
-  return static_cast<int>(*v);
+  return static_cast<int>(v);
 }
 
 Result<int64_t> bounded_int(const std::string& file, const YAML::Node& map, const std::string& entry, const char* key,
@@ -311,9 +310,8 @@ Result<OJson> convert(const YAML::Node& node, const std::string& file, uint64_t 
     case YAML::NodeType::Sequence: {
       OJson arr = OJson::array();
       for (const auto& item : node) {
-        auto v = convert(item, file, max_nodes, walked);
-        if (!v) return v.error();
-        arr.push_back(std::move(*v));
+        GPUPLAN_TRY(v, convert(item, file, max_nodes, walked));
+        arr.push_back(std::move(v));
       }
       return arr;
     }
@@ -323,9 +321,8 @@ Result<OJson> convert(const YAML::Node& node, const std::string& file, uint64_t 
         if (!kv.first.IsScalar()) {
           return data_error(file, kv.first, "", "", "a key must be a single value, not a list or a mapping");
         }
-        auto v = convert(kv.second, file, max_nodes, walked);
-        if (!v) return v.error();
-        obj[kv.first.Scalar()] = std::move(*v);
+        GPUPLAN_TRY(v, convert(kv.second, file, max_nodes, walked));
+        obj[kv.first.Scalar()] = std::move(v);
       }
       return obj;
     }
