@@ -113,6 +113,7 @@ Result<Json> compare(const Context& ctx, const Json& body) {
                        "gpu");
   }
   std::vector<TargetRef> refs;
+  refs.reserve(names.size());
   for (const auto& n : names) {
     GPUPLAN_TRY(r, ctx.catalog->resolve(n));
     refs.push_back(r);
@@ -120,6 +121,7 @@ Result<Json> compare(const Context& ctx, const Json& body) {
   // Keys shown, in contract order, limited to numeric figures some target has.
   std::vector<std::string> keys;
   std::vector<std::vector<Figure>> figs;
+  figs.reserve(refs.size());
   for (const auto& r : refs) figs.push_back(target_figures(*ctx.catalog, r));
   for (const auto& k : ctx.catalog->spec_keys()) {
     bool any = false;

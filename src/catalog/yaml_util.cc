@@ -310,8 +310,9 @@ Result<OJson> convert(const YAML::Node& node, const std::string& file, uint64_t 
     case YAML::NodeType::Sequence: {
       OJson arr = OJson::array();
       for (const auto& item : node) {
-        GPUPLAN_TRY(v, convert(item, file, max_nodes, walked));
-        arr.push_back(std::move(v));
+        auto v = convert(item, file, max_nodes, walked);  // not GPUPLAN_TRY: its const value would be copied
+        if (!v) return v.error();
+        arr.push_back(std::move(*v));
       }
       return arr;
     }
@@ -321,8 +322,9 @@ Result<OJson> convert(const YAML::Node& node, const std::string& file, uint64_t 
         if (!kv.first.IsScalar()) {
           return data_error(file, kv.first, "", "", "a key must be a single value, not a list or a mapping");
         }
-        GPUPLAN_TRY(v, convert(kv.second, file, max_nodes, walked));
-        obj[kv.first.Scalar()] = std::move(v);
+        auto v = convert(kv.second, file, max_nodes, walked);  // moved, not copied (see above)
+        if (!v) return v.error();
+        obj[kv.first.Scalar()] = std::move(*v);
       }
       return obj;
     }

@@ -223,8 +223,9 @@ Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const st
       if (!n["workload"].IsMap())
         return yaml::data_error(file, n["workload"], entry, "workload", "expected the options of gpuplan fit");
       rq.kind = PackRequest::Kind::kWorkload;
-      GPUPLAN_TRY(workload, yaml::to_json(n["workload"], file));
-      rq.workload = std::move(workload);
+      auto workload = yaml::to_json(n["workload"], file);  // moved below, so not GPUPLAN_TRY (const)
+      if (!workload) return workload.error();
+      rq.workload = std::move(*workload);
     }
     out.push_back(std::move(rq));
   }
