@@ -23,6 +23,10 @@ if [[ "${TIDY_ALL:-0}" == 1 ]]; then
   mapfile -t files < <(git ls-files 'src/*.cc')
 else
   base="${BASE:-$(git merge-base HEAD origin/main 2>/dev/null || git merge-base HEAD main)}"
+  # On main itself (nothing between the merge base and HEAD) the change is the last commit.
+  if [[ -z "${BASE:-}" && "$(git rev-parse "$base")" == "$(git rev-parse HEAD)" ]]; then
+    base="$(git rev-parse --verify -q HEAD~1 || git hash-object -t tree /dev/null)"
+  fi
   mapfile -t changed < <({ git diff --name-only --diff-filter=ACMR "$base" -- 'src/*.cc' 'src/*.h';
                            git ls-files --others --exclude-standard -- 'src/*.cc' 'src/*.h'; } | sort -u)
   files=()

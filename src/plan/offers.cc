@@ -96,7 +96,8 @@ bool valid_utf8(std::string_view s) {
     if (c < 0x80) {
       ++i;
       continue;
-    } else if ((c & 0xE0) == 0xC0) {
+    }
+    if ((c & 0xE0) == 0xC0) {
       extra = 1, min = 0x80, cp = c & 0x1Fu;
     } else if ((c & 0xF0) == 0xE0) {
       extra = 2, min = 0x800, cp = c & 0x0Fu;
