@@ -301,7 +301,10 @@ Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_na
   for (const char* required : kColumns) {
     if (std::find(cols.begin(), cols.end(), required) == cols.end()) {
       std::string expected;
-      for (const char* c : kColumns) expected += (expected.empty() ? "" : ",") + std::string(c);
+      for (const char* c : kColumns) {
+        if (!expected.empty()) expected += ',';
+        expected += c;
+      }
       return invalid_data_error(file_name + ":1: the header lacks column '" + required + "'; expected " + expected,
                                 file_name + ": header");
     }
