@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <utility>
 
 #include "catalog/yaml_util.h"
 #include "core/decimal.h"
@@ -305,8 +306,9 @@ Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_na
         if (!expected.empty()) expected += ',';
         expected += c;
       }
-      return invalid_data_error(file_name + ":1: the header lacks column '" + required + "'; expected " + expected,
-                                file_name + ": header");
+      std::string message = file_name + ":1: the header lacks column '";
+      message.append(required).append("'; expected ").append(expected);
+      return invalid_data_error(std::move(message), file_name + ": header");
     }
   }
   for (size_t r = 1; r < records.size(); ++r) {
