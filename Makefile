@@ -7,7 +7,7 @@ FUZZ_DIR  ?= build-fuzz
 JOBS      ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test check-includes test-unit test-asan fuzz fuzz-build fuzz-replay bench format tidy clean
+.PHONY: all deps build run test check-includes test-unit test-asan fuzz fuzz-build fuzz-replay bench format tidy tidy-changed clean
 
 all: build
 
@@ -75,7 +75,11 @@ format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 tidy: build
-	clang-tidy -p $(BUILD_DIR) $$(git ls-files 'src/*.cc')
+	TIDY_ALL=1 BUILD_DIR=$(BUILD_DIR) ./scripts/tidy.sh
+
+# clang-tidy on the src/ files this branch changes against BASE (default: the merge base with origin/main).
+tidy-changed: $(BUILD_DIR)/build.ninja
+	BUILD_DIR=$(BUILD_DIR) ./scripts/tidy.sh
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)

@@ -111,10 +111,12 @@ class [[nodiscard]] Status {
 // else, for a Result, binds its value to `const auto var`:
 //   GPUPLAN_TRY(n, req.integer("batch"));   // n is the int64
 //   GPUPLAN_CHECK(validate(x));             // a Status
+// NOLINTBEGIN(bugprone-macro-parentheses): `var` is the name being declared; "(var)" would not declare it.
 #define GPUPLAN_TRY(var, expr)                      \
   auto var##_result_ = (expr);                      \
   if (!var##_result_) return var##_result_.error(); \
   const auto var = std::move(*var##_result_)
+// NOLINTEND(bugprone-macro-parentheses)
 #define GPUPLAN_CHECK(expr)                                                              \
   do {                                                                                   \
     if (auto gpuplan_status_ = (expr); !gpuplan_status_) return gpuplan_status_.error(); \

@@ -16,26 +16,21 @@ namespace {
 Result<Json> catalog_list(const Context& ctx, const Json& body) {
   Request req(body, "catalog.list");
   GPUPLAN_CHECK(req.check_keys());
-  auto vendor = req.text("vendor");
-  auto arch = req.text("architecture");
-  auto min_mem = req.real("min_memory_gb", 0);
-  auto mig_only = req.boolean("mig");
-  auto include_mig = req.boolean("include_mig");
-  if (!vendor) return vendor.error();
-  if (!arch) return arch.error();
-  if (!min_mem) return min_mem.error();
-  if (!mig_only) return mig_only.error();
-  if (!include_mig) return include_mig.error();
+  GPUPLAN_TRY(vendor, req.text("vendor"));
+  GPUPLAN_TRY(arch, req.text("architecture"));
+  GPUPLAN_TRY(min_mem, req.real("min_memory_gb", 0));
+  GPUPLAN_TRY(mig_only, req.boolean("mig"));
+  GPUPLAN_TRY(include_mig, req.boolean("include_mig"));
   Json rows = Json::array();
-  for (const auto& ref : ctx.catalog->all_targets(*include_mig)) {
+  for (const auto& ref : ctx.catalog->all_targets(include_mig)) {
     const Gpu& g = *ref.gpu;
-    if (!vendor->empty() && g.vendor != *vendor) continue;
-    if (!arch->empty() && g.architecture != *arch) continue;
-    if (*mig_only && !ref.mig_table) continue;
+    if (!vendor.empty() && g.vendor != vendor) continue;
+    if (!arch.empty() && g.architecture != arch) continue;
+    if (mig_only && !ref.mig_table) continue;
     Target t{ref, 1, Link::kPcie};
     const double mem_gb = t.memory_total_bytes() / kBytesPerGb;
     const double marketing_gb = ref.profile ? mem_gb : g.number("memory_gb", mem_gb);
-    if (marketing_gb < *min_mem) continue;
+    if (marketing_gb < min_mem) continue;
     Json row{{"id", ref.id()},
              {"name", t.name()},
              {"vendor", g.vendor},
@@ -60,32 +55,29 @@ Result<Json> catalog_list(const Context& ctx, const Json& body) {
 Result<Json> catalog_show(const Context& ctx, const Json& body) {
   Request req(body, "catalog.show");
   GPUPLAN_CHECK(req.check_keys());
-  auto name = req.text("gpu");
-  auto explain = req.boolean("explain");
-  if (!name) return name.error();
-  if (!explain) return explain.error();
-  if (name->empty())
+  GPUPLAN_TRY(name, req.text("gpu"));
+  GPUPLAN_TRY(explain, req.boolean("explain"));
+  if (name.empty())
     return usage_error("give a GPU or MIG profile, e.g. a100-40gb-sxm4 or a100-40gb-sxm4/3g.20gb", "gpu");
-  auto ref = ctx.catalog->resolve(*name);
-  if (!ref) return ref.error();
-  const Gpu& g = *ref->gpu;
-  Target t{*ref, 1, Link::kPcie};
+  GPUPLAN_TRY(ref, ctx.catalog->resolve(name));
+  const Gpu& g = *ref.gpu;
+  Target t{ref, 1, Link::kPcie};
   Json specs = Json::object();
-  for (const auto& f : target_figures(*ctx.catalog, *ref)) specs[f.key] = figure_json(*ctx.catalog, f, *explain);
-  Json out{{"id", ref->id()},          {"name", t.name()},
+  for (const auto& f : target_figures(*ctx.catalog, ref)) specs[f.key] = figure_json(*ctx.catalog, f, explain);
+  Json out{{"id", ref.id()},           {"name", t.name()},
            {"vendor", g.vendor},       {"architecture", g.architecture},
            {"chip", g.chip},           {"form_factor", g.form_factor},
            {"interface", g.interface}, {"lifecycle", g.lifecycle},
-           {"aliases", g.aliases},     {"parent", ref->profile ? Json(g.id) : Json(nullptr)},
+           {"aliases", g.aliases},     {"parent", ref.profile ? Json(g.id) : Json(nullptr)},
            {"data_file", g.file},      {"specs", std::move(specs)}};
-  if (ref->profile) {
+  if (ref.profile) {
     out["mig"] = nullptr;
-    Json p = mig_table_json(*ctx.catalog, *ref->mig_table)["profiles"];
+    Json p = mig_table_json(*ctx.catalog, *ref.mig_table)["profiles"];
     for (const auto& pj : p) {
-      if (pj["name"] == ref->profile->name) out["mig_profile"] = pj;
+      if (pj["name"] == ref.profile->name) out["mig_profile"] = pj;
     }
   } else {
-    out["mig"] = ref->mig_table ? mig_table_json(*ctx.catalog, *ref->mig_table) : Json(nullptr);
+    out["mig"] = ref.mig_table ? mig_table_json(*ctx.catalog, *ref.mig_table) : Json(nullptr);
   }
   return out;
 }
@@ -105,23 +97,23 @@ Result<Json> compare(const Context& ctx, const Json& body) {
   // Only `gpu` is the comparison's own; offers and workload keys add value metrics (compare_value.cc).
   Request req(body, "compare");
   GPUPLAN_CHECK(req.check_keys());
-  auto names = req.words("gpu");
-  if (!names) return names.error();
-  if (names->empty()) return usage_error("compare needs at least one GPU or MIG profile", "gpu");
-  if (names->size() > kMaxCompareTargets) {
+  GPUPLAN_TRY(names, req.words("gpu"));
+  if (names.empty()) return usage_error("compare needs at least one GPU or MIG profile", "gpu");
+  if (names.size() > kMaxCompareTargets) {
     return limit_error("compare takes at most " + std::to_string(kMaxCompareTargets) + " GPUs or MIG profiles, got " +
-                           std::to_string(names->size()) + " (limit kMaxCompareTargets); compare fewer at a time",
+                           std::to_string(names.size()) + " (limit kMaxCompareTargets); compare fewer at a time",
                        "gpu");
   }
   std::vector<TargetRef> refs;
-  for (const auto& n : *names) {
-    auto r = ctx.catalog->resolve(n);
-    if (!r) return r.error();
-    refs.push_back(*r);
+  refs.reserve(names.size());
+  for (const auto& n : names) {
+    GPUPLAN_TRY(r, ctx.catalog->resolve(n));
+    refs.push_back(r);
   }
   // Keys shown, in contract order, limited to numeric figures some target has.
   std::vector<std::string> keys;
   std::vector<std::vector<Figure>> figs;
+  figs.reserve(refs.size());
   for (const auto& r : refs) figs.push_back(target_figures(*ctx.catalog, r));
   for (const auto& k : ctx.catalog->spec_keys()) {
     bool any = false;
@@ -168,7 +160,7 @@ Result<Json> compare(const Context& ctx, const Json& body) {
     targets[i]["diff_percent_vs_first"] = std::move(diff);
   }
   Json out{{"baseline", refs[0].id()}, {"keys", keys}, {"targets", std::move(targets)}};
-  if (auto s = add_value_metrics(ctx, body, refs, out); !s) return s.error();
+  GPUPLAN_CHECK(add_value_metrics(ctx, body, refs, out));
   return out;
 }
 

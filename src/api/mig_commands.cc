@@ -15,13 +15,11 @@ namespace gpuplan::api {
 namespace {
 
 Result<TargetRef> mig_target(const Context& ctx, const Request& req) {
-  auto name = req.text("gpu");
-  if (!name) return name.error();
-  if (name->empty()) return usage_error("give a MIG-capable GPU, e.g. a100-40gb-sxm4", "gpu");
-  auto ref = ctx.catalog->resolve(*name);
-  if (!ref) return ref.error();
-  if (!ref->mig_table) return not_found_error(ref->gpu->id + " does not support MIG", "gpu");
-  return *ref;
+  GPUPLAN_TRY(name, req.text("gpu"));
+  if (name.empty()) return usage_error("give a MIG-capable GPU, e.g. a100-40gb-sxm4", "gpu");
+  GPUPLAN_TRY(ref, ctx.catalog->resolve(name));
+  if (!ref.mig_table) return not_found_error(ref.gpu->id + " does not support MIG", "gpu");
+  return ref;
 }
 
 Json placements_json(const MigTable& t, const std::vector<mig::Placed>& layout) {
@@ -33,10 +31,9 @@ Json placements_json(const MigTable& t, const std::vector<mig::Placed>& layout) 
 Result<Json> mig_profiles(const Context& ctx, const Json& body) {
   Request req(body, "mig.profiles");
   GPUPLAN_CHECK(req.check_keys());
-  auto ref = mig_target(ctx, req);
-  if (!ref) return ref.error();
-  Json out{{"target", ref->gpu->id}};
-  out.update(mig_table_json(*ctx.catalog, *ref->mig_table));
+  GPUPLAN_TRY(ref, mig_target(ctx, req));
+  Json out{{"target", ref.gpu->id}};
+  out.update(mig_table_json(*ctx.catalog, *ref.mig_table));
   return out;
 }
 
@@ -92,11 +89,9 @@ Result<Json> mig_check(const Context& ctx, const Json& body) {
 Result<Json> mig_layouts(const Context& ctx, const Json& body) {
   Request req(body, "mig.layouts");
   GPUPLAN_CHECK(req.check_keys());
-  auto ref = mig_target(ctx, req);
-  if (!ref) return ref.error();
-  auto maximal = req.boolean("maximal");
-  if (!maximal) return maximal.error();
-  const MigTable& t = *ref->mig_table;
+  GPUPLAN_TRY(ref, mig_target(ctx, req));
+  GPUPLAN_TRY(maximal, req.boolean("maximal"));
+  const MigTable& t = *ref.mig_table;
   auto model = mig::table_model(t);
   if (!model) return Error{ErrorCode::kInternal, "MIG table " + t.id + " is too large", ""};
   // One entry per combination (profile counts), placed with the least stranded capacity. With
@@ -110,7 +105,7 @@ Result<Json> mig_layouts(const Context& ctx, const Json& body) {
   for (const auto& [counts, indices] : model->by_counts) {
     if (std::all_of(counts.begin(), counts.end(), [](int c) { return c == 0; })) continue;
     const bool combination_maximal = mig::is_maximal(t, model->layouts[indices.front()]);
-    if (*maximal && !combination_maximal) continue;
+    if (maximal && !combination_maximal) continue;
     int best = indices.front();
     int dead_end = -1;
     for (int i : indices) {
@@ -128,7 +123,7 @@ Result<Json> mig_layouts(const Context& ctx, const Json& body) {
     stranded.push_back(Json{{"memory_slices", st.memory_slices}, {"compute_slices", st.compute_slices}});
     layouts.push_back(placements_json(t, model->layouts[best]));
   }
-  return Json{{"target", ref->gpu->id},          {"table", t.id},
+  return Json{{"target", ref.gpu->id},           {"table", t.id},
               {"count", layouts.size()},         {"layouts", std::move(layouts)},
               {"stranded", std::move(stranded)}, {"dead_ends", std::move(dead_ends)}};
 }
@@ -228,28 +223,21 @@ Json pack_json(const mig::Fleet& fleet, const std::vector<mig::PackRequest>& req
 Result<Json> mig_pack(const Context& ctx, const Json& body) {
   Request req(body, "mig.pack");
   GPUPLAN_CHECK(req.check_keys());
-  auto fleet_text = input_text(req, "fleet");
-  if (!fleet_text) return fleet_text.error();
-  auto requests_text = input_text(req, "requests");
-  if (!requests_text) return requests_text.error();
-  auto keep = req.boolean("keep_existing");
-  auto format = req.text("export");
-  if (!keep) return keep.error();
-  if (!format) return format.error();
-  auto fleet = mig::parse_fleet(*ctx.catalog, fleet_text->name, fleet_text->text);
-  if (!fleet) return fleet.error();
-  auto requests = mig::parse_requests(*ctx.catalog, requests_text->name, requests_text->text);
-  if (!requests) return requests.error();
+  GPUPLAN_TRY(fleet_text, input_text(req, "fleet"));
+  GPUPLAN_TRY(requests_text, input_text(req, "requests"));
+  GPUPLAN_TRY(keep, req.boolean("keep_existing"));
+  GPUPLAN_TRY(format, req.text("export"));
+  GPUPLAN_TRY(fleet, mig::parse_fleet(*ctx.catalog, fleet_text.name, fleet_text.text));
+  GPUPLAN_TRY(requests, mig::parse_requests(*ctx.catalog, requests_text.name, requests_text.text));
   mig::PackOptions options;
-  options.keep_existing = *keep;
-  auto result = mig::pack(*ctx.catalog, *fleet, *requests, options);
-  if (!result) return result.error();
-  Json out = pack_json(*fleet, *requests, *result);
-  if (!format->empty()) {
-    std::string text = *format == "mig-parted" ? mig::export_mig_parted(*fleet, *result)
-                       : *format == "k8s"      ? mig::export_kubernetes(*fleet, *requests, *result)
-                                               : mig::export_slurm(*fleet, *result);
-    out["export"] = Json{{"format", *format}, {"text", std::move(text)}};
+  options.keep_existing = keep;
+  GPUPLAN_TRY(result, mig::pack(*ctx.catalog, fleet, requests, options));
+  Json out = pack_json(fleet, requests, result);
+  if (!format.empty()) {
+    std::string text = format == "mig-parted" ? mig::export_mig_parted(fleet, result)
+                       : format == "k8s"      ? mig::export_kubernetes(fleet, requests, result)
+                                              : mig::export_slurm(fleet, result);
+    out["export"] = Json{{"format", format}, {"text", std::move(text)}};
   }
   return out;
 }

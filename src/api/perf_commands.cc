@@ -5,6 +5,7 @@
 
 #include "api/commands.h"
 #include "api/fit_common.h"
+#include "core/format.h"
 #include "core/request.h"
 #include "gpuplan/cancel.h"
 #include "gpuplan/perf.h"
@@ -13,14 +14,6 @@
 namespace gpuplan::api {
 
 namespace {
-
-// Four significant digits: the model is good to a few percent at best.
-Json sig(double v) {
-  if (!std::isfinite(v)) return nullptr;
-  if (v == 0) return 0.0;
-  const double scale = std::pow(10.0, 3 - static_cast<int>(std::floor(std::log10(std::fabs(v)))));
-  return std::round(v * scale) / scale;
-}
 
 // A rate predicted r: the measured rate lies in [r x band.low, r x band.high]; a time t: [t / high, t / low].
 void band_rate(Json& low, Json& high, const char* key, double v, PerfBand b) {

@@ -25,9 +25,8 @@ constexpr double kMaxTrainTokens = 1e15;
 // "36h", "2d", "90m", "3600s" or a plain number of hours.
 Result<std::optional<double>> duration_seconds(const Request& req, const char* key) {
   if (!req.has(key)) return std::optional<double>();
-  auto text = req.string(key);
-  if (!text) return text.error();
-  std::string s = *text;
+  GPUPLAN_TRY(text, req.string(key));
+  std::string s = text;
   double unit = kSecondsPerHour;
   if (!s.empty()) {
     switch (s.back()) {

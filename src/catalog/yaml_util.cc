@@ -80,12 +80,24 @@ Result<double> get_number(const std::string& file, const YAML::Node& map, const 
 
 Result<int> get_int(const std::string& file, const YAML::Node& map, const std::string& entry, const char* key,
                     bool required, int fallback) {
-  auto v = get_number(file, map, entry, key, required, fallback);
-  if (!v) return v.error();
-  if (*v != std::floor(*v) || std::fabs(*v) > 2e9) {
+  GPUPLAN_TRY(v, get_number(file, map, entry, key, required, fallback));
+  if (v != std::floor(v) || std::fabs(v) > 2e9) {
     return data_error(file, map[key], entry, key, "expected a whole number");
   }
-  return static_cast<int>(*v);
+  return static_cast<int>(v);
+}
+
+Result<int64_t> bounded_int(const std::string& file, const YAML::Node& map, const std::string& entry, const char* key,
+                            bool required, int64_t fallback, int64_t lo, int64_t hi) {
+  YAML::Node n = map.IsMap() ? map[key] : YAML::Node();
+  if (!required && (!n || n.IsNull())) return fallback;
+  GPUPLAN_TRY(v, get_int(file, map, entry, key, required, 0));
+  if (v < lo || v > hi) {
+    return data_error(
+        file, n, entry, key,
+        "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + std::to_string(v));
+  }
+  return int64_t{v};
 }
 
 Result<bool> get_bool(const std::string& file, const YAML::Node& map, const std::string& entry, const char* key,
@@ -298,7 +310,7 @@ Result<OJson> convert(const YAML::Node& node, const std::string& file, uint64_t 
     case YAML::NodeType::Sequence: {
       OJson arr = OJson::array();
       for (const auto& item : node) {
-        auto v = convert(item, file, max_nodes, walked);
+        auto v = convert(item, file, max_nodes, walked);  // not GPUPLAN_TRY: its const value would be copied
         if (!v) return v.error();
         arr.push_back(std::move(*v));
       }
@@ -310,7 +322,7 @@ Result<OJson> convert(const YAML::Node& node, const std::string& file, uint64_t 
         if (!kv.first.IsScalar()) {
           return data_error(file, kv.first, "", "", "a key must be a single value, not a list or a mapping");
         }
-        auto v = convert(kv.second, file, max_nodes, walked);
+        auto v = convert(kv.second, file, max_nodes, walked);  // moved, not copied (see above)
         if (!v) return v.error();
         obj[kv.first.Scalar()] = std::move(*v);
       }

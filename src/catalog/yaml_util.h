@@ -34,6 +34,10 @@ Result<int> get_int(const std::string& file, const YAML::Node& map, const std::s
                     bool required, int fallback = 0);
 Result<bool> get_bool(const std::string& file, const YAML::Node& map, const std::string& entry, const char* key,
                       bool required, bool fallback = false);
+// A whole number in [lo, hi] (or `fallback` when absent and not required), with the file, line, entry
+// and field in the error ("must be between lo and hi, got v").
+Result<int64_t> bounded_int(const std::string& file, const YAML::Node& map, const std::string& entry, const char* key,
+                            bool required, int64_t fallback, int64_t lo, int64_t hi);
 Result<std::vector<std::string>> get_string_list(const std::string& file, const YAML::Node& map,
                                                  const std::string& entry, const char* key);
 Result<std::vector<int>> get_int_list(const std::string& file, const YAML::Node& map, const std::string& entry,

@@ -680,7 +680,7 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
                        " tokens x batch " + num(static_cast<double>(w.batch));
     if (p.window_count > 0)
       kexp += " (sliding-window layers hold at most their window)";
-    else if (md.attention.size() && md.attention[0].window_tokens > 0 && !p.bound_windows)
+    else if (!md.attention.empty() && md.attention[0].window_tokens > 0 && !p.bound_windows)
       kexp += " (this engine keeps the full sequence even in sliding-window layers)";
     if (w.engine == Engine::kVllm) kexp += ", in blocks of " + std::to_string(kVllmBlockTokens) + " tokens";
     kexp += " = " + format_gib(m.kv_cache_bytes);

@@ -133,7 +133,8 @@ Built build(const Fleet& fleet, const std::vector<PackRequest>& requests, bool k
       std::sort(fixed.begin(), fixed.end(), [](const Placed& x, const Placed& y) { return x.start < y.start; });
     }
     std::vector<std::pair<int, int>> key;
-    for (const auto& f : fixed) key.push_back({f.profile, f.start});
+    key.reserve(fixed.size());
+    for (const auto& f : fixed) key.emplace_back(f.profile, f.start);
     auto [it, fresh] = class_index.try_emplace({b.target_of_gpu[i], key}, static_cast<int>(m.classes.size()));
     if (fresh) {
       GpuClass gc;
@@ -203,7 +204,7 @@ Built build(const Fleet& fleet, const std::vector<PackRequest>& requests, bool k
       std::string w;
       const int p = profile_on(rq, fleet.gpus[i], &w);
       if (p >= 0)
-        opts.push_back({t, p});
+        opts.emplace_back(t, p);
       else if (why.empty())
         why = w;
     }
@@ -224,7 +225,7 @@ Built build(const Fleet& fleet, const std::vector<PackRequest>& requests, bool k
       b.busy_of_class.emplace_back();
     }
     m.demands[it->second].count += rq.count;
-    m.demands[it->second].lines.push_back({static_cast<int>(r), rq.count});
+    m.demands[it->second].lines.emplace_back(static_cast<int>(r), rq.count);
   }
   return b;
 }
@@ -498,7 +499,7 @@ void place_entries(const PackModel& M, const GpuClass& gc, const TableModel& tm,
         inst_used[own->second] = true;
         left.erase(own);
       } else {
-        bind.pending_busy.push_back({gi, static_cast<int>(plan.layout.size())});
+        bind.pending_busy.emplace_back(gi, static_cast<int>(plan.layout.size()));
       }
       plan.layout.push_back(unit);
       continue;
@@ -693,6 +694,7 @@ std::vector<long long> placed_by_priority(const std::vector<PackRequest>& reques
   for (const auto& rq : requests) placed[rq.priority] += rq.count;
   for (const auto& u : r.unplaced) placed[requests[u.request].priority] -= u.count;
   std::vector<long long> out;
+  out.reserve(placed.size());
   for (const auto& [p, n] : placed) out.push_back(n);
   return out;
 }

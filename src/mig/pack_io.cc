@@ -32,28 +32,24 @@ constexpr int kMaxInstancesPerGpu = 7;
 
 Result<ExistingInstance> parse_instance(const std::string& file, const YAML::Node& n, const std::string& entry,
                                         const MigTable& table) {
-  if (auto s = yaml::check_keys(file, n, entry, {"profile", "start", "busy", "name"}); !s) return s.error();
-  auto profile = yaml::get_string(file, n, entry, "profile", true);
-  if (!profile) return profile.error();
-  auto start = yaml::get_int(file, n, entry, "start", true);
-  if (!start) return start.error();
-  auto busy = yaml::get_bool(file, n, entry, "busy", false, false);
-  if (!busy) return busy.error();
-  auto name = yaml::get_string(file, n, entry, "name", false);
-  if (!name) return name.error();
+  GPUPLAN_CHECK(yaml::check_keys(file, n, entry, {"profile", "start", "busy", "name"}));
+  GPUPLAN_TRY(profile, yaml::get_string(file, n, entry, "profile", true));
+  GPUPLAN_TRY(start, yaml::get_int(file, n, entry, "start", true));
+  GPUPLAN_TRY(busy, yaml::get_bool(file, n, entry, "busy", false, false));
+  GPUPLAN_TRY(name, yaml::get_string(file, n, entry, "name", false));
   ExistingInstance inst;
-  inst.busy = *busy;
-  inst.name = *name;
-  inst.placed.start = *start;
+  inst.busy = busy;
+  inst.name = name;
+  inst.placed.start = start;
   inst.placed.profile = -1;
   for (size_t i = 0; i < table.profiles.size(); ++i) {
-    if (table.profiles[i].name == *profile) inst.placed.profile = static_cast<int>(i);
+    if (table.profiles[i].name == profile) inst.placed.profile = static_cast<int>(i);
   }
   if (inst.placed.profile < 0) {
     std::string list;
     for (const auto& p : table.profiles) list += (list.empty() ? "" : ", ") + p.name;
     return yaml::data_error(file, n["profile"], entry, "profile",
-                            "'" + *profile + "' is not a profile of MIG table " + table.id + " (" + list + ")");
+                            "'" + profile + "' is not a profile of MIG table " + table.id + " (" + list + ")");
   }
   return inst;
 }
@@ -61,28 +57,26 @@ Result<ExistingInstance> parse_instance(const std::string& file, const YAML::Nod
 Status parse_gpu_entry(const Catalog& catalog, const std::string& file, const YAML::Node& n, const std::string& node,
                        const std::string& entry, Fleet& fleet, int& next_index, int& gpus_total) {
   if (auto s = yaml::check_keys(file, n, entry, {"target", "count", "instances"}); !s) return s;
-  auto target = yaml::get_string(file, n, entry, "target", true);
-  if (!target) return target.error();
-  auto count = yaml::get_int(file, n, entry, "count", false, 1);
-  if (!count) return count.error();
-  if (*count < 1) return yaml::data_error(file, n["count"], entry, "count", "must be at least 1");
-  if (*count > kMaxFleetGpus - gpus_total) {
+  GPUPLAN_TRY(target, yaml::get_string(file, n, entry, "target", true));
+  GPUPLAN_TRY(count, yaml::get_int(file, n, entry, "count", false, 1));
+  if (count < 1) return yaml::data_error(file, n["count"], entry, "count", "must be at least 1");
+  if (count > kMaxFleetGpus - gpus_total) {
     return limit_error(yaml::where(file, n["count"]) + ": " + entry + ": field 'count': the fleet has more than " +
                            std::to_string(kMaxFleetGpus) + " GPUs (limit kMaxFleetGpus); split it into several plans",
                        file + ": " + entry + ": count");
   }
-  auto ref = catalog.resolve(*target);
+  auto ref = catalog.resolve(target);
   if (!ref) return yaml::data_error(file, n["target"], entry, "target", ref.error().message);
   if (ref->profile) return yaml::data_error(file, n["target"], entry, "target", "give a GPU, not a MIG profile");
   const YAML::Node instances = n["instances"];
-  if (instances && *count != 1) {
+  if (instances && count != 1) {
     return yaml::data_error(file, instances, entry, "instances",
                             "instances describe one GPU: use count 1 (or omit count)");
   }
   if (!ref->mig_table) {
     fleet.warnings.push_back(entry + ": " + ref->gpu->id + " does not support MIG; left out");
-    next_index += *count;
-    gpus_total += *count;
+    next_index += count;
+    gpus_total += count;
     return Status::Ok();
   }
   FleetGpu g;
@@ -97,9 +91,8 @@ Status parse_gpu_entry(const Catalog& catalog, const std::string& file, const YA
                                   std::to_string(g.table->max_instances));
     }
     for (size_t i = 0; i < instances.size(); ++i) {
-      auto inst = parse_instance(file, instances[i], entry + ": instances[" + std::to_string(i) + "]", *g.table);
-      if (!inst) return inst.error();
-      g.instances.push_back(*inst);
+      GPUPLAN_TRY(inst, parse_instance(file, instances[i], entry + ": instances[" + std::to_string(i) + "]", *g.table));
+      g.instances.push_back(inst);
     }
     std::vector<Placed> layout;
     for (const auto& inst : g.instances) layout.push_back(inst.placed);
@@ -109,22 +102,21 @@ Status parse_gpu_entry(const Catalog& catalog, const std::string& file, const YA
                               "the existing instances are not a valid layout: " + reason);
     }
   }
-  for (int c = 0; c < *count; ++c) {
+  for (int c = 0; c < count; ++c) {
     g.index = next_index++;
     fleet.gpus.push_back(g);
   }
-  gpus_total += *count;
+  gpus_total += count;
   return Status::Ok();
 }
 
 }  // namespace
 
 Result<Fleet> parse_fleet(const Catalog& catalog, const std::string& file, std::string_view text) {
-  auto doc = yaml::parse(file, text);
-  if (!doc) return doc.error();
-  if (auto s = yaml::check_keys(file, *doc, "fleet", {"nodes"}); !s) return s.error();
-  const YAML::Node nodes = (*doc)["nodes"];
-  if (!nodes || !nodes.IsSequence()) return yaml::data_error(file, *doc, "fleet", "nodes", "expected a list of nodes");
+  GPUPLAN_TRY(doc, yaml::parse(file, text));
+  GPUPLAN_CHECK(yaml::check_keys(file, doc, "fleet", {"nodes"}));
+  const YAML::Node nodes = (doc)["nodes"];
+  if (!nodes || !nodes.IsSequence()) return yaml::data_error(file, doc, "fleet", "nodes", "expected a list of nodes");
   if (nodes.size() > kMaxFleetNodes) {
     return limit_error(yaml::where(file, nodes) + ": fleet: field 'nodes': " + std::to_string(nodes.size()) +
                            " nodes, more than " + std::to_string(kMaxFleetNodes) +
@@ -138,16 +130,15 @@ Result<Fleet> parse_fleet(const Catalog& catalog, const std::string& file, std::
     if (cancel_requested()) return cancelled_error();
     const YAML::Node n = nodes[i];
     std::string entry = "nodes[" + std::to_string(i) + "]";
-    if (auto s = yaml::check_keys(file, n, entry, {"name", "gpus"}); !s) return s.error();
-    auto name = yaml::get_string(file, n, entry, "name", true);
-    if (!name) return name.error();
-    entry = "node " + *name;
-    if (!names.insert(*name).second) return yaml::data_error(file, n["name"], entry, "name", "duplicate node name");
+    GPUPLAN_CHECK(yaml::check_keys(file, n, entry, {"name", "gpus"}));
+    GPUPLAN_TRY(name, yaml::get_string(file, n, entry, "name", true));
+    entry = "node " + name;
+    if (!names.insert(name).second) return yaml::data_error(file, n["name"], entry, "name", "duplicate node name");
     const YAML::Node gpus = n["gpus"];
     if (!gpus || !gpus.IsSequence()) return yaml::data_error(file, n, entry, "gpus", "expected a list of GPUs");
     int next_index = 0;
     for (size_t j = 0; j < gpus.size(); ++j) {
-      if (auto s = parse_gpu_entry(catalog, file, gpus[j], *name, entry + ": gpus[" + std::to_string(j) + "]", fleet,
+      if (auto s = parse_gpu_entry(catalog, file, gpus[j], name, entry + ": gpus[" + std::to_string(j) + "]", fleet,
                                    next_index, gpus_total);
           !s) {
         return s.error();
@@ -159,11 +150,10 @@ Result<Fleet> parse_fleet(const Catalog& catalog, const std::string& file, std::
 
 Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const std::string& file,
                                                 std::string_view text) {
-  auto doc = yaml::parse(file, text);
-  if (!doc) return doc.error();
-  if (auto s = yaml::check_keys(file, *doc, "requests file", {"requests"}); !s) return s.error();
-  const YAML::Node list = (*doc)["requests"];
-  if (!list || !list.IsSequence()) return yaml::data_error(file, *doc, "", "requests", "expected a list of requests");
+  GPUPLAN_TRY(doc, yaml::parse(file, text));
+  GPUPLAN_CHECK(yaml::check_keys(file, doc, "requests file", {"requests"}));
+  const YAML::Node list = (doc)["requests"];
+  if (!list || !list.IsSequence()) return yaml::data_error(file, doc, "", "requests", "expected a list of requests");
   if (list.size() > kMaxRequestLines) {
     return limit_error(yaml::where(file, list) + ": field 'requests': " + std::to_string(list.size()) +
                            " requests, more than " + std::to_string(kMaxRequestLines) +
@@ -184,28 +174,20 @@ Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const st
       return s.error();
     }
     PackRequest rq;
-    auto name = yaml::get_string(file, n, entry, "name", true);
-    if (!name) return name.error();
-    rq.name = *name;
+    GPUPLAN_TRY(name, yaml::get_string(file, n, entry, "name", true));
+    rq.name = name;
     entry = "request " + rq.name;
     if (!names.insert(rq.name).second)
       return yaml::data_error(file, n["name"], entry, "name", "duplicate request name");
-    auto tenant = yaml::get_string(file, n, entry, "tenant", false);
-    auto count = yaml::get_int(file, n, entry, "count", false, 1);
-    auto priority = yaml::get_int(file, n, entry, "priority", false, 0);
-    auto profile = yaml::get_string(file, n, entry, "profile", false);
-    auto memory = yaml::get_number(file, n, entry, "memory_gb", false, 0);
-    auto compute = yaml::get_int(file, n, entry, "compute_slices", false, 0);
-    auto target = yaml::get_string(file, n, entry, "target", false);
-    if (!tenant) return tenant.error();
-    if (!count) return count.error();
-    if (!priority) return priority.error();
-    if (!profile) return profile.error();
-    if (!memory) return memory.error();
-    if (!compute) return compute.error();
-    if (!target) return target.error();
-    if (*count < 1) return yaml::data_error(file, n["count"], entry, "count", "must be at least 1");
-    instances_total += *count;
+    GPUPLAN_TRY(tenant, yaml::get_string(file, n, entry, "tenant", false));
+    GPUPLAN_TRY(count, yaml::get_int(file, n, entry, "count", false, 1));
+    GPUPLAN_TRY(priority, yaml::get_int(file, n, entry, "priority", false, 0));
+    GPUPLAN_TRY(profile, yaml::get_string(file, n, entry, "profile", false));
+    GPUPLAN_TRY(memory, yaml::get_number(file, n, entry, "memory_gb", false, 0));
+    GPUPLAN_TRY(compute, yaml::get_int(file, n, entry, "compute_slices", false, 0));
+    GPUPLAN_TRY(target, yaml::get_string(file, n, entry, "target", false));
+    if (count < 1) return yaml::data_error(file, n["count"], entry, "count", "must be at least 1");
+    instances_total += count;
     if (instances_total > kMaxRequestedInstances) {
       return limit_error(yaml::where(file, n["count"]) + ": " + entry + ": field 'count': more than " +
                              std::to_string(kMaxRequestedInstances) +
@@ -214,35 +196,35 @@ Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const st
                              std::to_string(kMaxInstancesPerGpu) + " each)",
                          file + ": " + entry + ": count");
     }
-    if (*memory < 0) return yaml::data_error(file, n["memory_gb"], entry, "memory_gb", "must not be negative");
-    if (*compute < 0)
+    if (memory < 0) return yaml::data_error(file, n["memory_gb"], entry, "memory_gb", "must not be negative");
+    if (compute < 0)
       return yaml::data_error(file, n["compute_slices"], entry, "compute_slices", "must not be negative");
-    rq.tenant = *tenant;
-    rq.count = *count;
-    rq.priority = *priority;
-    if (!target->empty()) {
-      auto ref = catalog.resolve(*target);
+    rq.tenant = tenant;
+    rq.count = count;
+    rq.priority = priority;
+    if (!target.empty()) {
+      auto ref = catalog.resolve(target);
       if (!ref) return yaml::data_error(file, n["target"], entry, "target", ref.error().message);
       rq.target = ref->gpu->id;
     }
     const bool has_resources = n["memory_gb"] || n["compute_slices"];
-    const int kinds = (!profile->empty() ? 1 : 0) + (has_resources ? 1 : 0) + (n["workload"] ? 1 : 0);
+    const int kinds = (!profile.empty() ? 1 : 0) + (has_resources ? 1 : 0) + (n["workload"] ? 1 : 0);
     if (kinds != 1) {
       return yaml::data_error(file, n, entry, "profile",
                               "give exactly one of: profile, memory_gb/compute_slices, workload");
     }
-    if (!profile->empty()) {
+    if (!profile.empty()) {
       rq.kind = PackRequest::Kind::kProfile;
-      rq.profile = *profile;
+      rq.profile = profile;
     } else if (has_resources) {
       rq.kind = PackRequest::Kind::kResources;
-      rq.memory_gb = *memory;
-      rq.compute_slices = *compute;
+      rq.memory_gb = memory;
+      rq.compute_slices = compute;
     } else {
       if (!n["workload"].IsMap())
         return yaml::data_error(file, n["workload"], entry, "workload", "expected the options of gpuplan fit");
       rq.kind = PackRequest::Kind::kWorkload;
-      auto workload = yaml::to_json(n["workload"], file);
+      auto workload = yaml::to_json(n["workload"], file);  // moved below, so not GPUPLAN_TRY (const)
       if (!workload) return workload.error();
       // The keys of gpuplan fit (data/options.yaml): a misspelt key must not be silently ignored.
       if (auto keys = Request(*workload, "fit").check_keys(); !keys) {

@@ -134,7 +134,7 @@ class Exact {
         if (i + 1 >= comp.size()) {
           if (!comp.empty() && left > r[comp.back()]) return;
           if (!comp.empty() && left > 0) {
-            cur.units.push_back({comp.back(), left});
+            cur.units.emplace_back(comp.back(), left);
             cur.profile_of.push_back(static_cast<int>(p));
           }
           cur.counts[p] = want;
@@ -147,7 +147,7 @@ class Exact {
         }
         for (int a = std::min(left, r[comp[i]]); a >= 0; --a) {
           if (a > 0) {
-            cur.units.push_back({comp[i], a});
+            cur.units.emplace_back(comp[i], a);
             cur.profile_of.push_back(static_cast<int>(p));
           }
           split(i + 1, left - a);
@@ -296,7 +296,7 @@ LpRun run_lp(const PackModel& M, const std::vector<int>& r, const std::vector<in
   for (size_t g = 0; g < M.classes.size(); ++g) {
     if (n[g] <= 0) continue;
     for (size_t c = 0; c < M.classes[g].configs.size(); ++c)
-      out.xcols.push_back({static_cast<int>(g), static_cast<int>(c)});
+      out.xcols.emplace_back(static_cast<int>(g), static_cast<int>(c));
   }
   const int nx = static_cast<int>(out.xcols.size());
   std::vector<std::vector<int>> ycol(M.demands.size());
@@ -332,7 +332,7 @@ LpRun run_lp(const PackModel& M, const std::vector<int>& r, const std::vector<in
       arow[g] = static_cast<int>(p.rows.size());
       p.rows.push_back(lp::Row{{}, lp::Sense::kLe, static_cast<double>(n[g])});
     }
-    p.rows[arow[g]].terms.push_back({i, 1.0});
+    p.rows[arow[g]].terms.emplace_back(i, 1.0);
   }
   // B rows.
   auto b_row = [&](int t, int prof) {
@@ -346,7 +346,8 @@ LpRun run_lp(const PackModel& M, const std::vector<int>& r, const std::vector<in
   for (size_t k = 0; k < M.demands.size(); ++k) {
     for (size_t o = 0; o < ycol[k].size(); ++o) {
       if (ycol[k][o] < 0) continue;
-      p.rows[b_row(M.demands[k].options[o].target, M.demands[k].options[o].profile)].terms.push_back({ycol[k][o], 1.0});
+      p.rows[b_row(M.demands[k].options[o].target, M.demands[k].options[o].profile)].terms.emplace_back(ycol[k][o],
+                                                                                                        1.0);
     }
   }
   for (int i = 0; i < nx; ++i) {
@@ -355,7 +356,7 @@ LpRun run_lp(const PackModel& M, const std::vector<int>& r, const std::vector<in
     for (size_t prof = 0; prof < counts.size(); ++prof) {
       if (counts[prof] == 0) continue;
       auto it = brow.find({M.classes[g].target, static_cast<int>(prof)});
-      if (it != brow.end()) p.rows[it->second].terms.push_back({i, -static_cast<double>(counts[prof])});
+      if (it != brow.end()) p.rows[it->second].terms.emplace_back(i, -static_cast<double>(counts[prof]));
     }
   }
   // C rows.
@@ -363,7 +364,7 @@ LpRun run_lp(const PackModel& M, const std::vector<int>& r, const std::vector<in
   for (size_t k = 0; k < M.demands.size(); ++k) {
     if (r[k] <= 0) continue;
     lp::Row row{{}, exact_demand ? lp::Sense::kEq : lp::Sense::kLe, static_cast<double>(r[k])};
-    for (int yc : ycol[k]) row.terms.push_back({yc, 1.0});
+    for (int yc : ycol[k]) row.terms.emplace_back(yc, 1.0);
     p.rows.push_back(std::move(row));
   }
   if (goal == Goal::kMaxTier) {
@@ -372,7 +373,7 @@ LpRun run_lp(const PackModel& M, const std::vector<int>& r, const std::vector<in
       for (size_t k = 0; k < M.demands.size(); ++k) {
         if (M.demands[k].tier != t) continue;
         for (int yc : ycol[k]) {
-          if (yc >= 0) row.terms.push_back({yc, 1.0});
+          if (yc >= 0) row.terms.emplace_back(yc, 1.0);
         }
       }
       if (!row.terms.empty()) p.rows.push_back(std::move(row));
@@ -530,13 +531,14 @@ std::vector<std::pair<int, int>> dive_candidates(const PackModel& M, const LpRun
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return lp.x[a] > lp.x[b]; });
   if (order.size() > kDiveCandidates) order.resize(kDiveCandidates);
   std::vector<std::pair<int, int>> out;
+  out.reserve(order.size());
   for (size_t i : order) out.push_back(lp.xcols[i]);
   std::vector<std::pair<int, std::pair<int, int>>> by_weight;
   for (size_t g = 0; g < M.classes.size(); ++g) {
     if (n[g] <= 0) continue;
     for (size_t c = 0; c < M.classes[g].configs.size(); ++c) {
       const std::pair<int, int> gc{static_cast<int>(g), static_cast<int>(c)};
-      by_weight.push_back({fill_weight(M, gc.first, gc.second, r).weight, gc});
+      by_weight.emplace_back(fill_weight(M, gc.first, gc.second, r).weight, gc);
     }
   }
   std::stable_sort(by_weight.begin(), by_weight.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
@@ -759,7 +761,7 @@ bool solve_exact_keeping(const PackModel& M, int exact_state_limit, SolveOutcome
       std::map<std::vector<std::pair<int, int>>, std::vector<size_t>> groups;
       for (size_t gi : M.classes[g].members) {
         std::vector<std::pair<int, int>> key;
-        for (const auto& b : M.busy_on_gpu[gi]) key.push_back({b.profile, b.start});
+        for (const auto& b : M.busy_on_gpu[gi]) key.emplace_back(b.profile, b.start);
         if (key.empty() == (pass == 0)) continue;
         groups[key].push_back(gi);
       }

@@ -121,21 +121,6 @@ constexpr int kMaxCnnSide = 1 << 16;
 // Layers in one file: 100x ResNet-152's ~510 conv/batchnorm/pool/linear entries.
 constexpr size_t kMaxCnnLayers = 65536;
 
-// A whole number in [lo, hi] (or `fallback` when absent and not required), with the file, line, entry
-// and field in the error.
-Result<int64_t> bounded_int(const std::string& file, const YAML::Node& map, const std::string& entry, const char* key,
-                            bool required, int64_t fallback, int64_t lo, int64_t hi) {
-  YAML::Node n = map.IsMap() ? map[key] : YAML::Node();
-  if (!required && (!n || n.IsNull())) return fallback;
-  GPUPLAN_TRY(v, yaml::get_int(file, map, entry, key, required, 0));
-  if (v < lo || v > hi) {
-    return yaml::data_error(
-        file, n, entry, key,
-        "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + std::to_string(v));
-  }
-  return int64_t{v};
-}
-
 }  // namespace
 
 Result<Model> parse_layer_yaml(std::string_view yaml_text, std::string id) {
@@ -162,9 +147,9 @@ Result<Model> parse_layer_yaml(std::string_view yaml_text, std::string id) {
   // Input image elements count as the first activation kept for backward.
   if (const YAML::Node in = root["input"]; in && !in.IsNull()) {
     GPUPLAN_CHECK(yaml::check_keys(file, in, "input", {"channels", "height", "width"}));
-    GPUPLAN_TRY(c, bounded_int(file, in, "input", "channels", true, 0, 1, kMaxCnnChannels));
-    GPUPLAN_TRY(h, bounded_int(file, in, "input", "height", true, 0, 1, kMaxCnnSide));
-    GPUPLAN_TRY(w, bounded_int(file, in, "input", "width", true, 0, 1, kMaxCnnSide));
+    GPUPLAN_TRY(c, yaml::bounded_int(file, in, "input", "channels", true, 0, 1, kMaxCnnChannels));
+    GPUPLAN_TRY(h, yaml::bounded_int(file, in, "input", "height", true, 0, 1, kMaxCnnSide));
+    GPUPLAN_TRY(w, yaml::bounded_int(file, in, "input", "width", true, 0, 1, kMaxCnnSide));
     m.cnn_activation_elements_per_sample = static_cast<double>(c) * static_cast<double>(h) * static_cast<double>(w);
   }
   size_t index = 0;
@@ -179,16 +164,16 @@ Result<Model> parse_layer_yaml(std::string_view yaml_text, std::string id) {
     const std::string name = given_name.empty() ? "?" : given_name;
     const std::string entry = "layer '" + name + "'";
     GPUPLAN_TRY(bias, yaml::get_bool(file, l, entry, "bias", false, false));
-    GPUPLAN_TRY(stride, bounded_int(file, l, entry, "stride", false, 1, 1, kMaxCnnStride));
-    GPUPLAN_TRY(padding, bounded_int(file, l, entry, "padding", false, 0, 0, kMaxCnnKernel));
+    GPUPLAN_TRY(stride, yaml::bounded_int(file, l, entry, "stride", false, 1, 1, kMaxCnnStride));
+    GPUPLAN_TRY(padding, yaml::bounded_int(file, l, entry, "padding", false, 0, 0, kMaxCnnKernel));
     (void)stride, (void)padding;
     double out = 0;
     if (type == "conv") {
-      GPUPLAN_TRY(cin, bounded_int(file, l, entry, "in_channels", true, 0, 1, kMaxCnnChannels));
-      GPUPLAN_TRY(cout, bounded_int(file, l, entry, "out_channels", true, 0, 1, kMaxCnnChannels));
-      GPUPLAN_TRY(k, bounded_int(file, l, entry, "kernel", true, 0, 1, kMaxCnnKernel));
-      GPUPLAN_TRY(oh, bounded_int(file, l, entry, "out_h", true, 0, 1, kMaxCnnSide));
-      GPUPLAN_TRY(ow, bounded_int(file, l, entry, "out_w", true, 0, 1, kMaxCnnSide));
+      GPUPLAN_TRY(cin, yaml::bounded_int(file, l, entry, "in_channels", true, 0, 1, kMaxCnnChannels));
+      GPUPLAN_TRY(cout, yaml::bounded_int(file, l, entry, "out_channels", true, 0, 1, kMaxCnnChannels));
+      GPUPLAN_TRY(k, yaml::bounded_int(file, l, entry, "kernel", true, 0, 1, kMaxCnnKernel));
+      GPUPLAN_TRY(oh, yaml::bounded_int(file, l, entry, "out_h", true, 0, 1, kMaxCnnSide));
+      GPUPLAN_TRY(ow, yaml::bounded_int(file, l, entry, "out_w", true, 0, 1, kMaxCnnSide));
       const int64_t fan_in = cin * k * k;  // <= 2^40
       const double hw = static_cast<double>(oh) * static_cast<double>(ow);
       m.tensors.push_back(TensorGroup{name, TensorRole::kConv, cout, fan_in, 1, false, false});
@@ -196,14 +181,14 @@ Result<Model> parse_layer_yaml(std::string_view yaml_text, std::string id) {
       out = static_cast<double>(cout) * hw;
       m.cnn_flops_per_sample += 2.0 * static_cast<double>(cout) * static_cast<double>(fan_in) * hw;
     } else if (type == "batchnorm" || type == "maxpool" || type == "avgpool") {
-      GPUPLAN_TRY(c, bounded_int(file, l, entry, "channels", true, 0, 1, kMaxCnnChannels));
-      GPUPLAN_TRY(oh, bounded_int(file, l, entry, "out_h", false, 1, 1, kMaxCnnSide));
-      GPUPLAN_TRY(ow, bounded_int(file, l, entry, "out_w", false, 1, 1, kMaxCnnSide));
+      GPUPLAN_TRY(c, yaml::bounded_int(file, l, entry, "channels", true, 0, 1, kMaxCnnChannels));
+      GPUPLAN_TRY(oh, yaml::bounded_int(file, l, entry, "out_h", false, 1, 1, kMaxCnnSide));
+      GPUPLAN_TRY(ow, yaml::bounded_int(file, l, entry, "out_w", false, 1, 1, kMaxCnnSide));
       if (type == "batchnorm") m.tensors.push_back(TensorGroup{name, TensorRole::kNorm, c, 2, 1, false, false});
       out = static_cast<double>(c) * static_cast<double>(oh) * static_cast<double>(ow);
     } else if (type == "linear") {
-      GPUPLAN_TRY(in, bounded_int(file, l, entry, "in_features", true, 0, 1, kMaxCnnChannels));
-      GPUPLAN_TRY(o, bounded_int(file, l, entry, "out_features", true, 0, 1, kMaxCnnChannels));
+      GPUPLAN_TRY(in, yaml::bounded_int(file, l, entry, "in_features", true, 0, 1, kMaxCnnChannels));
+      GPUPLAN_TRY(o, yaml::bounded_int(file, l, entry, "out_features", true, 0, 1, kMaxCnnChannels));
       m.tensors.push_back(TensorGroup{name, TensorRole::kLinear, o, in, 1, false, false});
       if (bias) m.tensors.push_back(TensorGroup{name + ".bias", TensorRole::kBias, o, 1, 1, false, false});
       out = static_cast<double>(o);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <utility>
 
 #include "catalog/yaml_util.h"
 #include "core/decimal.h"
@@ -96,7 +97,8 @@ bool valid_utf8(std::string_view s) {
     if (c < 0x80) {
       ++i;
       continue;
-    } else if ((c & 0xE0) == 0xC0) {
+    }
+    if ((c & 0xE0) == 0xC0) {
       extra = 1, min = 0x80, cp = c & 0x1Fu;
     } else if ((c & 0xF0) == 0xE0) {
       extra = 2, min = 0x800, cp = c & 0x0Fu;
@@ -162,17 +164,17 @@ Result<Offer> make_offer(const Catalog& catalog, const std::map<std::string, std
     return Status::Ok();
   };
   double gpus = 1, vcpus = 0;
-  if (auto s = number("gpus", true, gpus, kMaxInstanceGpus); !s) return s.error();
+  GPUPLAN_CHECK(number("gpus", true, gpus, kMaxInstanceGpus));
   if (gpus < 1 || gpus != std::floor(gpus) || gpus > kMaxInstanceGpus)
     return usage_error("gpus must be a whole number from 1 to " + std::to_string(kMaxInstanceGpus));
   o.gpus = static_cast<int>(gpus);
-  if (auto s = number("vcpus", false, vcpus, kMaxVcpus); !s) return s.error();
+  GPUPLAN_CHECK(number("vcpus", false, vcpus, kMaxVcpus));
   o.vcpus = static_cast<int>(vcpus);
-  if (auto s = number("ram_gb", false, o.ram_gb, kMaxRamGb); !s) return s.error();
+  GPUPLAN_CHECK(number("ram_gb", false, o.ram_gb, kMaxRamGb));
   for (auto [key, slot] : {std::pair{"price_hour", &o.price_hour}, std::pair{"spot_price_hour", &o.spot_price_hour}}) {
     if (get(key).empty()) continue;
     double v = 0;
-    if (auto s = number(key, false, v, kMaxPriceHour); !s) return s.error();
+    GPUPLAN_CHECK(number(key, false, v, kMaxPriceHour));
     *slot = v;
   }
   if (!o.price_hour && !o.spot_price_hour) return usage_error("neither price_hour nor spot_price_hour is given");
@@ -252,10 +254,9 @@ Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_na
   const bool yaml = file_name.size() >= 5 && (file_name.substr(file_name.size() - 5) == ".yaml" ||
                                               file_name.substr(file_name.size() - 4) == ".yml");
   if (yaml) {
-    auto doc = yaml::parse(file_name, text);
-    if (!doc) return doc.error();
+    GPUPLAN_TRY(doc, yaml::parse(file_name, text));
     // A scalar or a list at the top has no `offers:` (operator[] on a scalar throws).
-    const YAML::Node offers = doc->IsMap() ? (*doc)["offers"] : YAML::Node();
+    const YAML::Node offers = doc.IsMap() ? (doc)["offers"] : YAML::Node();
     if (!offers || !offers.IsSequence())
       return invalid_data_error(file_name + ": expected a list under `offers:`", file_name);
     if (offers.size() > kMaxOfferRows) return too_many_offer_rows(file_name, offers.size());
@@ -301,9 +302,13 @@ Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_na
   for (const char* required : kColumns) {
     if (std::find(cols.begin(), cols.end(), required) == cols.end()) {
       std::string expected;
-      for (const char* c : kColumns) expected += (expected.empty() ? "" : ",") + std::string(c);
-      return invalid_data_error(file_name + ":1: the header lacks column '" + required + "'; expected " + expected,
-                                file_name + ": header");
+      for (const char* c : kColumns) {
+        if (!expected.empty()) expected += ',';
+        expected += c;
+      }
+      std::string message = file_name + ":1: the header lacks column '";
+      message.append(required).append("'; expected ").append(expected);
+      return invalid_data_error(std::move(message), file_name + ": header");
     }
   }
   for (size_t r = 1; r < records.size(); ++r) {
@@ -326,10 +331,9 @@ Result<OfferSet> default_offers(const Catalog& catalog) {
   for (const auto& f : embedded_files()) {
     if (f.path.rfind("data/offers/", 0) != 0 || f.path.size() < 4 || f.path.substr(f.path.size() - 4) != ".csv")
       continue;
-    auto set = parse_offers(catalog, std::string(f.path), f.contents);
-    if (!set) return set.error();
-    all.offers.insert(all.offers.end(), set->offers.begin(), set->offers.end());
-    all.skipped.insert(all.skipped.end(), set->skipped.begin(), set->skipped.end());
+    GPUPLAN_TRY(set, parse_offers(catalog, std::string(f.path), f.contents));
+    all.offers.insert(all.offers.end(), set.offers.begin(), set.offers.end());
+    all.skipped.insert(all.skipped.end(), set.skipped.begin(), set.skipped.end());
   }
   return all;
 }

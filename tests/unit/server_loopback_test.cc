@@ -12,10 +12,13 @@
 #include <atomic>
 #include <thread>
 
+#include "raw_http.h"
 #include "server/server.h"
 
 namespace gpuplan::server {
 namespace {
+
+using namespace std::chrono_literals;
 
 class Loopback : public ::testing::Test {
  protected:
@@ -53,32 +56,7 @@ class Loopback : public ::testing::Test {
     return std::find(names.begin(), names.end(), command) != names.end();
   }
   // Sends raw bytes and returns what came back (empty when the server closed without answering).
-  static std::string raw(const std::string& bytes) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port_));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      ::close(fd);
-      return "connect failed";
-    }
-    timeval tv{5, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    (void)!::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    std::string out;
-    char buf[4096];
-    for (;;) {
-      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-      if (n <= 0) break;
-      out.append(buf, static_cast<size_t>(n));
-      if (out.find("\r\n\r\n") != std::string::npos && out.find("Connection: close") == std::string::npos &&
-          out.size() > 200)
-        break;
-    }
-    ::close(fd);
-    return out;
-  }
+  static std::string raw(const std::string& bytes) { return test_http::roundtrip(port_, bytes, 5s); }
 
   static inline Context* ctx_ = nullptr;
   static inline Server* server_ = nullptr;
