@@ -14,7 +14,7 @@ export async function init(panel, r) {
   gpuSelect = el('select', { id: 'mig-gpu', onchange: () => load(gpuSelect.value) }, gpus.map((g) => el('option', { value: g.id, text: g.name })));
   palette = el('div', { class: 'palette', role: 'group', 'aria-label': 'Profiles: choose one, then a start slot' });
   diagram = el('div', { class: 'mig-diagram' });
-  layoutInput = el('input', { id: 'mig-layout', autocomplete: 'off', spellcheck: 'false', placeholder: '3g.20gb@4,2g.10gb@0,1g.5gb' });
+  layoutInput = el('input', { id: 'mig-layout', autocomplete: 'off', spellcheck: 'false', placeholder: 'profile@start,profile@start,... (or build it from the palette)' });
   layoutInput.addEventListener('change', () => check(layoutInput.value));
   verdict = el('div', { class: 'mig-verdict', role: 'status', 'aria-live': 'polite' });
   add(panel, 
