@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <random>
 
 #include "cli/cli.h"
 #include "gpuplan/market.h"
@@ -18,6 +19,18 @@
 namespace gpuplan::cli {
 
 namespace {
+
+// 128 random bits as hex, prefixed "cli-": a rent's idempotency key when the user gives none.
+std::string random_idempotency_key() {
+  std::random_device rd;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string key = "cli-";
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t word = rd();
+    for (int b = 0; b < 8; ++b) key += kHex[(word >> (4 * b)) & 0xfu];
+  }
+  return key;
+}
 
 // How long the CLI waits for the server: connecting, and the whole answer (the server's own request
 // deadline is 10 s, so this is longer than any answer it gives).
@@ -134,18 +147,17 @@ std::string table(const Json& items, const std::vector<std::string>& header, con
 }
 
 std::string render_offers(const Json& r) {
-  std::string out = table(r["offers"], {"id", "provider", "region", "target", "gpus", "usd_h", "available", "demo"},
-                          {"id", "provider", "region", "target", "gpus", "price_per_hour", "available", "demo"},
-                          "no live offers");
+  std::string out =
+      table(r["offers"], {"id", "provider", "region", "target", "gpus", "usd_h", "available", "demo"},
+            {"id", "provider", "region", "target", "gpus", "price_per_hour", "available", "demo"}, "no live offers");
   return out;
 }
 std::string render_rental(const Json& r) {
   std::string out = "rental " + s(r["id"]) + ": " + s(r["state"]) + " (version " + s(r["version"]) + "), " +
                     s(r["target"]) + " x" + s(r["count"]) + " at $" + s(r["price_per_hour"]) + "/h\n";
   for (const auto& p : r["placements"]) {
-    out += "  " + s(p["gpu_uuid"]) + (p["profile"].is_null() ? " whole GPU" : " " + s(p["profile"]) + " at slice " +
-                                                                                 s(p["start"])) +
-           "\n";
+    out += "  " + s(p["gpu_uuid"]) +
+           (p["profile"].is_null() ? " whole GPU" : " " + s(p["profile"]) + " at slice " + s(p["start"])) + "\n";
   }
   return out;
 }
@@ -168,8 +180,8 @@ std::string render_nodes(const Json& r) {
   return render_table({"id", "name", "region", "state", "gpus", "slices_held", "rentals"}, rows);
 }
 std::string render_usage(const Json& r) {
-  std::string out = table(r["rentals"], {"rental", "billed_s", "charge_usd"}, {"rental_id", "billed_seconds", "charge"},
-                          "no usage");
+  std::string out =
+      table(r["rentals"], {"rental", "billed_s", "charge_usd"}, {"rental_id", "billed_seconds", "charge"}, "no usage");
   out += "total: $" + s(r.contains("charge") ? r["charge"] : r["earnings"]);
   if (r.contains("credit_limit") && !r["credit_limit"].is_null()) {
     out += " of a credit limit of $" + fmt_value(Json(r["credit_limit"].get<double>() / 1e6));
@@ -208,9 +220,8 @@ Result<Json> gpu_json(const std::string& spec) {
   }
   parts.push_back(spec.substr(start));
   if (parts.size() < 2 || parts[0].empty() || parts[1].empty()) {
-    return usage_error("--gpu takes TARGET:UUID[:MIG[:LAYOUT]], e.g. a100-80gb-sxm4:GPU-1234:dynamic; got '" + spec +
-                           "'",
-                       "gpu");
+    return usage_error(
+        "--gpu takes TARGET:UUID[:MIG[:LAYOUT]], e.g. a100-80gb-sxm4:GPU-1234:dynamic; got '" + spec + "'", "gpu");
   }
   Json g{{"target", parts[0]}, {"uuid", parts[1]}, {"mig", parts.size() > 2 ? parts[2] : "none"}};
   if (parts.size() > 3) g["layout"] = parts[3];
@@ -221,8 +232,9 @@ Result<Json> gpu_json(const std::string& spec) {
 
 void add_market_commands(CLI::App& app) {
   MarketCli& st = state();
-  app.add_option("--server", st.server, "The market's server, http://HOST:PORT (default: GPUPLAN_SERVER, else " +
-                                            std::string(kDefaultServer) + ")");
+  app.add_option(
+      "--server", st.server,
+      "The market's server, http://HOST:PORT (default: GPUPLAN_SERVER, else " + std::string(kDefaultServer) + ")");
   app.add_option("--token", st.token, "API token for the market (default: GPUPLAN_TOKEN)");
 
   // admin init: the platform's first token, from the store itself.
@@ -253,9 +265,9 @@ void add_market_commands(CLI::App& app) {
     a->add_option("--disk-gb", disk, "Disk in GB");
     add(
         a,
-        [&] () -> Result<Json> {
-          Json body{{"name", name}, {"region", region}, {"interconnect", ic.empty() ? "pcie" : ic},
-                    {"vcpus", vcpus},  {"ram_gb", ram},    {"disk_gb", disk},
+        [&]() -> Result<Json> {
+          Json body{{"name", name},         {"region", region}, {"interconnect", ic.empty() ? "pcie" : ic},
+                    {"vcpus", vcpus},       {"ram_gb", ram},    {"disk_gb", disk},
                     {"gpus", Json::array()}};
           for (const auto& g : gpus) {
             GPUPLAN_TRY(j, gpu_json(g));
@@ -263,12 +275,15 @@ void add_market_commands(CLI::App& app) {
           }
           return call("POST", "/nodes", &body);
         },
-        [](const Json& r) { return render_nodes(Json{{"nodes", Json::array({r})}}); });
+        [](const Json& r) {
+          return render_nodes(Json{{"nodes", Json::array({r})}});
+        });
     CLI::App* l = nodes->add_subcommand("list", "List the provider's nodes");
-    add(l, [] { return call("GET", "/nodes"); }, render_nodes);
+    add(
+        l, [] { return call("GET", "/nodes"); }, render_nodes);
     for (const char* verb : {"drain", "remove"}) {
-      CLI::App* c = nodes->add_subcommand(verb, std::string(verb) == "drain" ? "Take no new rentals on a node"
-                                                                              : "Remove a node without live rentals");
+      CLI::App* c = nodes->add_subcommand(
+          verb, std::string(verb) == "drain" ? "Take no new rentals on a node" : "Remove a node without live rentals");
       auto& id = str();
       c->add_option("node", id, "Node id")->required();
       const bool drain = std::string(verb) == "drain";
@@ -302,11 +317,15 @@ void add_market_commands(CLI::App& app) {
           if (min_s > 0) body["min_billable_seconds"] = min_s;
           return call("POST", "/offers", &body);
         },
-        [](const Json& r) { return render_offers(Json{{"offers", Json::array({r})}}); });
+        [](const Json& r) {
+          return render_offers(Json{{"offers", Json::array({r})}});
+        });
     CLI::App* d = offers->add_subcommand("delete", "Withdraw an offer (rentals keep it)");
     auto& id = str();
     d->add_option("offer", id, "Offer id")->required();
-    add(d, [&id] { return call("DELETE", "/offers/" + id); }, [](const Json& r) { return "deleted " + s(r["id"]) + "\n"; });
+    add(
+        d, [&id] { return call("DELETE", "/offers/" + id); },
+        [](const Json& r) { return "deleted " + s(r["id"]) + "\n"; });
   }
 
   // rent
@@ -320,14 +339,17 @@ void add_market_commands(CLI::App& app) {
     r->add_option("offer", offer, "Offer id (gpuplan offers list --server URL)")->required();
     r->add_option("--count", count, "Rental units (default 1)");
     r->add_option("--hours", hours, "End the rental after this many hours (default: until deleted)");
-    r->add_option("--idempotency-key", key, "The same key returns the same rental (safe retries)");
+    r->add_option("--idempotency-key", key,
+                  "The same key returns the same rental (safe retries); default: a fresh random key per call");
     r->add_option("--template", tpl, "What it starts with: pytorch, tensorflow, cuda");
     add(
         r,
         [&] {
           Json body{{"offer", offer}, {"count", count > 0 ? count : 1}};
           if (hours > 0) body["hours"] = hours;
-          if (!key.empty()) body["idempotency_key"] = key;
+          // Always a key: if the store's connection drops during COMMIT, the server reruns the rent, and
+          // the key makes the rerun return the rental that did commit instead of placing a second one.
+          body["idempotency_key"] = key.empty() ? random_idempotency_key() : key;
           if (!tpl.empty()) body["template"] = tpl;
           return call("POST", "/rentals", &body);
         },
@@ -339,11 +361,13 @@ void add_market_commands(CLI::App& app) {
     CLI::App* rentals = app.add_subcommand("rentals", "Your rentals (needs --server)");
     rentals->require_subcommand(1);
     CLI::App* l = rentals->add_subcommand("list", "List your rentals");
-    add(l, [] { return call("GET", "/rentals"); }, render_rentals);
+    add(
+        l, [] { return call("GET", "/rentals"); }, render_rentals);
     CLI::App* sh = rentals->add_subcommand("show", "One rental and its placements");
     auto& sid = str();
     sh->add_option("rental", sid, "Rental id")->required();
-    add(sh, [&sid] { return call("GET", "/rentals/" + sid); }, render_rental);
+    add(
+        sh, [&sid] { return call("GET", "/rentals/" + sid); }, render_rental);
     for (const char* verb : {"stop", "start", "delete"}) {
       CLI::App* c = rentals->add_subcommand(verb, std::string("Rental: ") + verb);
       auto& id = str();
@@ -362,7 +386,8 @@ void add_market_commands(CLI::App& app) {
     CLI::App* ev = rentals->add_subcommand("events", "A rental's history");
     auto& eid = str();
     ev->add_option("rental", eid, "Rental id")->required();
-    add(ev, [&eid] { return call("GET", "/rentals/" + eid + "/events"); },
+    add(
+        ev, [&eid] { return call("GET", "/rentals/" + eid + "/events"); },
         [](const Json& r) {
           return table(r["events"], {"seq", "at_ms", "from", "to", "actor", "reason"},
                        {"seq", "at_ms", "from", "to", "actor", "reason"}, "no events");
@@ -374,7 +399,8 @@ void add_market_commands(CLI::App& app) {
     CLI::App* u = app.add_subcommand("usage", "Your tenant's metered usage and charges (needs --server)");
     static bool earnings = false;  // CLI11 keeps a pointer: one per process, like the app
     u->add_flag("--earnings", earnings, "A provider's earnings instead");
-    add(u, [] { return call("GET", earnings ? "/provider/earnings" : "/usage"); }, render_usage);
+    add(
+        u, [] { return call("GET", earnings ? "/provider/earnings" : "/usage"); }, render_usage);
   }
 
   // tenants, tokens
@@ -427,7 +453,8 @@ void add_market_commands(CLI::App& app) {
     CLI::App* tr = tokens->add_subcommand("revoke", "Revoke a token");
     auto& tid = str();
     tr->add_option("token", tid, "Token id")->required();
-    add(tr, [&tid] { return call("DELETE", "/tokens/" + tid); },
+    add(
+        tr, [&tid] { return call("DELETE", "/tokens/" + tid); },
         [](const Json& r) { return "revoked " + s(r["id"]) + "\n"; });
   }
 }
