@@ -8,21 +8,7 @@
 namespace gpuplan::market {
 namespace {
 
-using testing::World;
-
-class MarketAuth : public ::testing::TestWithParam<const char*> {
- protected:
-  void SetUp() override {
-    std::string skip;
-    auto db = testing::make_store(GetParam(), &skip);
-    if (!db) {
-      if (!skip.empty()) GTEST_SKIP() << skip;
-      FAIL() << "no store";
-    }
-    ASSERT_TRUE(w.init(std::move(db)));
-  }
-  World w;
-};
+class MarketAuth : public testing::StoreTest {};
 
 TEST_P(MarketAuth, TokenIsStoredOnlyAsItsDigestAndInitIsOnce) {
   auto again = w.market->init_platform();

@@ -20,25 +20,13 @@
 namespace gpuplan::market {
 namespace {
 
-using testing::World;
-
-class MarketBooking : public ::testing::TestWithParam<const char*> {
+class MarketBooking : public testing::StoreTest {
  protected:
-  void SetUp() override {
-    std::string skip;
-    auto db = testing::make_store(GetParam(), &skip);
-    if (!db) {
-      if (!skip.empty()) GTEST_SKIP() << skip;
-      FAIL() << "no store";
-    }
-    ASSERT_TRUE(w.init(std::move(db)));
-  }
   int64_t available(const std::string& offer) {
     auto o = w.market->get_offer(offer);
     EXPECT_TRUE(o.ok());
     return o.ok() ? o->available : -1;
   }
-  World w;
 };
 
 // An independent recount: from rental_placements of live rentals only (not slice_claims), every
