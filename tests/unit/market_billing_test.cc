@@ -3,6 +3,7 @@
 // micro-units rounded up once per rental, and the credit limit crossed at start and by tick().
 #include <gtest/gtest.h>
 
+#include "core/decimal.h"
 #include "market_fixture.h"
 
 namespace gpuplan::market {
@@ -156,14 +157,6 @@ TEST_P(MarketBilling, EndsAtTerminatesAndManualHandoffBillsFromRunning) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, MarketBilling, ::testing::ValuesIn(testing::kStoreKinds), testing::store_name);
-
-}  // namespace
-}  // namespace gpuplan::market
-
-#include "core/decimal.h"
-
-namespace gpuplan::market {
-namespace {
 
 TEST(MarketMoney, DecimalPricesConvertToMicrosExactly) {
   constexpr int64_t kMax = kMaxPriceMicrosPerHour;

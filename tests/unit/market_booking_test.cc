@@ -335,12 +335,6 @@ TEST_P(MarketBooking, TheRecountCatchesASliceHeldTwice) {
 
 INSTANTIATE_TEST_SUITE_P(Stores, MarketBooking, ::testing::ValuesIn(testing::kStoreKinds), testing::store_name);
 
-}  // namespace
-}  // namespace gpuplan::market
-
-namespace gpuplan::market {
-namespace {
-
 // Not a timed assert: prints reservations/s for docs/market.md (SQLite on the real disk, synchronous=FULL).
 TEST(MarketSpeed, ReservationsPerSecondSingleThreadOnSqliteFile) {
   const auto dir = std::filesystem::temp_directory_path() / ("gpuplan-market-speed-" + std::to_string(::getpid()));
@@ -377,12 +371,6 @@ TEST(MarketFailpoint, ArmedNameKillsTheProcessWithSigkill) {
       },
       ::testing::KilledBySignal(SIGKILL), "");
 }
-
-}  // namespace
-}  // namespace gpuplan::market
-
-namespace gpuplan::market {
-namespace {
 
 // Not a timed assert: prints how long live offers take over 10,000 GPUs with mixed MIG policies and
 // some slices rented (for docs/market.md; the aim is under 5 ms).
