@@ -206,10 +206,10 @@ Result<RentalRow> load_rental(Tx& tx, std::string_view id, const std::string& te
   std::vector<Value> v = params(std::string(id));
   if (!tenant.empty()) {
     sql += " AND r.tenant_id = ?2";
-    v.push_back(tenant);
+    v.emplace_back(tenant);
   } else if (!provider.empty()) {
     sql += " AND r.provider_id = ?2";
-    v.push_back(provider);
+    v.emplace_back(provider);
   }
   GPUPLAN_TRY(rows, tx.query(sql, v));
   if (rows.empty()) return not_found_error("no rental '" + std::string(id) + "'", "id");
@@ -352,7 +352,7 @@ Result<Snapshot> load_snapshot(Tx& tx, const Catalog& catalog, const std::string
   std::vector<Value> v;
   auto add = [&](const std::string& value, const char* column) {
     if (value.empty()) return;
-    v.push_back(value);
+    v.emplace_back(value);
     where += std::string(where.empty() ? " WHERE " : " AND ") + column + " = ?" + std::to_string(v.size());
   };
   add(provider, "n.provider_id");
@@ -1123,7 +1123,7 @@ Result<std::vector<Node>> load_nodes(Tx& tx, const std::string& provider, const 
   std::string where = "n.provider_id = ?1";
   if (!node_id.empty()) {
     where += " AND n.id = ?2";
-    v.push_back(node_id);
+    v.emplace_back(node_id);
   }
   GPUPLAN_TRY(rows,
               tx.query("SELECT n.id, n.provider_id, n.name, n.region, n.interconnect, n.vcpus, n.ram_gb, n.disk_gb, "
@@ -1435,15 +1435,15 @@ Result<std::vector<Offer>> Market::list_offers(const OfferFilter& filter) const 
     std::string where = filter.include_inactive ? "WHERE 1 = 1" : "WHERE o.active = 1";
     std::vector<Value> v;
     if (!filter.provider.empty()) {
-      v.push_back(filter.provider);
+      v.emplace_back(filter.provider);
       where += " AND o.provider_id = ?" + std::to_string(v.size());
     }
     if (!filter.region.empty()) {
-      v.push_back(filter.region);
+      v.emplace_back(filter.region);
       where += " AND o.region = ?" + std::to_string(v.size());
     }
     if (!target.empty()) {
-      v.push_back(target);
+      v.emplace_back(target);
       where += " AND o.target = ?" + std::to_string(v.size());
     }
     GPUPLAN_TRY(rows, tx.query(std::string(kOfferSelect) + where + " ORDER BY o.created_at, o.id", v));
