@@ -139,6 +139,19 @@ int64_t charge_for(int64_t seconds, int64_t price_micros_per_hour) {
 }
 
 // --- rows ----------------------------------------------------------------------------------------------
+// A word the store holds, back to its value (market_types.cc's tables); a word it should never hold (a
+// hand-edited row) reads as `fallback`, the safest value of its vocabulary.
+template <typename E>
+E stored_word(const Result<E>& parsed, E fallback) {
+  return parsed ? *parsed : fallback;
+}
+Interconnect stored_interconnect(const std::string& word) {
+  return stored_word(parse_interconnect(word), Interconnect::kPcie);
+}
+NodeState stored_node_state(const std::string& word) {
+  return word == to_string(NodeState::kReady) ? NodeState::kReady : NodeState::kDraining;
+}
+
 constexpr const char* kRentalCols =
     "r.id, r.tenant_id, r.created_by, r.offer_id, r.provider_id, r.target, r.units, r.price_micros_per_hour, "
     "r.min_billable_seconds, COALESCE(t.name, ''), r.state, r.state_reason, r.version, r.idempotency_key, r.ends_at, "
@@ -163,8 +176,7 @@ RentalRow rental_from(const Row& row) {
   r.price_micros_per_hour = row.integer(7);
   r.min_billable_seconds = row.integer(8);
   r.template_name = row.text(9);
-  auto st = parse_rental_state(row.text(10));
-  r.state = st ? *st : RentalState::kFailed;
+  r.state = stored_word(parse_rental_state(row.text(10)), RentalState::kFailed);
   r.state_reason = row.text(11);
   r.version = row.integer(12);
   r.idempotency_key = row.text(13);
@@ -194,10 +206,10 @@ Result<RentalRow> load_rental(Tx& tx, std::string_view id, const std::string& te
   std::vector<Value> v = params(std::string(id));
   if (!tenant.empty()) {
     sql += " AND r.tenant_id = ?2";
-    v.push_back(tenant);
+    v.emplace_back(tenant);
   } else if (!provider.empty()) {
     sql += " AND r.provider_id = ?2";
-    v.push_back(provider);
+    v.emplace_back(provider);
   }
   GPUPLAN_TRY(rows, tx.query(sql, v));
   if (rows.empty()) return not_found_error("no rental '" + std::string(id) + "'", "id");
@@ -340,7 +352,7 @@ Result<Snapshot> load_snapshot(Tx& tx, const Catalog& catalog, const std::string
   std::vector<Value> v;
   auto add = [&](const std::string& value, const char* column) {
     if (value.empty()) return;
-    v.push_back(value);
+    v.emplace_back(value);
     where += std::string(where.empty() ? " WHERE " : " AND ") + column + " = ?" + std::to_string(v.size());
   };
   add(provider, "n.provider_id");
@@ -360,8 +372,8 @@ Result<Snapshot> load_snapshot(Tx& tx, const Catalog& catalog, const std::string
       n.provider_id = row.text(1);
       n.name = row.text(2);
       n.region = row.text(3);
-      n.interconnect = row.text(4) == "nvlink" ? Interconnect::kNvlink : Interconnect::kPcie;
-      n.state = row.text(5) == "ready" ? NodeState::kReady : NodeState::kDraining;
+      n.interconnect = stored_interconnect(row.text(4));
+      n.state = stored_node_state(row.text(5));
       n.order = static_cast<int64_t>(snap.nodes.size());
       snap.nodes.push_back(std::move(n));
     }
@@ -371,8 +383,7 @@ Result<Snapshot> load_snapshot(Tx& tx, const Catalog& catalog, const std::string
     g.idx = static_cast<int>(row.integer(7));
     g.uuid = row.text(8);
     g.catalog_id = row.text(9);
-    auto pol = parse_mig_policy(row.text(10));
-    g.mig = pol ? *pol : MigPolicy::kNone;
+    g.mig = stored_word(parse_mig_policy(row.text(10)), MigPolicy::kNone);
     g.mem_slices = static_cast<int>(row.integer(12));
     if (const Gpu* gpu = catalog.find_gpu(g.catalog_id); gpu != nullptr && !gpu->mig_table.empty()) {
       g.table = catalog.find_mig_table(gpu->mig_table);
@@ -943,8 +954,7 @@ Tenant tenant_from(const Row& r) {
   Tenant t;
   t.id = r.text(0);
   t.name = r.text(1);
-  auto k = parse_tenant_kind(r.text(2));
-  t.kind = k ? *k : TenantKind::kRenter;
+  t.kind = stored_word(parse_tenant_kind(r.text(2)), TenantKind::kRenter);
   t.credit_limit_micros = r.maybe_integer(3);
   t.created_at_ms = r.integer(4);
   return t;
@@ -1056,8 +1066,8 @@ Result<std::vector<User>> Market::list_users(const Principal& p, std::string_vie
                                params(t.id)));
     for (const Row& r : rows) {
       if (out.size() >= kMaxListRows) break;
-      auto role = parse_role(r.text(3));
-      out.push_back(User{r.text(0), r.text(1), r.text(2), role ? *role : Role::kViewer, r.integer(4)});
+      out.push_back(
+          User{r.text(0), r.text(1), r.text(2), stored_word(parse_role(r.text(3)), Role::kViewer), r.integer(4)});
     }
     return Status::Ok();
   }));
@@ -1113,7 +1123,7 @@ Result<std::vector<Node>> load_nodes(Tx& tx, const std::string& provider, const 
   std::string where = "n.provider_id = ?1";
   if (!node_id.empty()) {
     where += " AND n.id = ?2";
-    v.push_back(node_id);
+    v.emplace_back(node_id);
   }
   GPUPLAN_TRY(rows,
               tx.query("SELECT n.id, n.provider_id, n.name, n.region, n.interconnect, n.vcpus, n.ram_gb, n.disk_gb, "
@@ -1131,11 +1141,11 @@ Result<std::vector<Node>> load_nodes(Tx& tx, const std::string& provider, const 
       n.provider_id = r.text(1);
       n.name = r.text(2);
       n.region = r.text(3);
-      n.interconnect = r.text(4) == "nvlink" ? Interconnect::kNvlink : Interconnect::kPcie;
+      n.interconnect = stored_interconnect(r.text(4));
       n.vcpus = r.integer(5);
       n.ram_gb = r.integer(6);
       n.disk_gb = r.integer(7);
-      n.state = r.text(8) == "ready" ? NodeState::kReady : NodeState::kDraining;
+      n.state = stored_node_state(r.text(8));
       n.created_at_ms = r.integer(9);
       out.push_back(std::move(n));
     }
@@ -1144,8 +1154,7 @@ Result<std::vector<Node>> load_nodes(Tx& tx, const std::string& provider, const 
     g.index = static_cast<int>(r.integer(11));
     g.uuid = r.text(12);
     g.catalog_id = r.text(13);
-    auto pol = parse_mig_policy(r.text(14));
-    g.mig = pol ? *pol : MigPolicy::kNone;
+    g.mig = stored_word(parse_mig_policy(r.text(14)), MigPolicy::kNone);
     g.layout = r.text(15);
     g.memory_slices = static_cast<int>(r.integer(16));
     g.claimed_slices = static_cast<int>(r.integer(17));
@@ -1426,15 +1435,15 @@ Result<std::vector<Offer>> Market::list_offers(const OfferFilter& filter) const 
     std::string where = filter.include_inactive ? "WHERE 1 = 1" : "WHERE o.active = 1";
     std::vector<Value> v;
     if (!filter.provider.empty()) {
-      v.push_back(filter.provider);
+      v.emplace_back(filter.provider);
       where += " AND o.provider_id = ?" + std::to_string(v.size());
     }
     if (!filter.region.empty()) {
-      v.push_back(filter.region);
+      v.emplace_back(filter.region);
       where += " AND o.region = ?" + std::to_string(v.size());
     }
     if (!target.empty()) {
-      v.push_back(target);
+      v.emplace_back(target);
       where += " AND o.target = ?" + std::to_string(v.size());
     }
     GPUPLAN_TRY(rows, tx.query(std::string(kOfferSelect) + where + " ORDER BY o.created_at, o.id", v));
@@ -1674,8 +1683,7 @@ Result<std::vector<RentalEvent>> Market::rental_events(const Principal& p, std::
       if (!r.is_null(2)) {
         if (auto f = parse_rental_state(r.text(2))) e.from = *f;
       }
-      auto t = parse_rental_state(r.text(3));
-      e.to = t ? *t : RentalState::kFailed;
+      e.to = stored_word(parse_rental_state(r.text(3)), RentalState::kFailed);
       e.actor = r.text(4);
       e.reason = r.text(5);
       out.push_back(std::move(e));

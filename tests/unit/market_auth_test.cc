@@ -8,21 +8,7 @@
 namespace gpuplan::market {
 namespace {
 
-using testing::World;
-
-class MarketAuth : public ::testing::TestWithParam<const char*> {
- protected:
-  void SetUp() override {
-    std::string skip;
-    auto db = testing::make_store(GetParam(), &skip);
-    if (!db) {
-      if (!skip.empty()) GTEST_SKIP() << skip;
-      FAIL() << "no store";
-    }
-    ASSERT_TRUE(w.init(std::move(db)));
-  }
-  World w;
-};
+class MarketAuth : public testing::StoreTest {};
 
 TEST_P(MarketAuth, TokenIsStoredOnlyAsItsDigestAndInitIsOnce) {
   auto again = w.market->init_platform();
@@ -223,6 +209,38 @@ TEST(MarketVocabulary, EdgesOfTheStateMachine) {
   auto bad = parse_rental_state("runing");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().field, "state");
+}
+
+// Each vocabulary is one table: every word parses back to its value, and an unknown word's message
+// names the field and lists the words (parse_word's form).
+TEST(MarketVocabulary, WordsRoundTripAndUnknownWordsListTheTable) {
+  for (auto s : {RentalState::kRequested, RentalState::kReserved, RentalState::kStarting, RentalState::kRunning,
+                 RentalState::kStopping, RentalState::kStopped, RentalState::kTerminating, RentalState::kTerminated,
+                 RentalState::kFailed, RentalState::kLost}) {
+    auto back = parse_rental_state(to_string(s));
+    ASSERT_TRUE(back.ok()) << to_string(s);
+    EXPECT_EQ(*back, s);
+  }
+  for (auto k : {TenantKind::kRenter, TenantKind::kProvider, TenantKind::kPlatform}) {
+    EXPECT_EQ(parse_tenant_kind(to_string(k)).value(), k);
+  }
+  for (auto r : {Role::kAdmin, Role::kMember, Role::kViewer}) EXPECT_EQ(parse_role(to_string(r)).value(), r);
+  for (auto s : {Scope::kFull, Scope::kRead}) EXPECT_EQ(parse_scope(to_string(s)).value(), s);
+  for (auto i : {Interconnect::kNvlink, Interconnect::kPcie}) EXPECT_EQ(parse_interconnect(to_string(i)).value(), i);
+  for (auto m : {MigPolicy::kNone, MigPolicy::kStatic, MigPolicy::kDynamic}) {
+    EXPECT_EQ(parse_mig_policy(to_string(m)).value(), m);
+  }
+  EXPECT_EQ(to_string(NodeState::kReady), "ready");
+  EXPECT_EQ(to_string(NodeState::kDraining), "draining");
+
+  auto bad = parse_mig_policy("fixed", "offers[2].mig");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, ErrorCode::kUsage);
+  EXPECT_EQ(bad.error().field, "offers[2].mig");
+  EXPECT_EQ(bad.error().message, "unknown MIG policy 'fixed'; policies: none, static, dynamic");
+  auto role = parse_role("owner");
+  ASSERT_FALSE(role.ok());
+  EXPECT_EQ(role.error().message, "unknown role 'owner'; roles: admin, member, viewer");
 }
 
 }  // namespace

@@ -3,26 +3,18 @@
 // micro-units rounded up once per rental, and the credit limit crossed at start and by tick().
 #include <gtest/gtest.h>
 
+#include "core/decimal.h"
 #include "market_fixture.h"
 
 namespace gpuplan::market {
 namespace {
 
-using testing::World;
-
 // $3.60 an hour: exactly 1,000 micro-dollars a second, so expected charges read as seconds x 1000.
 constexpr int64_t kPricePerHour = 3'600'000;
 
-class MarketBilling : public ::testing::TestWithParam<const char*> {
+class MarketBilling : public testing::StoreTest {
  protected:
-  void SetUp() override {
-    std::string skip;
-    db_ = testing::make_store(GetParam(), &skip);
-    if (!db_) {
-      if (!skip.empty()) GTEST_SKIP() << skip;
-      FAIL() << "no store";
-    }
-  }
+  MarketBilling() : StoreTest(/*world_in_setup=*/false) {}
   void init(MarketOptions options = {}) {
     ASSERT_TRUE(w.init(std::move(db_), std::move(options)));
     w.add_a100_node("n1", 8, MigPolicy::kDynamic);
@@ -32,8 +24,6 @@ class MarketBilling : public ::testing::TestWithParam<const char*> {
     EXPECT_TRUE(u.ok()) << (u.ok() ? "" : u.error().message);
     return u.ok() ? u->charge_micros : -1;
   }
-  std::unique_ptr<Db> db_;
-  World w;
 };
 
 TEST_P(MarketBilling, FrozenPricePerSecondSegmentsAndStopStart) {
@@ -167,14 +157,6 @@ TEST_P(MarketBilling, EndsAtTerminatesAndManualHandoffBillsFromRunning) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, MarketBilling, ::testing::ValuesIn(testing::kStoreKinds), testing::store_name);
-
-}  // namespace
-}  // namespace gpuplan::market
-
-#include "core/decimal.h"
-
-namespace gpuplan::market {
-namespace {
 
 TEST(MarketMoney, DecimalPricesConvertToMicrosExactly) {
   constexpr int64_t kMax = kMaxPriceMicrosPerHour;

@@ -20,25 +20,13 @@
 namespace gpuplan::market {
 namespace {
 
-using testing::World;
-
-class MarketBooking : public ::testing::TestWithParam<const char*> {
+class MarketBooking : public testing::StoreTest {
  protected:
-  void SetUp() override {
-    std::string skip;
-    auto db = testing::make_store(GetParam(), &skip);
-    if (!db) {
-      if (!skip.empty()) GTEST_SKIP() << skip;
-      FAIL() << "no store";
-    }
-    ASSERT_TRUE(w.init(std::move(db)));
-  }
   int64_t available(const std::string& offer) {
     auto o = w.market->get_offer(offer);
     EXPECT_TRUE(o.ok());
     return o.ok() ? o->available : -1;
   }
-  World w;
 };
 
 // An independent recount: from rental_placements of live rentals only (not slice_claims), every
@@ -347,12 +335,6 @@ TEST_P(MarketBooking, TheRecountCatchesASliceHeldTwice) {
 
 INSTANTIATE_TEST_SUITE_P(Stores, MarketBooking, ::testing::ValuesIn(testing::kStoreKinds), testing::store_name);
 
-}  // namespace
-}  // namespace gpuplan::market
-
-namespace gpuplan::market {
-namespace {
-
 // Not a timed assert: prints reservations/s for docs/market.md (SQLite on the real disk, synchronous=FULL).
 TEST(MarketSpeed, ReservationsPerSecondSingleThreadOnSqliteFile) {
   const auto dir = std::filesystem::temp_directory_path() / ("gpuplan-market-speed-" + std::to_string(::getpid()));
@@ -389,12 +371,6 @@ TEST(MarketFailpoint, ArmedNameKillsTheProcessWithSigkill) {
       },
       ::testing::KilledBySignal(SIGKILL), "");
 }
-
-}  // namespace
-}  // namespace gpuplan::market
-
-namespace gpuplan::market {
-namespace {
 
 // Not a timed assert: prints how long live offers take over 10,000 GPUs with mixed MIG policies and
 // some slices rented (for docs/market.md; the aim is under 5 ms).

@@ -134,4 +134,27 @@ struct World {
   }
 };
 
+// A test run once per store kind (INSTANTIATE_TEST_SUITE_P(Stores, X, ValuesIn(kStoreKinds), store_name)):
+// SetUp opens a fresh store of GetParam()'s kind, or skips the case when that kind is not configured, and
+// builds the World on it; a test that wants its own MarketOptions passes world_in_setup = false and calls
+// w.init(std::move(db_), options) itself.
+class StoreTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  explicit StoreTest(bool world_in_setup = true) : world_in_setup_(world_in_setup) {}
+  void SetUp() override {
+    std::string skip;
+    db_ = make_store(GetParam(), &skip);
+    if (!db_) {
+      if (!skip.empty()) GTEST_SKIP() << skip;
+      FAIL() << "no store";
+    }
+    if (world_in_setup_) ASSERT_TRUE(w.init(std::move(db_)));
+  }
+  std::unique_ptr<Db> db_;  // the fresh store, until w.init takes it
+  World w;
+
+ private:
+  bool world_in_setup_;
+};
+
 }  // namespace gpuplan::market::testing

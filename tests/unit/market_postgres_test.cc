@@ -16,23 +16,15 @@
 #include "market_pg_test_util.h"
 
 namespace gpuplan::market {
+
 std::string rewrite_placeholders_for_postgresql(std::string_view sql);  // postgres_db.cc
-}
 
 namespace {
 
-using gpuplan::ErrorCode;
-using gpuplan::market::Blob;
-using gpuplan::market::Db;
-using gpuplan::market::Row;
-using gpuplan::market::Tx;
-using gpuplan::market::TxMode;
-using gpuplan::market::Value;
-using gpuplan::market::test::fresh_pg_schema;
-using gpuplan::market::test::pg_conninfo;
+using test::fresh_pg_schema;
+using test::pg_conninfo;
 
 TEST(MarketPostgresRewrite, NumberedAndBarePlaceholdersOutsideLiterals) {
-  using gpuplan::market::rewrite_placeholders_for_postgresql;
   EXPECT_EQ(rewrite_placeholders_for_postgresql("SELECT a FROM t WHERE b = ?1 AND c = ?12"),
             "SELECT a FROM t WHERE b = $1 AND c = $12");
   EXPECT_EQ(rewrite_placeholders_for_postgresql("VALUES (?, ?)"), "VALUES ($1, $2)");
@@ -44,8 +36,8 @@ TEST(MarketPostgresRewrite, NumberedAndBarePlaceholdersOutsideLiterals) {
   EXPECT_EQ(rewrite_placeholders_for_postgresql("SELECT 'abc"), "SELECT 'abc");
 }
 
-#define NEED_PG()                                                                      \
-  if (pg_conninfo().empty()) {                                                         \
+#define NEED_PG()                                                                            \
+  if (pg_conninfo().empty()) {                                                               \
     GTEST_SKIP() << "GPUPLAN_TEST_POSTGRES is not set (run under scripts/with-postgres.sh)"; \
   }
 
@@ -53,7 +45,7 @@ std::unique_ptr<Db> open_in_fresh_schema() {
   auto conninfo = fresh_pg_schema();
   EXPECT_TRUE(conninfo.ok()) << (conninfo.ok() ? "" : conninfo.error().message);
   if (!conninfo.ok()) return nullptr;
-  auto db = gpuplan::market::open_postgresql(*conninfo);
+  auto db = open_postgresql(*conninfo);
   EXPECT_TRUE(db.ok()) << (db.ok() ? "" : db.error().message);
   return db.ok() ? std::move(*db) : nullptr;
 }
@@ -179,7 +171,7 @@ TEST(MarketPostgres, WritersRunOneAtATimeAndSeeWhatTheLastCommitted) {
   auto r = db->begin(TxMode::kRead);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_TRUE((*r)->query("SELECT COUNT(*) FROM held").ok());
-  w = gpuplan::Error{};
+  w = Error{};
 
   // 8 threads x 20 read-then-increment transactions: no update lost, none refused.
   {
@@ -196,12 +188,12 @@ TEST(MarketPostgres, WritersRunOneAtATimeAndSeeWhatTheLastCommitted) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < kEach; ++i) {
-        gpuplan::Status s = gpuplan::market::with_tx(*db, TxMode::kWrite, [](Tx& tx) -> gpuplan::Status {
+        Status s = with_tx(*db, TxMode::kWrite, [](Tx& tx) -> Status {
           GPUPLAN_TRY(rows, tx.query("SELECT n FROM counter WHERE id = 1"));
           const Value v[] = {rows[0].integer(0) + 1};
           GPUPLAN_TRY(n, tx.exec("UPDATE counter SET n = ?1 WHERE id = 1", v));
           (void)n;
-          return gpuplan::Status::Ok();
+          return Status::Ok();
         });
         if (!s) failures.fetch_add(1);
       }
@@ -220,7 +212,7 @@ TEST(MarketPostgres, LostConnectionIsUnavailableAndThePoolRecovers) {
   NEED_PG();
   auto db = open_in_fresh_schema();
   ASSERT_TRUE(db);
-  auto killer = gpuplan::market::open_postgresql(pg_conninfo());
+  auto killer = open_postgresql(pg_conninfo());
   ASSERT_TRUE(killer.ok());
   auto tx = db->begin(TxMode::kWrite);
   ASSERT_TRUE(tx.ok());
@@ -236,7 +228,7 @@ TEST(MarketPostgres, LostConnectionIsUnavailableAndThePoolRecovers) {
   auto after = (*tx)->query("SELECT 1");
   ASSERT_FALSE(after.ok());
   EXPECT_EQ(after.error().code, ErrorCode::kUnavailable) << after.error().message;
-  tx = gpuplan::Error{};  // gives the dead connection back (it is dropped)
+  tx = Error{};  // gives the dead connection back (it is dropped)
   auto again = db->begin(TxMode::kRead);
   ASSERT_TRUE(again.ok()) << again.error().message;
   auto one = (*again)->query("SELECT 1");
@@ -251,11 +243,11 @@ TEST(MarketPostgres, ServersMigratingAtOnceApplyEachMigrationOnce) {
   constexpr int kServers = 4;
   std::vector<std::unique_ptr<Db>> dbs;
   for (int i = 0; i < kServers; ++i) {
-    auto db = gpuplan::market::open_postgresql(*conninfo);
+    auto db = open_postgresql(*conninfo);
     ASSERT_TRUE(db.ok()) << db.error().message;
     dbs.push_back(std::move(*db));
   }
-  std::vector<gpuplan::Status> results(kServers);
+  std::vector<Status> results(kServers);
   std::vector<std::thread> threads;
   for (int i = 0; i < kServers; ++i) threads.emplace_back([&, i] { results[i] = dbs[i]->migrate(); });
   for (auto& t : threads) t.join();
@@ -264,17 +256,18 @@ TEST(MarketPostgres, ServersMigratingAtOnceApplyEachMigrationOnce) {
   ASSERT_TRUE(read.ok());
   auto n = (*read)->query("SELECT COUNT(*), COUNT(DISTINCT version) FROM schema_migrations");
   ASSERT_TRUE(n.ok()) << n.error().message;
-  EXPECT_EQ((*n)[0].integer(0), static_cast<int64_t>(gpuplan::market::migrations().size()));
+  EXPECT_EQ((*n)[0].integer(0), static_cast<int64_t>(migrations().size()));
   EXPECT_EQ((*n)[0].integer(1), (*n)[0].integer(0));
   // Migrating again is a no-op.
   EXPECT_TRUE(dbs[1]->migrate().ok());
 }
 
 TEST(MarketPostgres, WrongConninfoIsUnavailableNamingTheOption) {
-  auto db = gpuplan::market::open_postgresql("host=/nonexistent-gpuplan-socket-dir dbname=x connect_timeout=1");
+  auto db = open_postgresql("host=/nonexistent-gpuplan-socket-dir dbname=x connect_timeout=1");
   ASSERT_FALSE(db.ok());
   EXPECT_EQ(db.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(db.error().message.find("--database"), std::string::npos) << db.error().message;
 }
 
 }  // namespace
+}  // namespace gpuplan::market

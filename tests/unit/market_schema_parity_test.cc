@@ -12,13 +12,8 @@
 #include "market/db.h"
 #include "market_pg_test_util.h"
 
+namespace gpuplan::market {
 namespace {
-
-using gpuplan::Status;
-using gpuplan::market::Db;
-using gpuplan::market::Tx;
-using gpuplan::market::TxMode;
-using gpuplan::market::Value;
 
 struct Schema {
   // table -> column -> "type not-null"
@@ -45,8 +40,9 @@ std::string normal_type(std::string t) {
 }
 
 Status read_sqlite(Tx& tx, Schema& out) {
-  GPUPLAN_TRY(tables,
-              tx.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"));
+  GPUPLAN_TRY(
+      tables,
+      tx.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"));
   for (const auto& t : tables) {
     const std::string table = t.text(0);
     const Value p[] = {table};
@@ -100,23 +96,23 @@ Status read_postgresql(Tx& tx, Schema& out) {
 }
 
 TEST(MarketSchemaParity, SqliteAndPostgresqlHaveTheSameSchema) {
-  if (gpuplan::market::test::pg_conninfo().empty()) {
+  if (test::pg_conninfo().empty()) {
     GTEST_SKIP() << "GPUPLAN_TEST_POSTGRES is not set (run under scripts/with-postgres.sh)";
   }
   const auto dir = std::filesystem::temp_directory_path() /
                    ("gpuplan-parity-" + std::to_string(::getpid()) + "-" + std::to_string(std::rand()));
-  auto lite = gpuplan::market::open_store(dir.string());
+  auto lite = open_store(dir.string());
   ASSERT_TRUE(lite.ok()) << lite.error().message;
-  auto conninfo = gpuplan::market::test::fresh_pg_schema();
+  auto conninfo = test::fresh_pg_schema();
   ASSERT_TRUE(conninfo.ok()) << conninfo.error().message;
-  auto pg = gpuplan::market::open_postgresql(*conninfo);
+  auto pg = open_postgresql(*conninfo);
   ASSERT_TRUE(pg.ok()) << pg.error().message;
   ASSERT_TRUE((*lite)->migrate().ok());
   ASSERT_TRUE((*pg)->migrate().ok());
 
   Schema a, b;
-  Status sa = gpuplan::market::with_tx(**lite, TxMode::kRead, [&](Tx& tx) { return read_sqlite(tx, a); });
-  Status sb = gpuplan::market::with_tx(**pg, TxMode::kRead, [&](Tx& tx) { return read_postgresql(tx, b); });
+  Status sa = with_tx(**lite, TxMode::kRead, [&](Tx& tx) { return read_sqlite(tx, a); });
+  Status sb = with_tx(**pg, TxMode::kRead, [&](Tx& tx) { return read_postgresql(tx, b); });
   ASSERT_TRUE(sa.ok()) << sa.error().message;
   ASSERT_TRUE(sb.ok()) << sb.error().message;
   EXPECT_GE(a.columns.size(), 10u);  // the market's tables, not an empty store
@@ -128,9 +124,10 @@ TEST(MarketSchemaParity, SqliteAndPostgresqlHaveTheSameSchema) {
   EXPECT_EQ(a.indexes, b.indexes);
   for (const auto& i : a.indexes) EXPECT_TRUE(b.indexes.count(i)) << "only on SQLite: " << i;
   for (const auto& i : b.indexes) EXPECT_TRUE(a.indexes.count(i)) << "only on PostgreSQL: " << i;
-  lite = gpuplan::Error{};
+  lite = Error{};
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
 }
 
 }  // namespace
+}  // namespace gpuplan::market
