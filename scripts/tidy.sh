@@ -55,7 +55,8 @@ trap 'rm -f "$out"' EXIT
 printf '%s\n' "${todo[@]}" |
   xargs -P "$JOBS" -n 1 "$TIDY" -p "$BUILD_DIR" --quiet --extra-arg=-Wno-unknown-warning-option >"$out" 2>/dev/null || true
 # A finding in a header shows once per file that includes it: count each place once.
-findings="$(grep ': warning: \|: error: ' "$out" | sort -u | wc -l)"
+# (grep finds nothing on a clean run: its status 1 must not end the script under pipefail.)
+findings="$({ grep ': warning: \|: error: ' "$out" || true; } | sort -u | wc -l)"
 echo "tidy: ${#todo[@]} file(s) in $((SECONDS - start)) s, $findings finding(s)"
 if [[ "$findings" != 0 ]]; then
   grep ': warning: \|: error: ' "$out" | sort -u
