@@ -1,7 +1,7 @@
 // A Workload is what runs: a Model, a task, formats, batch and lengths, parallel degrees and an engine
 // profile. One struct shared by fit, perf, mig and plan. Its JSON keys are the CLI long options with
-// '-' as '_' (the workload group of data/options.yaml), so a request, a validation row's `workload:` and the command line all
-// read the same way.
+// '-' as '_' (the workload group of data/options.yaml), so a request, a validation row's `workload:` and the command
+// line all read the same way.
 #pragma once
 
 #include <algorithm>

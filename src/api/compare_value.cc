@@ -81,8 +81,8 @@ Result<double> speed_per_gpu(const perf::PerfSetup& setup, perf::MemoryCache& me
     return 0.0;
   }
   if (setup.workload.task == Task::kInfer && !setup.arch.cnn) {
-    const ServingPerf sp = predict_serving(setup.arch, device, setup.workload, run, setup.efficiency,
-                                           verdict.serving_max_batch, 0);
+    const ServingPerf sp =
+        predict_serving(setup.arch, device, setup.workload, run, setup.efficiency, verdict.serving_max_batch, 0);
     v["fits"] = verdict.serving_max_batch > 0;
     return sp.max_throughput_tokens_per_second / t.count;
   }

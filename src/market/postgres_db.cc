@@ -260,9 +260,10 @@ Result<std::unique_ptr<Conn>> PgDb::connect() {
                        "); check --database and that the server is running");
   }
   // Fewer surprises across servers: UTC, no notices on stderr, a bound on waiting for a row lock.
-  PQsetNoticeProcessor(conn->pg, [](void*, const char*) {}, nullptr);
-  std::string setup = std::string("SET TIME ZONE 'UTC'; SET lock_timeout = '") + kLockTimeout +
-                      "'; SET client_min_messages = warning";
+  PQsetNoticeProcessor(
+      conn->pg, [](void*, const char*) {}, nullptr);
+  std::string setup =
+      std::string("SET TIME ZONE 'UTC'; SET lock_timeout = '") + kLockTimeout + "'; SET client_min_messages = warning";
   PgResult res(PQexec(conn->pg, setup.c_str()));
   if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) return error_from(conn->pg, res.get());
   return conn;

@@ -155,11 +155,8 @@ Json offers_json(const std::vector<market::Offer>& os) {
 Json templates_json(const std::vector<market::Template>& ts) {
   Json a = Json::array();
   for (const auto& t : ts) {
-    a.push_back(Json{{"id", t.id},
-                     {"name", t.name},
-                     {"image", t.image},
-                     {"command", t.command},
-                     {"description", t.description}});
+    a.push_back(Json{
+        {"id", t.id}, {"name", t.name}, {"image", t.image}, {"command", t.command}, {"description", t.description}});
   }
   return Json{{"templates", std::move(a)}};
 }
@@ -215,8 +212,7 @@ Result<std::string> text_field(const Json& body, const char* key, bool required,
   if (!body[key].is_string()) return usage_error(std::string("'") + key + "' must be a string", key);
   const auto& s = body[key].get_ref<const std::string&>();
   if (s.size() > market::kMaxNameBytes) {
-    return limit_error(std::string("'") + key + "' is longer than " + std::to_string(market::kMaxNameBytes) +
-                           " bytes",
+    return limit_error(std::string("'") + key + "' is longer than " + std::to_string(market::kMaxNameBytes) + " bytes",
                        key);
   }
   return s;
@@ -226,9 +222,8 @@ Result<std::optional<int64_t>> int_field(const Json& body, const char* key, int6
   if (!body.contains(key) || body[key].is_null()) return std::optional<int64_t>{};
   const Json& v = body[key];
   if (!v.is_number_integer()) return usage_error(std::string("'") + key + "' must be an integer", key);
-  const int64_t n = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
-                        ? INT64_MAX
-                        : v.get<int64_t>();
+  const int64_t n =
+      v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : v.get<int64_t>();
   if (n < lo || n > hi) {
     return usage_error(std::string("'") + key + "' must be between " + std::to_string(lo) + " and " +
                            std::to_string(hi) + ", got " + std::to_string(n),

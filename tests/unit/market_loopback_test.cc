@@ -82,7 +82,8 @@ struct World {
   std::string node_a, offer_slice_a, offer_gpu_a, offer_3g_a, rental_a;
 };
 
-Result<World::Tenant> make_tenant(int port, const std::string& admin, const std::string& name, const std::string& kind) {
+Result<World::Tenant> make_tenant(int port, const std::string& admin, const std::string& name,
+                                  const std::string& kind) {
   const Json t{{"name", name}, {"kind", kind}};
   Answer a = call(port, "POST", "/tenants", admin, &t);
   if (a.status != 201) return Error{ErrorCode::kInternal, "POST /tenants: " + a.body.dump(), ""};
@@ -111,8 +112,9 @@ Json node_body(const std::string& name, int gpus, const std::string& uuid_prefix
   for (int i = 0; i < gpus; ++i) {
     g.push_back(Json{{"target", "a100-80gb-sxm4"}, {"uuid", uuid_prefix + std::to_string(i)}, {"mig", "dynamic"}});
   }
-  return Json{{"name", name}, {"region", "eu-west"}, {"interconnect", "nvlink"}, {"vcpus", 64},
-              {"ram_gb", 512},  {"disk_gb", 2000},    {"gpus", g}};
+  return Json{{"name", name}, {"region", "eu-west"}, {"interconnect", "nvlink"},
+              {"vcpus", 64},  {"ram_gb", 512},       {"disk_gb", 2000},
+              {"gpus", g}};
 }
 
 Result<std::string> make_offer(int port, const std::string& token, const std::string& target, int gpus = 1) {
@@ -235,8 +237,8 @@ TEST_P(MarketLoopback, EveryDocumentedOperationIsolatesTenantsAndNeedsATokenAndA
   int walked = 0, with_id = 0;
   for (auto it = doc["paths"].begin(); it != doc["paths"].end(); ++it) {
     const std::string path = it.key();
-    const std::string root = path.substr(1, path.find('/', 1) == std::string::npos ? std::string::npos
-                                                                                    : path.find('/', 1) - 1);
+    const std::string root =
+        path.substr(1, path.find('/', 1) == std::string::npos ? std::string::npos : path.find('/', 1) - 1);
     for (auto op = it.value().begin(); op != it.value().end(); ++op) {
       if (!op.value().value("x-gpuplan-market", false)) continue;
       ++walked;

@@ -2,12 +2,12 @@
 // empty when the tests run without it) and a fresh schema per test, so tests never see each other's rows.
 #pragma once
 
+#include <unistd.h>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <random>
 #include <string>
-#include <unistd.h>
 
 #include "gpuplan/status.h"
 #include "market/db.h"
