@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "core/decimal.h"
 #include "server/server.h"
 
 namespace gpuplan::server {
@@ -241,17 +242,17 @@ Result<std::optional<double>> number_field(const Json& body, const char* key) {
   return std::optional<double>{d};
 }
 
-// Dollars per hour -> integer micro-dollars, refusing what is not a price.
+// Dollars per hour -> integer micro-dollars, exactly (core/decimal.h: the number's shortest decimal text,
+// so 0.35 is 350000), refusing what is not a price or not a whole number of micro-units.
 Result<int64_t> price_micros(double per_hour, const char* field) {
-  const double max = static_cast<double>(market::kMaxPriceMicrosPerHour) / kMicrosPerUnit;
-  if (!(per_hour > 0) || per_hour > max) {
+  const auto micros = micros_from_double(per_hour, market::kMaxPriceMicrosPerHour);
+  if (!micros || *micros < 1) {
+    const auto max = market::kMaxPriceMicrosPerHour / static_cast<int64_t>(kMicrosPerUnit);
     return usage_error(std::string("'") + field + "' must be a price per hour above 0 and at most " +
-                           std::to_string(static_cast<int64_t>(max)),
+                           std::to_string(max) + ", in whole micro-units (at most 6 decimals)",
                        field);
   }
-  const auto micros = static_cast<int64_t>(std::llround(per_hour * kMicrosPerUnit));
-  if (micros < 1) return usage_error(std::string("'") + field + "' is below one micro-unit", field);
-  return micros;
+  return *micros;
 }
 
 // If-Match: 3, "3" or W/"3" -> 3; absent -> nullopt.
