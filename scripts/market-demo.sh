@@ -66,7 +66,7 @@ fi
 
 rtoken=$(sed -n 's/^renter //p' "$tokens")
 ptoken=$(sed -n 's/^provider //p' "$tokens")
-slice=$("$gpuplan" --json offers list --server "$url" |
+slice=$("$gpuplan" --json offers list --server "$url" --source market |
   awk '/"id":/ {id=$2} /"target": "a100-80gb-sxm4\/1g.10gb"/ {gsub(/[",]/, "", id); print id; exit}')
 cat <<EOF
 

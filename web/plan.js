@@ -149,7 +149,8 @@ function costTimeChart(plans, pareto) {
     svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img', 'aria-label': `Cost against time for ${pts.length} plans` }, patternDefs(), ...body));
 }
 
-// The offers gpuplan plans over: the shipped snapshot (or the server's --offers file), filterable.
+// The offers gpuplan plans over: the shipped snapshot (or the server's --offers file) and, on a server
+// with a store, the market's live offers beside them; filterable.
 function offersSection(haveOffers) {
   const box = el('section', { class: 'offers', 'aria-labelledby': 'offers-h' }, el('h3', { id: 'offers-h', text: 'Offers' }));
   if (!haveOffers) return add(box, unavailable('The offers list (GET /api/v1/offers)'));
@@ -169,17 +170,30 @@ function offersSection(haveOffers) {
     const r = await api(`/offers?${q}`);
     if (mine !== seq) return;
     if (!r.ok) { clear(tableBox, errorBox(r.error)); st.textContent = ''; return; }
-    const rows = r.data.offers || [];
-    st.textContent = `${rows.length} offers${r.data.now ? ` (prices as captured; today ${r.data.now})` : ''}.`;
-    clear(tableBox, sortableTable([
+    // Offers files and the market's live offers are one list: a market row has source "market", its
+    // live `available` count, and `demo` when it is the demo inventory's (shown as demo data).
+    const rows = (r.data.offers || []).map((o) => ({ ...o, origin: o.source === 'market' ? 'live' : 'file' }));
+    const live = rows.filter((o) => o.origin === 'live').length;
+    const demo = rows.filter((o) => o.demo).length;
+    st.textContent = `${rows.length} offers${live ? `, ${live} live from the market` : ''}${r.data.now ? ` (file prices as captured; today ${r.data.now})` : ''}.`;
+    const note = demo ? el('p', { class: 'demo-note', id: 'offers-demo-note', role: 'note' },
+      el('span', { class: 'demo-badge', text: 'demo data' }),
+      ` ${demo} of the live offers are the demo inventory of \`make run\`: not real GPUs, for trying the market out.`) : null;
+    clear(tableBox, note, sortableTable([
       { key: 'provider', label: 'Provider' }, { key: 'region', label: 'Region' }, { key: 'name', label: 'Offer' },
       { key: 'target', label: 'GPU', render: (o) => el('a', { href: `#/gpu/${o.target}`, text: o.target }) },
       { key: 'gpus', label: 'GPUs', num: true },
       { key: 'price_hour', label: 'Per hour ($)', num: true },
       { key: 'price_per_gpu_hour', label: 'Per GPU-hour ($)', num: true },
       { key: 'spot_price_hour', label: 'Spot per hour ($)', num: true },
-      { key: 'captured_at', label: 'Captured', render: (o) => `${o.captured_at || ''}${o.stale ? ' (stale)' : ''}` },
-    ], rows.slice(0, 200), { caption: 'Offers, cheapest per GPU-hour first (200 at most shown)', sortKey: 'price_per_gpu_hour' }));
+      { key: 'origin', label: 'Source', render: (o) => o.origin === 'live'
+        ? el('span', { class: 'offer-live' }, el('span', { class: 'live-badge', text: 'live' }),
+          ` ${fmt(o.available)} available`, o.demo ? el('span', { class: 'demo-badge', text: 'demo data' }) : null)
+        : `file, captured ${o.captured_at || '?'}${o.stale ? ' (stale)' : ''}` },
+    ], rows.slice(0, 200), {
+      caption: 'Offers from files and the market, cheapest per GPU-hour first (200 at most shown)', sortKey: 'price_per_gpu_hour',
+      rowAttrs: (o) => ({ class: [o.origin === 'live' ? 'offer-market' : 'offer-file', o.demo ? 'offer-demo' : ''].join(' ').trim() }),
+    }));
   };
   gpuList().then((gpus) => {
     for (const g of gpus.filter((x) => !x.mig_profile)) gpuSel.append(el('option', { value: g.id, text: g.name }));

@@ -1,9 +1,11 @@
 // Providers' offers: what an instance costs per hour, which GPUs it holds and how they are linked.
-// Offers come from CSV (the shipped snapshot, a user's file) or YAML with the same keys. GPU names are
-// resolved through the catalog's aliases; a line whose GPU is unknown or ambiguous, or whose fields are
-// malformed, is reported and skipped, never guessed.
+// Offers come from CSV (the shipped snapshot, a user's file) or YAML with the same keys, or are a
+// snapshot of the market's live offers (issue #13) that the server hands to the pure commands: one row
+// type for both, told apart by `market_id`. GPU names are resolved through the catalog's aliases; a line
+// whose GPU is unknown or ambiguous, or whose fields are malformed, is reported and skipped, never guessed.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,13 +31,20 @@ struct Offer {
   bool available = true;
   std::optional<int> available_count;  // when the provider says how many
   std::string captured_at;             // ISO 8601 date or time of the price
-  std::string source;                  // URL
-  std::string file;                    // where the offer was read
+  std::string source;                  // URL (a file row); "market" (a market row)
+  std::string file;                    // where the offer was read ("market" for a market row)
   int line = 0;
+  // A live market offer: its id in the market (empty: a row of an offers file), and whether its
+  // provider is the demo inventory of `make run` (demo data, marked so in the API and the page).
+  std::string market_id;
+  bool demo = false;
+  int64_t min_billable_seconds = 0;  // market rows: the shortest time a rental is billed for
+
+  bool is_market() const { return !market_id.empty(); }
 
   // Per GPU-hour (derived): the instance price divided by its devices; nullopt when not sold.
   std::optional<double> price_per_gpu_hour(bool spot) const;
-  std::string id() const;  // "provider/region/name"
+  std::string id() const;  // "provider/region/name"; a market row: its market id
 };
 
 struct SkippedOffer {

@@ -113,11 +113,12 @@ Json value_basis(const OfferFilter& filter, const perf::PerfSetup* setup, const 
 
 Status add_value_metrics(const Context& ctx, const Json& body, const std::vector<TargetRef>& refs, Json& out) {
   const bool with_offers = body.contains("offers") || body.contains("spot") || body.contains("provider") ||
-                           body.contains("region") || body.contains("max_age");
+                           body.contains("region") || body.contains("max_age") || body.contains("source");
   const bool with_workload = body.contains("model");
   if (!with_offers && !with_workload) return Status::Ok();
   const Request req(body);
-  // Cheapest usable offer per target (per GPU-hour): the shipped snapshot unless offers are given.
+  // Cheapest usable offer per target (per GPU-hour): the shipped snapshot unless offers are given, and
+  // the market's live rows where the server passed them (`market`).
   GPUPLAN_TRY(offers, offers_from_request(ctx, req));
   GPUPLAN_TRY(filter, offer_filter_from_request(req));
   const std::vector<const Offer*> cheapest = cheapest_offers(offers, filter, refs);

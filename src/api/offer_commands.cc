@@ -1,6 +1,8 @@
 // offers.list: the offers a plan chooses from, with per-GPU prices and staleness.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "api/commands.h"
 #include "api/offer_request.h"
@@ -24,15 +26,130 @@ bool is_offer_key(std::string_view key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
-Result<OfferSet> offers_from_request(const Context& ctx, const Request& req) {
+namespace {
+
+// Market rows in one request: one snapshot of the market's live offers, which lists at most 10,000
+// rows per call (market.h kMaxListRows); a hand-written request gets the same bound.
+constexpr size_t kMaxMarketOfferRows = 10'000;
+// GPUs of one market rental unit: they sit on one node, and a node holds at most 16 (market.h
+// kMaxGpusPerNode).
+constexpr int64_t kMaxMarketOfferGpus = 16;
+// Instances a market row may say are free: a million, as for offers files (offers.cc kMaxAvailable).
+constexpr int64_t kMaxMarketAvailable = 1'000'000;
+// Price per rental unit and hour: a million, as for offers files (offers.cc kMaxPriceHour).
+constexpr double kMaxMarketPriceHour = 1e6;
+// Bytes of a market row's id, provider or region: the market's own bound (market.h kMaxNameBytes).
+constexpr size_t kMaxMarketNameBytes = 128;
+// The file name market rows are reported under (skipped lines, `file`).
+constexpr const char* kMarketSource = "market";
+
+// One market row, as GET /offers?source=market lists it ({id, provider, region, target, gpus,
+// price_per_hour, available} and optionally demo, min_billable_seconds, interconnect, currency), read
+// into the offer row plan and compare rank. The reason, naming the key, when it is malformed.
+Result<Offer> market_offer(const Catalog& catalog, const Json& row) {
+  if (!row.is_object()) return usage_error("a market offer must be an object");
+  auto text = [&](const char* key, bool required, std::string& out) -> Status {
+    if (!row.contains(key) || row[key].is_null()) {
+      if (required) return usage_error(std::string("'") + key + "' is required");
+      return Status::Ok();
+    }
+    if (!row[key].is_string()) return usage_error(std::string("'") + key + "' must be a string");
+    out = row[key].get<std::string>();
+    if (out.size() > kMaxMarketNameBytes)
+      return usage_error(std::string("'") + key + "' is longer than " + std::to_string(kMaxMarketNameBytes) + " bytes");
+    if (required && out.empty()) return usage_error(std::string("'") + key + "' is empty");
+    return Status::Ok();
+  };
+  auto whole = [&](const char* key, int64_t lo, int64_t hi, int64_t& out) -> Status {
+    if (!row.contains(key) || !row[key].is_number_integer())
+      return usage_error(std::string("'") + key + "' must be a whole number");
+    const Json& v = row[key];
+    const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi)
+                                                 : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+    if (!in_range)
+      return usage_error(std::string("'") + key + "' is outside [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                         "]");
+    out = v.get<int64_t>();
+    return Status::Ok();
+  };
+  Offer o;
+  GPUPLAN_CHECK(text("id", true, o.market_id));
+  GPUPLAN_CHECK(text("provider", true, o.provider));
+  GPUPLAN_CHECK(text("region", false, o.region));
+  std::string target;
+  GPUPLAN_CHECK(text("target", true, target));
+  auto ref = catalog.resolve(target);
+  if (!ref) return Error{ref.error().code, "target '" + target + "': " + ref.error().message, "target"};
+  o.target = *ref;
+  o.name = o.market_id;
+  int64_t gpus = 1, available = 0;
+  if (row.contains("gpus")) GPUPLAN_CHECK(whole("gpus", 1, kMaxMarketOfferGpus, gpus));
+  o.gpus = static_cast<int>(gpus);
+  GPUPLAN_CHECK(whole("available", 0, kMaxMarketAvailable, available));
+  o.available_count = static_cast<int>(available);
+  o.available = available > 0;
+  if (!row.contains("price_per_hour") || !row["price_per_hour"].is_number())
+    return usage_error("'price_per_hour' must be a number");
+  const double price = row["price_per_hour"].get<double>();
+  if (!std::isfinite(price) || price <= 0 || price > kMaxMarketPriceHour)
+    return usage_error("'price_per_hour' must be above 0 and at most 1000000");
+  o.price_hour = price;
+  if (row.contains("min_billable_seconds")) {
+    GPUPLAN_CHECK(whole("min_billable_seconds", 0, std::numeric_limits<int32_t>::max(), o.min_billable_seconds));
+  }
+  if (row.contains("demo")) {
+    if (!row["demo"].is_boolean()) return usage_error("'demo' must be true or false");
+    o.demo = row["demo"].get<bool>();
+  }
+  std::string link;
+  GPUPLAN_CHECK(text("interconnect", false, link));
+  if (link == "nvlink")
+    o.interconnect = Link::kNvlink;
+  else if (link.empty() || link == "pcie")
+    o.interconnect = Link::kPcie;  // the market places multi-GPU units on NVLink first, not only
+  else
+    return usage_error("'interconnect' '" + link + "' is not nvlink or pcie");
+  GPUPLAN_CHECK(text("currency", false, o.currency));
+  if (o.currency.empty()) o.currency = "USD";
+  o.source = kMarketSource;
+  o.file = kMarketSource;
+  return o;
+}
+
+// The market rows of `market` ({"offers": [...]}, the market's own answer) into `set`; a malformed row
+// is skipped with its reason, as a file's line is.
+Status add_market_offers(const Catalog& catalog, const Json& market, OfferSet& set) {
+  if (!market.is_object() || !market.contains("offers") || !market["offers"].is_array())
+    return usage_error("'market' must be the market's offers list: {\"offers\": [...]}", "market");
+  const Json& rows = market["offers"];
+  if (rows.size() > kMaxMarketOfferRows) {
+    return limit_error("'market' holds " + std::to_string(rows.size()) + " offers, more than " +
+                           std::to_string(kMaxMarketOfferRows) + " (limit kMaxMarketOfferRows); filter them first",
+                       "market");
+  }
+  int line = 0;
+  for (const auto& row : rows) {
+    ++line;
+    auto o = market_offer(catalog, row);
+    if (!o) {
+      set.skipped.push_back({kMarketSource, line, o.error().message});
+      continue;
+    }
+    o->line = line;
+    set.offers.push_back(std::move(*o));
+  }
+  return Status::Ok();
+}
+
+// The offers files of the request: `offers` (a list of {name, text} files, which the CLI reads and
+// the server receives inline, or one CSV/YAML text), else the shipped snapshot.
+Result<OfferSet> file_offers(const Context& ctx, const Request& req) {
   OfferSet all;
   if (!req.has("offers")) {
     auto set = default_offers(*ctx.catalog);
     if (!set) return set.error();
     return std::move(*set);
   }
-  // `offers`: a list of {name, text} files (the CLI reads them; the server receives them inline), or
-  // one CSV/YAML text.
   const Json& o = req.raw("offers");
   std::vector<std::pair<std::string, std::string>> files;
   if (o.is_string()) {
@@ -60,6 +177,20 @@ Result<OfferSet> offers_from_request(const Context& ctx, const Request& req) {
     all.offers.insert(all.offers.end(), set->offers.begin(), set->offers.end());
     all.skipped.insert(all.skipped.end(), set->skipped.begin(), set->skipped.end());
   }
+  return all;
+}
+
+}  // namespace
+
+Result<OfferSet> offers_from_request(const Context& ctx, const Request& req) {
+  // `source`: all (files and market rows), files, or market (data/options.yaml checks the word).
+  GPUPLAN_TRY(source, req.text("source"));
+  OfferSet all;
+  if (source != "market") {
+    GPUPLAN_TRY(files, file_offers(ctx, req));
+    all = std::move(files);
+  }
+  if (source != "files" && req.has("market")) GPUPLAN_CHECK(add_market_offers(*ctx.catalog, req.raw("market"), all));
   return all;
 }
 
@@ -117,6 +248,16 @@ Json offer_json(const Offer& o, const OfferFilter& f) {
          {"available", o.available_count ? Json(*o.available_count) : Json(o.available)},
          {"captured_at", o.captured_at},
          {"source", o.source}};
+  if (o.is_market()) {
+    // The market's own keys (GET /offers?source=market), so a client reads either list alike; the id
+    // first, as the market's list has it.
+    Json with_id{{"id", o.market_id}};
+    with_id.update(j);
+    j = std::move(with_id);
+    j["price_per_hour"] = price_json(o.price_hour);
+    j["min_billable_seconds"] = o.min_billable_seconds;
+    j["demo"] = o.demo;
+  }
   auto age = age_days(o.captured_at, f.now);
   j["age_days"] = age ? Json(std::round(*age)) : Json(nullptr);
   j["stale"] = age && *age > f.max_age_days;

@@ -61,30 +61,36 @@ Result<std::optional<double>> duration_seconds(const Request& req, const char* k
 
 Json plan_json(const Plan& p, bool spot) {
   const Offer& o = *p.offer;
-  return Json{{"offer", o.id()},
-              {"provider", o.provider},
-              {"region", o.region},
-              {"target", o.target.id()},
-              {"instances", p.instances},
-              {"gpus", p.gpus},
-              {"tp", p.tp},
-              {"pp", p.pp},
-              {"replicas", p.replicas},
-              {"batch", p.batch},
-              {"spot", spot},
-              {"cost_per_hour", money(p.cost_per_hour)},
-              {"cost_total", money(p.cost_total)},
-              {"cost_per_million_tokens", money(p.cost_per_million_tokens)},
-              {"seconds_total", sig(p.seconds_total)},
-              {"capacity_requests_per_second", sig(p.capacity_requests_per_second)},
-              {"ttft_seconds", sig(p.ttft_seconds)},
-              {"tpot_seconds", sig(p.tpot_seconds)},
-              {"tokens_per_second", sig(p.tokens_per_second)},
-              {"currency", o.currency},
-              {"captured_at", o.captured_at},
-              {"source", o.source},
-              {"meets_goal", p.meets_goal},
-              {"reason", p.reason}};
+  Json j{{"offer", o.id()},
+         {"provider", o.provider},
+         {"region", o.region},
+         {"target", o.target.id()},
+         {"instances", p.instances},
+         {"gpus", p.gpus},
+         {"tp", p.tp},
+         {"pp", p.pp},
+         {"replicas", p.replicas},
+         {"batch", p.batch},
+         {"spot", spot},
+         {"cost_per_hour", money(p.cost_per_hour)},
+         {"cost_total", money(p.cost_total)},
+         {"cost_per_million_tokens", money(p.cost_per_million_tokens)},
+         {"seconds_total", sig(p.seconds_total)},
+         {"capacity_requests_per_second", sig(p.capacity_requests_per_second)},
+         {"ttft_seconds", sig(p.ttft_seconds)},
+         {"tpot_seconds", sig(p.tpot_seconds)},
+         {"tokens_per_second", sig(p.tokens_per_second)},
+         {"currency", o.currency},
+         {"captured_at", o.captured_at},
+         {"source", o.source},
+         {"meets_goal", p.meets_goal},
+         {"reason", p.reason}};
+  if (o.is_market()) {
+    // A market offer (source "market"): the instances free now, and whether it is demo data.
+    j["available"] = o.available_count.value_or(0);
+    j["demo"] = o.demo;
+  }
+  return j;
 }
 
 // The request's workload keys (those of perf, less `gpu`), after refusing a key plan does not declare

@@ -8,6 +8,7 @@
 // a TLS proxy on another machine needs CPPHTTPLIB_OPENSSL_SUPPORT: not built here).
 #include <httplib.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <random>
@@ -152,6 +153,69 @@ std::string render_offers(const Json& r) {
             {"id", "provider", "region", "target", "gpus", "price_per_hour", "available", "demo"}, "no live offers");
   return out;
 }
+// `offers list --server`: the files' and the market's offers in one table, a SOURCE and an AVAILABLE
+// column, demo rows marked "demo data" (also reads the market's own list, GET /offers?source=market).
+std::string render_offer_rows(const Json& r) {
+  std::vector<std::vector<std::string>> rows;
+  size_t live = 0, demo = 0;
+  const bool spot = r.contains("spot") && r["spot"] == true;
+  for (const auto& o : r["offers"]) {
+    const bool market = o.contains("source") && o["source"] == "market";
+    const bool is_demo = o.contains("demo") && o["demo"] == true;
+    live += market;
+    demo += is_demo;
+    const char* price_key = spot ? "spot_price_hour" : "price_hour";
+    const char* per_gpu_key = spot ? "spot_price_per_gpu_hour" : "price_per_gpu_hour";
+    const Json& price = o.contains(price_key) ? o[price_key] : o["price_per_hour"];
+    Json per_gpu = o.contains(per_gpu_key) ? o[per_gpu_key] : Json(nullptr);
+    if (per_gpu.is_null() && price.is_number() && o["gpus"].is_number() && o["gpus"].get<double>() > 0)
+      per_gpu = price.get<double>() / o["gpus"].get<double>();
+    const Json& avail = o["available"];
+    const std::string available = avail.is_boolean() ? (avail.get<bool>() ? "yes" : "no") : s(avail);
+    std::string note = is_demo ? "demo data" : "";
+    if (o.contains("stale") && o["stale"] == true) note = "STALE";
+    rows.push_back({s(o.contains("offer") ? o["offer"] : o["id"]), market ? "market" : "file", s(o["target"]),
+                    s(o["gpus"]), s(price), s(per_gpu), available, note});
+  }
+  std::string out = render_table({"offer", "source", "target", "gpus", spot ? "spot_usd_h" : "usd_h",
+                                  spot ? "spot_usd_gpu_h" : "usd_gpu_h", "available", "note"},
+                                 rows, {false, false, false, true, true, true, true, false});
+  out += "\n" + std::to_string(rows.size()) + " offers (" + std::to_string(live) + " live from the market, " +
+         std::to_string(demo) + " of them demo data), cheapest per GPU-hour first";
+  if (r.contains("rejected") && r.contains("skipped")) {
+    out += "; " + std::to_string(r["rejected"].size()) + " not usable (--all lists them), " +
+           std::to_string(r["skipped"].size()) + " lines skipped";
+  }
+  out += ".\n";
+  return out;
+}
+
+// The request of `offers list --server` from the options given, as the server reads a query (strings,
+// read by their declaration; a repeated option a list), sent to POST /offers/list: offers.list there,
+// over its files and its market's live offers, whatever token is set. --offers names local files: the
+// server uses its own.
+Result<Json> offers_list_body(const CLI::App& list) {
+  Json body = Json::object();
+  for (const CLI::Option* o : list.get_options()) {
+    if (o->count() == 0 || o->get_lnames().empty()) continue;
+    std::string key = o->get_lnames().front();
+    if (key == "help") continue;
+    if (key == "offers")
+      return usage_error("--offers reads local files; with --server the server lists its own offers (drop one)",
+                         "offers");
+    std::replace(key.begin(), key.end(), '-', '_');
+    const std::vector<std::string> values = o->results();
+    if (values.empty()) {
+      body[key] = "true";  // a flag
+    } else if (values.size() == 1) {
+      body[key] = values.front();
+    } else {
+      body[key] = Json(values);
+    }
+  }
+  return body;
+}
+
 std::string render_rental(const Json& r) {
   std::string out = "rental " + s(r["id"]) + ": " + s(r["state"]) + " (version " + s(r["version"]) + "), " +
                     s(r["target"]) + " x" + s(r["count"]) + " at $" + s(r["price_per_hour"]) + "/h\n";
@@ -493,9 +557,11 @@ int run_market(const OutputFormat& fmt, const std::function<int(Error)>& report)
     return 0;
   }
   if (st.offers_list && st.offers_list->parsed()) {
-    auto r = call("GET", "/offers?source=market");
+    auto body = offers_list_body(*st.offers_list);
+    if (!body) return report(body.error());
+    auto r = call("POST", "/offers/list", &*body);
     if (!r) return report(r.error());
-    std::cout << (fmt.json ? r->dump(2) + "\n" : render_offers(*r));
+    std::cout << (fmt.json ? r->dump(2) + "\n" : render_offer_rows(*r));
     return 0;
   }
   for (const auto& c : st.calls) {

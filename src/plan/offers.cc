@@ -232,7 +232,7 @@ std::optional<double> Offer::price_per_gpu_hour(bool spot) const {
   return *p / gpus;
 }
 
-std::string Offer::id() const { return provider + "/" + region + "/" + name; }
+std::string Offer::id() const { return is_market() ? market_id : provider + "/" + region + "/" + name; }
 
 namespace {
 

@@ -376,13 +376,19 @@ bool is_market_route(const HttpRequest& req, const std::vector<std::string>& seg
     return true;
   }
   if (root == "offers") {
-    // GET /offers and POST /offers[/list] are the offers-file command (offers.list) as before; the
-    // market has GET /offers?source=market, DELETE /offers/{id}, and POST /offers with a bearer token.
+    // GET /offers and POST /offers[/list] are offers.list (files, and on a server with a store the
+    // market's rows beside them: market_offers_snapshot); the market itself answers GET
+    // /offers?source=market (its own shape), DELETE /offers/{id}, and POST /offers with a bearer token.
     if (req.method == "GET" || req.method == "HEAD") return segs.size() == 1 && query_value(req, "source") == "market";
     if (req.method == "DELETE") return true;
     return req.method == "POST" && segs.size() == 1 && !trim(req.authorization).empty();
   }
   return false;
+}
+
+Result<Json> market_offers_snapshot(const Market& m) {
+  GPUPLAN_TRY(offers, m.list_offers());
+  return offers_json(offers);
 }
 
 HttpResponse market_disabled_response() {

@@ -37,6 +37,11 @@ bool is_market_route(const HttpRequest& request, const std::vector<std::string>&
 HttpResponse market_response(market::Market& market, const HttpRequest& request,
                              const std::vector<std::string>& segments, const Json& body);
 
+// The market's live offers as GET /offers?source=market lists them ({"offers": [...]}, demo rows with
+// "demo": true): the snapshot the server passes to offers.list, compare and plan as their `market` key,
+// so that the library's commands stay pure.
+Result<Json> market_offers_snapshot(const market::Market& market);
+
 // The 404 a market route gets from a server started without a store.
 HttpResponse market_disabled_response();
 

@@ -592,19 +592,27 @@ HttpResponse Router::asset(const HttpRequest& req) const {
 }
 
 Router make_router(const Context& ctx, const Options& options) {
-  Runner runner = [ctx, offers = options.default_offers](std::string_view command, const Json& request) {
-    // --offers FILE: the offers of the commands that price things, when a request brings none
-    // (compare prices only when asked: a workload or an offer filter).
+  Runner runner = [ctx, offers = options.default_offers, market = options.market](std::string_view command,
+                                                                                  const Json& request) -> Result<Json> {
+    // The commands that price things (compare only when asked: a workload or an offer filter) get
+    // --offers FILE when a request brings no offers, and on a server with a store a snapshot of the
+    // market's live offers as `market` (unless the request asks for files only), in place of any the
+    // request brought: the market's rows are the store's, not the client's.
     const bool prices = command == "plan" || command == "offers.list" ||
                         (command == "compare" &&
                          (request.contains("model") || request.contains("spot") || request.contains("provider") ||
-                          request.contains("region") || request.contains("max_age")));
-    if (offers && prices && !request.contains("offers")) {
-      Json with = request;
-      with["offers"] = *offers;
-      return run_command(ctx, command, with);
+                          request.contains("region") || request.contains("max_age") || request.contains("source")));
+    const bool add_files = offers && prices && !request.contains("offers");
+    const bool files_only = request.contains("source") && request["source"] == "files";
+    const bool add_market = market && prices && !files_only;
+    if (!add_files && !add_market) return run_command(ctx, command, request);
+    Json with = request;
+    if (add_files) with["offers"] = *offers;
+    if (add_market) {
+      GPUPLAN_TRY(snapshot, market_offers_snapshot(*market));
+      with["market"] = std::move(snapshot);
     }
-    return run_command(ctx, command, request);
+    return run_command(ctx, command, with);
   };
   return Router(std::move(runner), command_names(), options);
 }
