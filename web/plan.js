@@ -178,7 +178,7 @@ function offersSection(haveOffers) {
     st.textContent = `${rows.length} offers${live ? `, ${live} live from the market` : ''}${r.data.now ? ` (file prices as captured; today ${r.data.now})` : ''}.`;
     const note = demo ? el('p', { class: 'demo-note', id: 'offers-demo-note', role: 'note' },
       el('span', { class: 'demo-badge', text: 'demo data' }),
-      ` ${demo} of the live offers are the demo inventory of \`make run\`: not real GPUs, for trying the market out.`) : null;
+      ` ${demo} of the live offers are the demo inventory of make run: not real GPUs, for trying the market out.`) : null;
     clear(tableBox, note, sortableTable([
       { key: 'provider', label: 'Provider' }, { key: 'region', label: 'Region' }, { key: 'name', label: 'Offer' },
       { key: 'target', label: 'GPU', render: (o) => el('a', { href: `#/gpu/${o.target}`, text: o.target }) },
@@ -186,10 +186,10 @@ function offersSection(haveOffers) {
       { key: 'price_hour', label: 'Per hour ($)', num: true },
       { key: 'price_per_gpu_hour', label: 'Per GPU-hour ($)', num: true },
       { key: 'spot_price_hour', label: 'Spot per hour ($)', num: true },
-      { key: 'origin', label: 'Source', render: (o) => o.origin === 'live'
+      { key: 'origin', label: 'Source (captured)', render: (o) => o.origin === 'live'
         ? el('span', { class: 'offer-live' }, el('span', { class: 'live-badge', text: 'live' }),
           ` ${fmt(o.available)} available`, o.demo ? el('span', { class: 'demo-badge', text: 'demo data' }) : null)
-        : `file, captured ${o.captured_at || '?'}${o.stale ? ' (stale)' : ''}` },
+        : `${o.captured_at || 'file'}${o.stale ? ' (stale)' : ''}` },
     ], rows.slice(0, 200), {
       caption: 'Offers from files and the market, cheapest per GPU-hour first (200 at most shown)', sortKey: 'price_per_gpu_hour',
       rowAttrs: (o) => ({ class: [o.origin === 'live' ? 'offer-market' : 'offer-file', o.demo ? 'offer-demo' : ''].join(' ').trim() }),

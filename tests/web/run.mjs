@@ -1,7 +1,7 @@
 // Browser tests of gpuplan's page: start `gpuplan serve` on a free loopback port, drive Debian's
 // chromium with playwright-core through each section as a user would, check what it shows, and keep
 // screenshots. Usage: node run.mjs <path to gpuplan> <screenshot dir>
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,9 +15,9 @@ if (!binary) {
 mkdirSync(shotDir, { recursive: true });
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 
-function startServer() {
+function startServer(extra = []) {
   return new Promise((resolve, reject) => {
-    const proc = spawn(binary, ['serve', '--host', '127.0.0.1', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(binary, ['serve', '--host', '127.0.0.1', '--port', '0', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     const timer = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 10000);
     proc.stdout.on('data', (d) => {
@@ -31,6 +31,40 @@ function startServer() {
 }
 
 const { proc, base } = await startServer();
+
+// A second server with a market (`gpuplan serve --data-dir`) holding the demo inventory that
+// scripts/market-demo.sh (`make run`) creates, made here through the API: provider "demo-provider"
+// (its offers are demo data), one 8-GPU A100-80GB NVLink node with dynamic MIG, one 2-GPU H100 PCIe
+// node, and four offers.
+async function startMarketServer() {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'gpuplan-market-web-'));
+  const init = spawnSync(binary, ['admin', 'init', '--data-dir', dir, '--json'], { encoding: 'utf8' });
+  if (init.status !== 0) throw new Error(`admin init failed: ${init.stderr}`);
+  const admin = JSON.parse(init.stdout).token;
+  const server = await startServer(['--data-dir', dir]);
+  const call = async (method, route, token, body) => {
+    const r = await fetch(`${server.base}api/v1${route}`, {
+      method, headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+    });
+    const data = await r.json();
+    if (r.status !== 201) throw new Error(`${method} ${route}: ${r.status} ${JSON.stringify(data)}`);
+    return data;
+  };
+  const provider = await call('POST', '/tenants', admin, { name: 'demo-provider', kind: 'provider' });
+  const ops = await call('POST', `/tenants/${provider.id}/users`, admin, { name: 'demo-ops', role: 'admin' });
+  const { token } = await call('POST', '/tokens', admin, { user_id: ops.id });
+  const gpus = (target, prefix, n, mig) => Array.from({ length: n }, (_, i) => ({ target, uuid: `${prefix}${i}`, mig }));
+  await call('POST', '/nodes', token, { name: 'demo-a100-node', region: 'demo-eu', interconnect: 'nvlink', vcpus: 128, ram_gb: 1024, disk_gb: 8000,
+    gpus: gpus('a100-80gb-sxm4', 'GPU-DEMO-A100-000', 8, 'dynamic') });
+  await call('POST', '/nodes', token, { name: 'demo-h100-node', region: 'demo-eu', interconnect: 'pcie', vcpus: 64, ram_gb: 512, disk_gb: 4000,
+    gpus: gpus('h100-80gb-pcie', 'GPU-DEMO-H100-000', 2, 'none') });
+  const offers = {};
+  for (const [target, price] of [['a100-80gb-sxm4/1g.10gb', 0.35], ['a100-80gb-sxm4/3g.40gb', 1.10], ['a100-80gb-sxm4', 1.90], ['h100-80gb-pcie', 2.49]]) {
+    offers[target] = (await call('POST', '/offers', token, { target, region: 'demo-eu', price_per_hour: price })).id;
+  }
+  return { ...server, dir, offers };
+}
+const market = await startMarketServer();
 const userDataDir = mkdtempSync(path.join(os.tmpdir(), 'gpuplan-chromium-'));  // a new profile every run
 const browser = await chromium.launchPersistentContext(userDataDir, {
   executablePath: CHROMIUM,
@@ -48,12 +82,12 @@ const problems = [];
 function watch(page, name) {
   page.on('pageerror', (e) => problems.push(`${name}: page error: ${e.message}`));
   page.on('console', (m) => { if (m.type() === 'error' && !m.text().includes('404')) problems.push(`${name}: console: ${m.text()}`); });
-  page.on('request', (r) => { if (!r.url().startsWith(base) && !r.url().startsWith('data:') && !r.url().startsWith('blob:')) problems.push(`${name}: request to ${r.url()}`); });
+  page.on('request', (r) => { if (!r.url().startsWith(base) && !r.url().startsWith(market.base) && !r.url().startsWith('data:') && !r.url().startsWith('blob:')) problems.push(`${name}: request to ${r.url()}`); });
 }
 
 function expect(cond, msg) { if (!cond) throw new Error(msg); }
-async function open(page, hash) {
-  await page.goto(`${base}${hash}`);
+async function open(page, hash, at = base) {
+  await page.goto(`${at}${hash}`);
   await page.waitForSelector('body[data-ready="true"]', { timeout: 10000 });
 }
 const shot = (page, name) => page.screenshot({ path: path.join(shotDir, `${name}.png`), fullPage: true });
@@ -337,6 +371,30 @@ test('keyboard: tabs with arrows, focus visible, sort by keyboard', async (page)
   expect(outline !== 'none', 'a focus outline');
 });
 
+test('market: the offers view lists live market rows beside the files and marks demo data', async (page) => {
+  await open(page, '#/plan', market.base);
+  const box = page.locator('#panel-plan section.offers');
+  await box.locator('table tbody tr').first().waitFor();
+  // The demo inventory's 1g.10gb offer: a live row with its count (8 A100-80GB x 7 slices) and the mark.
+  const slice = box.locator(`tbody tr.offer-market:has(td:text-is("${market.offers['a100-80gb-sxm4/1g.10gb']}"))`);
+  await slice.waitFor();
+  const text = await slice.textContent();
+  expect(text.includes('live') && text.includes('56 available'), `the 1g.10gb row shows live and its count: ${text}`);
+  expect(await slice.locator('.demo-badge').isVisible(), 'the demo row carries a visible "demo data" badge');
+  expect((await slice.locator('.demo-badge').textContent()).trim() === 'demo data', 'the badge says demo data');
+  expect(await page.isVisible('#offers-demo-note'), 'a note says the demo rows are demo data');
+  expect(/demo data/.test(await page.textContent('#offers-demo-note')), 'the note names demo data');
+  expect(await box.locator('tbody tr.offer-file').count() > 0, 'file offers are listed beside the market rows');
+  const status = await box.locator('p.status').textContent();
+  expect(/4 live from the market/.test(status), `the status counts the live rows: ${status}`);
+  await shot(page, 'market-offers-demo');
+  // The same view on a server without a store: no live rows, no demo note.
+  await open(page, '#/plan');
+  await page.locator('#panel-plan section.offers table tbody tr').first().waitFor();
+  expect(await page.locator('#panel-plan section.offers tbody tr.offer-market').count() === 0, 'no market rows without a store');
+  expect(!(await page.isVisible('#offers-demo-note')), 'no demo note without a store');
+});
+
 test('phone width: no sideways scrolling of the page', async (page) => {
   await page.setViewportSize({ width: 390, height: 844 });
   for (const hash of ['#/catalog', '#/gpu/h100-80gb-sxm5', '#/compare?gpu=a100-40gb-sxm4,a40', '#/fit', '#/mig', '#/plan']) {
@@ -367,6 +425,8 @@ for (const t of tests) {
 }
 await browser.close();
 proc.kill('SIGTERM');
+market.proc.kill('SIGTERM');
 rmSync(userDataDir, { recursive: true, force: true });
+rmSync(market.dir, { recursive: true, force: true });
 console.log(`${tests.length - failed} of ${tests.length} browser tests passed in ${((Date.now() - started) / 1000).toFixed(1)} s; screenshots in ${shotDir}`);
 process.exit(failed ? 1 : 0);
