@@ -64,7 +64,9 @@ Result<Offer> market_offer(const Catalog& catalog, const Json& row) {
     if (!row.contains(key) || !row[key].is_number_integer())
       return usage_error(std::string("'") + key + "' must be a whole number");
     const Json& v = row[key];
-    const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi)
+    // The parser stores a non-negative integer as unsigned: compare it as one (lo and hi are >= 0).
+    const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() >= static_cast<uint64_t>(lo) &&
+                                                       v.get<uint64_t>() <= static_cast<uint64_t>(hi)
                                                  : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
     if (!in_range)
       return usage_error(std::string("'") + key + "' is outside [" + std::to_string(lo) + ", " + std::to_string(hi) +
@@ -92,7 +94,8 @@ Result<Offer> market_offer(const Catalog& catalog, const Json& row) {
     return usage_error("'price_per_hour' must be a number");
   const double price = row["price_per_hour"].get<double>();
   if (!std::isfinite(price) || price <= 0 || price > kMaxMarketPriceHour)
-    return usage_error("'price_per_hour' must be above 0 and at most 1000000");
+    return usage_error("'price_per_hour' must be above 0 and at most " +
+                       std::to_string(static_cast<long long>(kMaxMarketPriceHour)));
   o.price_hour = price;
   if (row.contains("min_billable_seconds")) {
     GPUPLAN_CHECK(whole("min_billable_seconds", 0, std::numeric_limits<int32_t>::max(), o.min_billable_seconds));

@@ -78,19 +78,22 @@ TEST(OffersMarket, MarketRowsAreListedBesideTheFilesWithSourceIdAvailableAndDemo
 }
 
 TEST(OffersMarket, AMalformedMarketRowIsSkippedWithTheKeyNamedAndTooManyAreALimit) {
-  Json rows = Json::array({market_row("off_1", "a100-80gb-sxm4", 1.9, 1), market_row("off_2", "no-such-gpu", 1, 1),
-                           Json{{"id", "off_3"}, {"provider", "p"}, {"target", "a40"}, {"price_per_hour", 1}},
-                           market_row("off_4", "a40", -1, 1), "not an object"});
+  Json rows =
+      Json::array({market_row("off_1", "a100-80gb-sxm4", 1.9, 1), market_row("off_2", "no-such-gpu", 1, 1),
+                   Json{{"id", "off_3"}, {"provider", "p"}, {"target", "a40"}, {"price_per_hour", 1}},
+                   market_row("off_4", "a40", -1, 1), "not an object", market_row("off_6", "a40", 1, 1, false, 0)});
   auto r = run_command(ctx(), "offers.list",
                        Json{{"now", "2026-11-30"}, {"market", Json{{"offers", rows}}}, {"source", "market"}});
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ((*r)["offers"].size(), 1u);
-  ASSERT_EQ((*r)["skipped"].size(), 4u) << (*r)["skipped"].dump();
+  ASSERT_EQ((*r)["skipped"].size(), 5u) << (*r)["skipped"].dump();
   EXPECT_EQ((*r)["skipped"][0]["file"], "market");
   EXPECT_EQ((*r)["skipped"][0]["line"], 2);
   EXPECT_NE((*r)["skipped"][0]["reason"].get<std::string>().find("no-such-gpu"), std::string::npos);
   EXPECT_NE((*r)["skipped"][1]["reason"].get<std::string>().find("'available'"), std::string::npos);
   EXPECT_NE((*r)["skipped"][2]["reason"].get<std::string>().find("'price_per_hour'"), std::string::npos);
+  EXPECT_NE((*r)["skipped"][4]["reason"].get<std::string>().find("'gpus' is outside [1, 16]"), std::string::npos)
+      << (*r)["skipped"][4].dump();
 
   auto not_a_list = run_command(ctx(), "offers.list", Json{{"market", Json::array()}});
   ASSERT_FALSE(not_a_list.ok());
