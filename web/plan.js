@@ -89,7 +89,7 @@ function render(d) {
   if (best) {
     res.push(el('section', { class: 'recommended', 'aria-label': 'Recommended plan' },
       el('h3', { text: 'Recommended' }),
-      el('p', {}, el('strong', { text: `${best.provider || ''} ${best.offer || ''}`.trim() }), best.region ? ` in ${best.region}` : '', `: ${best.gpus || 1} × ${best.target}`,
+      el('p', {}, el('strong', { text: `${best.provider || ''} ${best.offer || ''}`.trim() }), marketMarks(best), best.region ? ` in ${best.region}` : '', `: ${best.gpus || 1} × ${best.target}`,
         best.tp ? `, tensor parallel ${best.tp}` : '', best.pp > 1 ? `, pipeline ${best.pp}` : '', best.replicas ? `, ${best.replicas} replica(s)` : '', best.batch ? `, batch ${best.batch}` : ''),
       el('ul', {},
         el('li', { text: `Cost: ${money(best.cost_per_hour)} per hour${typeof best.cost_total === 'number' ? `, ${money(best.cost_total)} in total` : ''}${typeof best.cost_per_million_tokens === 'number' ? `, ${money(best.cost_per_million_tokens)} per million tokens` : ''}` }),
@@ -109,12 +109,20 @@ function render(d) {
     el('caption', { text: 'Plans considered' }),
     el('thead', {}, el('tr', {}, ['Offer', 'Provider', 'Region', 'Target', 'GPUs', 'TP', 'PP', 'Replicas', 'Batch', 'Per hour', 'Total', 'Per M tokens', 'Time', 'Meets goal', 'Reason'].map((h) => el('th', { scope: 'col', text: h })))),
     el('tbody', {}, plans.map((p) => el('tr', {},
-      el('th', { scope: 'row', text: p.offer || '' }), el('td', { text: p.provider || '' }), el('td', { text: p.region || '' }), el('td', { text: p.target || '' }),
+      el('th', { scope: 'row' }, p.offer || '', marketMarks(p)), el('td', { text: p.provider || '' }), el('td', { text: p.region || '' }), el('td', { text: p.target || '' }),
       ['gpus', 'tp', 'pp', 'replicas', 'batch'].map((k) => el('td', { class: 'num', text: fmt(p[k]) })),
       el('td', { class: 'num', text: money(p.cost_per_hour) }), el('td', { class: 'num', text: money(p.cost_total) }), el('td', { class: 'num', text: money(p.cost_per_million_tokens) }),
       el('td', { class: 'num', text: p.seconds_total > 0 ? seconds(p.seconds_total) : typeof p.tpot_seconds === 'number' ? `${seconds(p.tpot_seconds)}/token` : '–' }),
       el('td', { text: p.meets_goal === false ? '✗ no' : '✓ yes' }), el('td', { text: p.reason || '' })))))));
   return res;
+}
+
+// A market offer's (or plan's) marks: "live" with the count free now, and "demo data" for the demo
+// inventory's; nothing for a file's offer.
+function marketMarks(o) {
+  if (o.source !== 'market') return null;
+  return el('span', { class: 'offer-live' }, ' ', el('span', { class: 'live-badge', text: 'live' }),
+    ` ${fmt(o.available)} available`, o.demo ? el('span', { class: 'demo-badge', text: 'demo data' }) : null);
 }
 
 // Cost (y) against time (x), one marker per plan; the Pareto front joined by a line. Markers differ by
@@ -187,9 +195,7 @@ function offersSection(haveOffers) {
       { key: 'price_per_gpu_hour', label: 'Per GPU-hour ($)', num: true },
       { key: 'spot_price_hour', label: 'Spot per hour ($)', num: true },
       { key: 'origin', label: 'Source (captured)', render: (o) => o.origin === 'live'
-        ? el('span', { class: 'offer-live' }, el('span', { class: 'live-badge', text: 'live' }),
-          ` ${fmt(o.available)} available`, o.demo ? el('span', { class: 'demo-badge', text: 'demo data' }) : null)
-        : `${o.captured_at || 'file'}${o.stale ? ' (stale)' : ''}` },
+        ? marketMarks(o) : `${o.captured_at || 'file'}${o.stale ? ' (stale)' : ''}` },
     ], rows.slice(0, 200), {
       caption: 'Offers from files and the market, cheapest per GPU-hour first (200 at most shown)', sortKey: 'price_per_gpu_hour',
       rowAttrs: (o) => ({ class: [o.origin === 'live' ? 'offer-market' : 'offer-file', o.demo ? 'offer-demo' : ''].join(' ').trim() }),

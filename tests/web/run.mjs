@@ -388,6 +388,14 @@ test('market: the offers view lists live market rows beside the files and marks 
   const status = await box.locator('p.status').textContent();
   expect(/4 live from the market/.test(status), `the status counts the live rows: ${status}`);
   await shot(page, 'market-offers-demo');
+  // The plan over the same server considers the market's rows: they carry their marks there too.
+  await page.fill('#plan-rate', '0.5');
+  await page.fill('#plan-top', '50');  // every plan: the demo offers rank 11th and later here
+  await page.click('#panel-plan form.workload button[type="submit"]');
+  await page.waitForSelector('#panel-plan .plan-results table.plans', { timeout: 20000 });
+  const marked = await page.locator('#panel-plan .plan-results table.plans tbody tr:has(.demo-badge)').count();
+  expect(marked >= 1, `market plans carry the demo data mark (${marked} rows)`);
+  await shot(page, 'market-plan-demo');
   // The same view on a server without a store: no live rows, no demo note.
   await open(page, '#/plan');
   await page.locator('#panel-plan section.offers table tbody tr').first().waitFor();
