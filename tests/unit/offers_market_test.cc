@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
+#include <thread>
 
 #include "gpuplan/api.h"
 #include "gpuplan/market.h"
@@ -287,6 +289,59 @@ TEST_F(OffersMarketServer, PlanOnTheServerSeesTheMarketAndItsLiveCount) {
                                          {"source", "files"}});
   ASSERT_EQ(files.status, 200) << files.body;
   EXPECT_NE(Json::parse(files.body)["best"]["offer"], whole_id_);
+}
+
+// The output of a shell command (stdout and stderr), for the CLI against a loopback server.
+std::string run_cli(const std::string& args) {
+  const std::string cmd = std::string(GPUPLAN_CLI_BINARY) + " " + args + " 2>&1";
+  std::string out;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    ::pclose(p);
+  }
+  return out;
+}
+
+TEST_F(OffersMarketServer, TheCliListsBothWithSourceAndAvailableColumns) {
+  server::Options o;
+  o.host = "127.0.0.1";
+  o.port = 0;
+  o.threads = 2;
+  o.market = market_;
+  server::Server http(server::make_router(*ctx_, o));
+  auto port = http.bind();
+  ASSERT_TRUE(port.ok()) << port.error().message;
+  std::thread t([&http] { http.run(); });
+  const std::string url = "http://127.0.0.1:" + std::to_string(*port);
+  const std::string all = run_cli("offers list --server " + url + " --now 2026-11-30");
+  const std::string market_only =
+      run_cli("offers list --server " + url + " --source market --gpu a100-80gb-sxm4/1g.10gb");
+  const std::string json = run_cli("--json offers list --server " + url + " --source files --gpu a40 --now 2026-11-30");
+  http.stop();
+  t.join();
+  const std::string header = all.substr(0, all.find('\n'));
+  EXPECT_NE(header.find("source"), std::string::npos) << all;
+  EXPECT_NE(header.find("available"), std::string::npos) << all;
+  // The 1g.10gb row: its market id, source market, seven free, marked demo data; file rows beside it.
+  const size_t row = all.find(slice_id_);
+  ASSERT_NE(row, std::string::npos) << all;
+  const std::string line = all.substr(row, all.find('\n', row) - row);
+  EXPECT_NE(line.find("market"), std::string::npos) << line;
+  EXPECT_NE(line.find(" 7 "), std::string::npos) << line;
+  EXPECT_NE(line.find("demo data"), std::string::npos) << line;
+  EXPECT_NE(all.find("  file  "), std::string::npos) << all;
+  EXPECT_NE(all.find("2 live from the market"), std::string::npos) << all;
+  // --source market --gpu: the market's rows only, filtered.
+  EXPECT_NE(market_only.find(slice_id_), std::string::npos) << market_only;
+  EXPECT_EQ(market_only.find(whole_id_), std::string::npos) << market_only;
+  EXPECT_EQ(market_only.find("  file  "), std::string::npos) << market_only;
+  // --json --source files: offers.list's answer, no market row.
+  const Json j = Json::parse(json, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << json;
+  ASSERT_FALSE(j["offers"].empty()) << json;
+  for (const auto& r : j["offers"]) EXPECT_NE(r["source"], "market") << r.dump();
 }
 
 }  // namespace
