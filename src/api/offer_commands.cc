@@ -190,8 +190,9 @@ Result<OfferSet> offers_from_request(const Context& ctx, const Request& req) {
   GPUPLAN_TRY(source, req.text("source"));
   OfferSet all;
   if (source != "market") {
-    GPUPLAN_TRY(files, file_offers(ctx, req));
-    all = std::move(files);
+    auto files = file_offers(ctx, req);
+    if (!files) return files.error();
+    all = std::move(*files);
   }
   if (source != "files" && req.has("market")) GPUPLAN_CHECK(add_market_offers(*ctx.catalog, req.raw("market"), all));
   return all;

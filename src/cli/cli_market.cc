@@ -96,9 +96,9 @@ Result<Json> call(const std::string& method, const std::string& path, const Json
   for (const auto& [k, v] : extra_headers) headers.emplace(k, v);
   const std::string full = "/api/v1" + path;
   const std::string payload = body ? body->dump() : std::string();
-  httplib::Result res = method == "GET"      ? client.Get(full.c_str(), headers)
-                        : method == "DELETE" ? client.Delete(full.c_str(), headers)
-                                             : client.Post(full.c_str(), headers, payload, "application/json");
+  httplib::Result res = method == "GET"      ? client.Get(full, headers)
+                        : method == "DELETE" ? client.Delete(full, headers)
+                                             : client.Post(full, headers, payload, "application/json");
   if (!res) {
     return Error{ErrorCode::kUnavailable,
                  "cannot reach the gpuplan server at " + server + " (" + httplib::to_string(res.error()) +
@@ -140,6 +140,7 @@ std::string table(const Json& items, const std::vector<std::string>& header, con
   std::vector<std::vector<std::string>> rows;
   for (const auto& it : items) {
     std::vector<std::string> row;
+    row.reserve(keys.size());
     for (const auto& k : keys) row.push_back(it.contains(k) ? s(it[k]) : "-");
     rows.push_back(std::move(row));
   }
@@ -442,8 +443,10 @@ void add_market_commands(CLI::App& app) {
       add(
           c,
           [&id, &version, v] {
-            return v == "delete" ? call("DELETE", "/rentals/" + id, nullptr, if_match_header(version))
-                                 : call("POST", "/rentals/" + id + "/" + v, nullptr, if_match_header(version));
+            if (v == "delete") return call("DELETE", "/rentals/" + id, nullptr, if_match_header(version));
+            std::string path = "/rentals/" + id;
+            path.append("/").append(v);
+            return call("POST", path, nullptr, if_match_header(version));
           },
           render_rental);
     }

@@ -609,8 +609,9 @@ Router make_router(const Context& ctx, const Options& options) {
     Json with = request;
     if (add_files) with["offers"] = *offers;
     if (add_market) {
-      GPUPLAN_TRY(snapshot, market_offers_snapshot(*market));
-      with["market"] = std::move(snapshot);
+      auto snapshot = market_offers_snapshot(*market);
+      if (!snapshot) return snapshot.error();
+      with["market"] = std::move(*snapshot);
     }
     return run_command(ctx, command, with);
   };
