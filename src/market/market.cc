@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <map>
+#include <mutex>
 #include <set>
 #include <tuple>
 
@@ -267,11 +268,30 @@ Result<std::vector<RentalUsage>> usages(Tx& tx, const std::string& where, const 
   return out;
 }
 
+// A tenant's charges so far: the final rentals' frozen charges in one SUM, plus the rentals that can
+// still bill (live or stopped, or final before migration 0002 froze charges) from their segments. The
+// history of ended rentals is never read row by row.
 Result<int64_t> tenant_charges(Tx& tx, const std::string& tenant, int64_t now) {
-  GPUPLAN_TRY(us, usages(tx, "r.tenant_id = ?1", tenant, now));
-  int64_t sum = 0;
+  GPUPLAN_TRY(settled, tx.query("SELECT COALESCE(SUM(final_charge_micros), 0) FROM rentals WHERE tenant_id = ?1 AND "
+                                "final_charge_micros IS NOT NULL",
+                                params(tenant)));
+  int64_t sum = settled.empty() ? 0 : settled[0].integer(0);
+  GPUPLAN_TRY(us, usages(tx, "r.tenant_id = ?1 AND r.final_charge_micros IS NULL", tenant, now));
   for (const auto& u : us) sum += u.charge_micros;
   return sum;
+}
+
+// Every write that changes inventory, claims or offers bumps the one-row market_version in its own
+// transaction, so that each process's view of live offers (Market::Impl::offer_view) sees the change.
+Status bump_version(Tx& tx) {
+  GPUPLAN_TRY(n, tx.exec("UPDATE market_version SET version = version + 1 WHERE id = 1"));
+  (void)n;
+  return Status::Ok();
+}
+Result<int64_t> read_version(Tx& tx) {
+  GPUPLAN_TRY(rows, tx.query("SELECT version FROM market_version WHERE id = 1"));
+  if (rows.empty()) return Error{ErrorCode::kInternal, "market_version has no row (migration 0002)", ""};
+  return rows[0].integer(0);
 }
 
 std::string money(int64_t micros) {
@@ -344,9 +364,10 @@ uint32_t mask_of(int start, int size) { return size >= 32 ? ~0u : (((1u << size)
 
 // Everything placement needs, in one consistent read: the provider's nodes ("" = all), GPUs, claims,
 // and live MIG instances.
-// `region` and `gpu` ("" = any) narrow it to what one offer can use.
+// `region` and `gpu` ("" = any) narrow it to what one offer can use; `ready_only` leaves draining nodes out.
 Result<Snapshot> load_snapshot(Tx& tx, const Catalog& catalog, const std::string& provider,
-                               const std::string& region = {}, const std::string& gpu_id = {}) {
+                               const std::string& region = {}, const std::string& gpu_id = {},
+                               bool ready_only = false) {
   Snapshot snap;
   std::string where;
   std::vector<Value> v;
@@ -358,6 +379,7 @@ Result<Snapshot> load_snapshot(Tx& tx, const Catalog& catalog, const std::string
   add(provider, "n.provider_id");
   add(region, "n.region");
   add(gpu_id, "g.catalog_id");
+  if (ready_only) where += std::string(where.empty() ? " WHERE " : " AND ") + "n.state = 'ready'";
   GPUPLAN_TRY(rows,
               tx.query("SELECT n.id, n.provider_id, n.name, n.region, n.interconnect, n.state, g.id, g.idx, g.uuid, "
                        "g.catalog_id, g.mig_policy, g.mig_layout, g.mem_slices FROM nodes n JOIN gpus g ON "
@@ -702,6 +724,46 @@ struct Market::Impl {
   std::shared_ptr<const Catalog> catalog;
   int64_t now() const { return clock->now_ms(); }
 
+  // The view of live offers: every offer (active or not, in list order) with `available` computed, as of
+  // one market_version. A list reads that one row and answers from the view while it is current; any
+  // committed write (this process's or another's on the same PostgreSQL) bumps it and the next list
+  // rebuilds the view in one consistent read. Immutable once published: readers share it.
+  struct OfferView {
+    int64_t version = 0;
+    std::vector<Offer> offers;
+  };
+  std::mutex view_mu;   // guards `view`
+  std::mutex build_mu;  // one rebuild at a time: the others wait for it instead of scanning too
+  std::shared_ptr<const OfferView> view;
+
+  std::shared_ptr<const OfferView> current_view(int64_t version) {
+    std::lock_guard<std::mutex> lock(view_mu);
+    // Newer than the reader's snapshot is fine too: the version only grows.
+    return view && view->version >= version ? view : nullptr;
+  }
+
+  // The view as of `tx`'s snapshot (or newer), rebuilt when the store's version moved.
+  Result<std::shared_ptr<const OfferView>> offer_view(Tx& tx) {
+    GPUPLAN_TRY(version, read_version(tx));
+    if (auto v = current_view(version)) return v;
+    std::lock_guard<std::mutex> build(build_mu);
+    if (auto v = current_view(version)) return v;  // another thread built it meanwhile
+    auto built = std::make_shared<OfferView>();
+    built->version = version;
+    GPUPLAN_TRY(rows, tx.query(std::string(kOfferSelect) + "ORDER BY o.created_at, o.id"));
+    GPUPLAN_TRY(snap, load_snapshot(tx, *catalog, ""));
+    Memo memo;
+    built->offers.reserve(rows.size());
+    for (const Row& r : rows) {
+      Offer o = offer_from(r);
+      o.available = available_units(snap, o, memo);
+      built->offers.push_back(std::move(o));
+    }
+    std::lock_guard<std::mutex> lock(view_mu);
+    if (!view || view->version < version) view = built;
+    return std::shared_ptr<const OfferView>(built);
+  }
+
   // THE transition function: checks the edge, bumps the version, appends the event, and applies the
   // effects of entering `to` (usage segment, claims) in the caller's transaction.
   Status transition(Tx& tx, RentalRow& rr, RentalState to, const std::string& actor, const std::string& reason) {
@@ -748,6 +810,13 @@ struct Market::Impl {
     if (changed != 1) {
       return Error{ErrorCode::kPreconditionFailed, "rental " + r.id + " changed underneath; GET it again", "version"};
     }
+    if (is_final(to)) {
+      // Its segments are closed for good: the charge is frozen, and the credit check sums it in SQL.
+      GPUPLAN_TRY(us, usages(tx, "r.id = ?1", r.id, t));
+      GPUPLAN_TRY(f, tx.exec("UPDATE rentals SET final_charge_micros = ?2 WHERE id = ?1",
+                             params(r.id, us.empty() ? int64_t{0} : us[0].charge_micros)));
+      (void)f;
+    }
     GPUPLAN_TRY(
         ev, tx.exec("INSERT INTO rental_events (rental_id, seq, at, from_state, to_state, actor, reason) VALUES "
                     "(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -785,10 +854,20 @@ struct Market::Impl {
 
   // requested -> reserved with claims, then (immediate hand-off) -> starting -> running.
   Status place_and_run(Tx& tx, RentalRow& rr, const Offer& offer, const std::string& actor, bool* collision) {
-    GPUPLAN_TRY(snap, load_snapshot(tx, *catalog, offer.provider_id, offer.region, offer.gpu));
-    Snapshot s = snap;
-    GPUPLAN_TRY(ps, choose(s, offer, rr.r.count, split_ids(rr.prev_gpus)));
-    GPUPLAN_CHECK(claim(tx, rr.r, ps, collision));
+    // Only the GPUs that can serve the offer: its provider, region and GPU, on ready nodes.
+    const std::set<std::string> prev = split_ids(rr.prev_gpus);
+    auto snap = load_snapshot(tx, *catalog, offer.provider_id, offer.region, offer.gpu, true);
+    if (!snap) return snap.error();
+    auto ps = choose(*snap, offer, rr.r.count, prev);
+    if (!ps) {
+      if (ps.error().code != ErrorCode::kConflict) return ps.error();
+      // Nothing free: the reasons also name the draining nodes, so read them too (only on this path).
+      auto all = load_snapshot(tx, *catalog, offer.provider_id, offer.region, offer.gpu);
+      if (!all) return all.error();
+      auto again = choose(*all, offer, rr.r.count, prev);  // a draining node never serves: it fails the same way
+      return again ? ps.error() : again.error();
+    }
+    GPUPLAN_CHECK(claim(tx, rr.r, *ps, collision));
     failpoint("after_claims");
     GPUPLAN_CHECK(transition(tx, rr, RentalState::kReserved, actor, "placed"));
     if (options.handoff == Handoff::kImmediate) {
@@ -808,9 +887,10 @@ struct Market::Impl {
   Status write_with_claims(const std::function<Status(Tx&, bool*)>& body) {
     for (int attempt = 0;; ++attempt) {
       bool collision = false;
-      Status s = with_tx(*db, TxMode::kWrite, [&](Tx& tx) {
+      Status s = with_tx(*db, TxMode::kWrite, [&](Tx& tx) -> Status {
         collision = false;
-        return body(tx, &collision);
+        GPUPLAN_CHECK(body(tx, &collision));
+        return bump_version(tx);
       });
       if (s || !collision || attempt + 1 >= kMaxClaimAttempts) return s;
     }
@@ -1277,6 +1357,7 @@ Result<Node> Market::add_node(const Principal& p, const NodeSpec& spec) {
         return g.error();
       }
     }
+    GPUPLAN_CHECK(bump_version(tx));
     GPUPLAN_TRY(nodes, load_nodes(tx, p.tenant_id, node_id));
     if (nodes.empty()) return Error{ErrorCode::kInternal, "the node just written is missing", ""};
     out = nodes[0];
@@ -1316,6 +1397,7 @@ Result<Node> Market::drain_node(const Principal& p, std::string_view node_id) {
     GPUPLAN_CHECK(require_write(p));
     GPUPLAN_TRY(c, tx.exec("UPDATE nodes SET state = 'draining' WHERE id = ?1", params(std::string(node_id))));
     (void)c;
+    GPUPLAN_CHECK(bump_version(tx));
     out = n[0];
     out.state = NodeState::kDraining;
     return Status::Ok();
@@ -1338,7 +1420,7 @@ Status Market::remove_node(const Principal& p, std::string_view node_id) {
     GPUPLAN_TRY(b, tx.exec("DELETE FROM nodes WHERE id = ?1", params(id)));
     (void)a;
     (void)b;
-    return Status::Ok();
+    return bump_version(tx);
   });
 }
 
@@ -1379,6 +1461,7 @@ Result<Offer> Market::create_offer(const Principal& p, const OfferSpec& spec) {
                         params(o.id, o.provider_id, o.target, o.gpu, opt_text(o.profile), int64_t{o.gpus}, o.region,
                                o.price_micros_per_hour, o.min_billable_seconds, o.created_at_ms)));
     (void)n;
+    GPUPLAN_CHECK(bump_version(tx));
     GPUPLAN_TRY(full, impl_->offer_by_id(tx, o.id));
     GPUPLAN_TRY(snap, load_snapshot(tx, *impl_->catalog, p.tenant_id));
     o = full;
@@ -1398,6 +1481,7 @@ Result<Offer> Market::set_offer_price(const Principal& p, std::string_view offer
     GPUPLAN_TRY(n, tx.exec("UPDATE offers SET price_micros_per_hour = ?2 WHERE id = ?1",
                            params(std::string(offer_id), price_micros_per_hour)));
     (void)n;
+    GPUPLAN_CHECK(bump_version(tx));
     out = *o;
     out.price_micros_per_hour = price_micros_per_hour;
     GPUPLAN_TRY(snap, load_snapshot(tx, *impl_->catalog, p.tenant_id));
@@ -1414,7 +1498,7 @@ Status Market::delete_offer(const Principal& p, std::string_view offer_id) {
     GPUPLAN_CHECK(require_write(p));
     GPUPLAN_TRY(n, tx.exec("UPDATE offers SET active = 0 WHERE id = ?1", params(std::string(offer_id))));
     (void)n;
-    return Status::Ok();
+    return bump_version(tx);
   });
 }
 
@@ -1429,41 +1513,38 @@ Result<std::vector<Offer>> Market::list_offers(const OfferFilter& filter) const 
     }
     target = ref->id();
   }
-  std::vector<Offer> out;
+  std::shared_ptr<const Impl::OfferView> view;
   MARKET_RUN(with_tx(*impl_->db, TxMode::kRead, [&](Tx& tx) -> Status {
-    out.clear();
-    std::string where = filter.include_inactive ? "WHERE 1 = 1" : "WHERE o.active = 1";
-    std::vector<Value> v;
-    if (!filter.provider.empty()) {
-      v.emplace_back(filter.provider);
-      where += " AND o.provider_id = ?" + std::to_string(v.size());
-    }
-    if (!filter.region.empty()) {
-      v.emplace_back(filter.region);
-      where += " AND o.region = ?" + std::to_string(v.size());
-    }
-    if (!target.empty()) {
-      v.emplace_back(target);
-      where += " AND o.target = ?" + std::to_string(v.size());
-    }
-    GPUPLAN_TRY(rows, tx.query(std::string(kOfferSelect) + where + " ORDER BY o.created_at, o.id", v));
-    if (rows.empty()) return Status::Ok();
-    GPUPLAN_TRY(snap, load_snapshot(tx, *impl_->catalog, filter.provider));
-    Memo memo;
-    for (const Row& r : rows) {
-      if (out.size() >= kMaxListRows) break;
-      Offer o = offer_from(r);
-      o.available = available_units(snap, o, memo);
-      out.push_back(std::move(o));
-    }
+    GPUPLAN_TRY(v, impl_->offer_view(tx));
+    view = v;
     return Status::Ok();
   }));
+  std::vector<Offer> out;
+  for (const Offer& o : view->offers) {
+    if (out.size() >= kMaxListRows) break;
+    if (!filter.include_inactive && !o.active) continue;
+    if (!filter.provider.empty() && o.provider_id != filter.provider) continue;
+    if (!filter.region.empty() && o.region != filter.region) continue;
+    if (!target.empty() && o.target != target) continue;
+    out.push_back(o);
+  }
   return out;
 }
 
 Result<Offer> Market::get_offer(std::string_view offer_id) const {
+  std::shared_ptr<const Impl::OfferView> view;
   Offer out;
   MARKET_RUN(with_tx(*impl_->db, TxMode::kRead, [&](Tx& tx) -> Status {
+    GPUPLAN_TRY(version, read_version(tx));
+    if (auto v = impl_->current_view(version)) {
+      for (const Offer& o : v->offers) {
+        if (o.id != offer_id) continue;
+        out = o;
+        return Status::Ok();
+      }
+      return not_found_error("no offer '" + std::string(offer_id) + "'", "offer");
+    }
+    // No current view: one offer needs only its provider's inventory, not a rebuild of every offer.
     GPUPLAN_TRY(o, impl_->offer_by_id(tx, offer_id));
     GPUPLAN_TRY(snap, load_snapshot(tx, *impl_->catalog, o.provider_id));
     out = o;
@@ -1774,7 +1855,7 @@ Result<int64_t> Market::tick() {
         ++changed;
       }
     }
-    return Status::Ok();
+    return changed > 0 ? bump_version(tx) : Status::Ok();
   }));
   return changed;
 }
