@@ -583,24 +583,33 @@ int64_t greedy_count(const GpuSnap& start, int pi, Memo& memo) {
   return n;
 }
 
-// Units of `o` placeable now.
+// What node `n` adds to a whole-GPU offer's `available`: its free matching GPUs in whole rental units.
+int64_t node_units(const Snapshot& snap, const NodeSnap& n, const Offer& o) {
+  if (n.provider_id != o.provider_id || !node_matches(n, o)) return 0;
+  int64_t free = 0;
+  for (size_t gi : n.gpus) free += whole_free(snap.gpus[gi], o) ? 1 : 0;
+  return free / std::max(1, o.gpus);
+}
+// What GPU `g` (on node `n`) adds to a MIG offer's `available` (the GPUs mig_gpus() lists).
+int64_t gpu_units(const NodeSnap& n, const GpuSnap& g, const Offer& o, Memo& memo) {
+  if (n.provider_id != o.provider_id || !node_matches(n, o)) return 0;
+  if (g.catalog_id != o.gpu || (g.mig != MigPolicy::kStatic && g.mig != MigPolicy::kDynamic)) return 0;
+  if (g.table == nullptr) return 0;
+  const int pi = profile_index(*g.table, o.profile);
+  return pi >= 0 ? greedy_count(g, pi, memo) : 0;
+}
+
+// Units of `o` placeable now: a sum over nodes (whole GPUs) or GPUs (MIG), so that a change to a few
+// GPUs changes it by their terms only (Market::Impl::publish_delta).
 int64_t available_units(const Snapshot& snap, const Offer& o, Memo& memo) {
   if (!o.active) return 0;
   int64_t units = 0;
-  if (o.profile.empty()) {
-    for (const NodeSnap& n : snap.nodes) {
-      if (n.provider_id != o.provider_id || !node_matches(n, o)) continue;
-      int64_t free = 0;
-      for (size_t gi : n.gpus) free += whole_free(snap.gpus[gi], o) ? 1 : 0;
-      units += free / std::max(1, o.gpus);
+  for (const NodeSnap& n : snap.nodes) {
+    if (o.profile.empty()) {
+      units += node_units(snap, n, o);
+      continue;
     }
-    return units;
-  }
-  for (size_t gi : mig_gpus(snap, o)) {
-    const GpuSnap& g = snap.gpus[gi];
-    if (g.table == nullptr) continue;
-    const int pi = profile_index(*g.table, o.profile);
-    if (pi >= 0) units += greedy_count(g, pi, memo);
+    for (size_t gi : n.gpus) units += gpu_units(n, snap.gpus[gi], o, memo);
   }
   return units;
 }
@@ -714,6 +723,12 @@ Result<std::vector<Placement>> choose(Snapshot& snap, const Offer& o, int units,
   return out;
 }
 
+// The GPUs the running write transaction of this thread claimed or released (write_with_claims sets it).
+thread_local std::set<std::string>* touched_gpus = nullptr;
+void touch(const std::string& gpu_id) {
+  if (touched_gpus != nullptr) touched_gpus->insert(gpu_id);
+}
+
 }  // namespace
 
 // -------------------------------------------------------------------------------------------------------
@@ -725,16 +740,30 @@ struct Market::Impl {
   int64_t now() const { return clock->now_ms(); }
 
   // The view of live offers: every offer (active or not, in list order) with `available` computed, as of
-  // one market_version. A list reads that one row and answers from the view while it is current; any
-  // committed write (this process's or another's on the same PostgreSQL) bumps it and the next list
-  // rebuilds the view in one consistent read. Immutable once published: readers share it.
+  // one market_version. A list reads that one row and answers from the view while it is current. A
+  // rental write of this process moves the view to its new version by the few GPUs it touched
+  // (publish_delta); any other committed write (inventory, offers, or another process's on the same
+  // PostgreSQL) bumps the version too, and the next list rebuilds the view in one consistent read.
+  // Immutable once published: readers share it.
   struct OfferView {
     int64_t version = 0;
     std::vector<Offer> offers;
   };
-  std::mutex view_mu;   // guards `view`
+  std::mutex view_mu;   // guards `view` and the inventory behind it (view_snap and its indexes)
   std::mutex build_mu;  // one rebuild at a time: the others wait for it instead of scanning too
   std::shared_ptr<const OfferView> view;
+  Snapshot view_snap;  // the inventory `view` was computed from, at view->version
+  std::map<std::string, size_t, std::less<>> view_gpu, view_node;  // ids -> indices into view_snap
+
+  // A rental write's effect on the view: the GPUs it claimed or released and their state after it.
+  struct GpuState {
+    uint32_t claimed = 0;
+    std::vector<std::pair<std::string, int>> running;  // MIG instances: (profile, start slice)
+  };
+  struct Delta {
+    int64_t from_version = -1;  // the store's version before the write (its write lock held it there)
+    std::map<std::string, GpuState> gpus;
+  };
 
   std::shared_ptr<const OfferView> current_view(int64_t version) {
     std::lock_guard<std::mutex> lock(view_mu);
@@ -760,8 +789,92 @@ struct Market::Impl {
       built->offers.push_back(std::move(o));
     }
     std::lock_guard<std::mutex> lock(view_mu);
-    if (!view || view->version < version) view = built;
+    if (!view || view->version < version) {
+      view = built;
+      view_gpu.clear();
+      view_node.clear();
+      for (size_t i = 0; i < snap.gpus.size(); ++i) view_gpu.emplace(snap.gpus[i].id, i);
+      for (size_t i = 0; i < snap.nodes.size(); ++i) view_node.emplace(snap.nodes[i].id, i);
+      view_snap = std::move(snap);
+    }
     return std::shared_ptr<const OfferView>(built);
+  }
+
+  // Inside the write transaction, after its last change: the version it moves the store from, and the
+  // state of every GPU it touched as the transaction leaves it (claims, MIG instances).
+  Status record_delta(Tx& tx, const std::set<std::string>& touched, Delta* d) {
+    GPUPLAN_TRY(bumped, tx.query("UPDATE market_version SET version = version + 1 WHERE id = 1 RETURNING version"));
+    if (bumped.empty()) return Error{ErrorCode::kInternal, "market_version has no row (migration 0002)", ""};
+    d->from_version = bumped[0].integer(0) - 1;
+    d->gpus.clear();
+    if (touched.empty()) return Status::Ok();
+    std::vector<Value> ids;
+    std::string in;
+    for (const std::string& id : touched) {
+      ids.emplace_back(id);
+      in += (in.empty() ? "?" : ", ?") + std::to_string(ids.size());
+      d->gpus[id];
+    }
+    GPUPLAN_TRY(claims, tx.query("SELECT gpu_id, mem_slice FROM slice_claims WHERE gpu_id IN (" + in + ")", ids));
+    for (const Row& row : claims) {
+      const int64_t slice = row.integer(1);
+      if (slice >= 0 && slice < 32) d->gpus[row.text(0)].claimed |= 1u << slice;
+    }
+    GPUPLAN_TRY(inst, tx.query("SELECT gpu_id, profile, start_slice FROM rental_placements WHERE gpu_id IN (" + in +
+                                   ") AND profile IS NOT NULL",
+                               ids));
+    for (const Row& row : inst) {
+      d->gpus[row.text(0)].running.emplace_back(row.text(1), static_cast<int>(row.integer(2)));
+    }
+    return Status::Ok();
+  }
+
+  // After the commit: when the view is at the version the write started from, it moves to the next one
+  // by the touched GPUs' terms of each offer's sum (available_units), so it equals a full recount. When
+  // it is not (another process wrote in between, or no view yet), the next list rebuilds it.
+  void publish_delta(const Delta& d) {
+    std::lock_guard<std::mutex> lock(view_mu);
+    if (!view || view->version != d.from_version) return;
+    std::set<size_t> gpus, nodes;
+    for (const auto& [id, state] : d.gpus) {
+      auto g = view_gpu.find(id);
+      if (g == view_gpu.end()) return;  // not in the view: let the next list rebuild it
+      auto n = view_node.find(view_snap.gpus[g->second].node_id);
+      if (n == view_node.end()) return;
+      gpus.insert(g->second);
+      nodes.insert(n->second);
+    }
+    auto next = std::make_shared<OfferView>(*view);
+    next->version = d.from_version + 1;
+    Memo memo;
+    auto terms = [&](const Offer& o) {
+      int64_t sum = 0;
+      if (!o.active) return sum;
+      if (o.profile.empty()) {
+        for (size_t ni : nodes) sum += node_units(view_snap, view_snap.nodes[ni], o);
+        return sum;
+      }
+      for (size_t gi : gpus) {
+        const GpuSnap& g = view_snap.gpus[gi];
+        sum += gpu_units(view_snap.nodes[view_node.find(g.node_id)->second], g, o, memo);
+      }
+      return sum;
+    };
+    std::vector<int64_t> before;
+    before.reserve(next->offers.size());
+    for (const Offer& o : next->offers) before.push_back(terms(o));
+    for (const auto& [id, state] : d.gpus) {
+      GpuSnap& g = view_snap.gpus[view_gpu.find(id)->second];
+      g.claimed = state.claimed;
+      g.running.clear();
+      if (g.table == nullptr) continue;
+      for (const auto& [profile, start] : state.running) {
+        const int pi = profile_index(*g.table, profile);
+        if (pi >= 0) g.running.push_back(mig::Placed{pi, start});
+      }
+    }
+    for (size_t i = 0; i < next->offers.size(); ++i) next->offers[i].available += terms(next->offers[i]) - before[i];
+    view = next;
   }
 
   // THE transition function: checks the edge, bumps the version, appends the event, and applies the
@@ -797,6 +910,7 @@ struct Market::Impl {
         }
         rr.prev_gpus = prev;
       }
+      for (const Placement& p : r.placements) touch(p.gpu_id);
       GPUPLAN_TRY(a, tx.exec("DELETE FROM slice_claims WHERE rental_id = ?1", params(r.id)));
       GPUPLAN_TRY(b, tx.exec("DELETE FROM rental_placements WHERE rental_id = ?1", params(r.id)));
       (void)a;
@@ -834,6 +948,7 @@ struct Market::Impl {
   Status claim(Tx& tx, Rental& r, const std::vector<Placement>& ps, bool* collision) {
     int seq = 0;
     for (const Placement& p : ps) {
+      touch(p.gpu_id);
       GPUPLAN_TRY(
           n, tx.exec("INSERT INTO rental_placements (rental_id, seq, gpu_id, profile, start_slice, size_slices) "
                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -887,11 +1002,17 @@ struct Market::Impl {
   Status write_with_claims(const std::function<Status(Tx&, bool*)>& body) {
     for (int attempt = 0;; ++attempt) {
       bool collision = false;
+      Delta delta;
       Status s = with_tx(*db, TxMode::kWrite, [&](Tx& tx) -> Status {
         collision = false;
-        GPUPLAN_CHECK(body(tx, &collision));
-        return bump_version(tx);
+        std::set<std::string> touched;
+        touched_gpus = &touched;
+        Status b = body(tx, &collision);
+        touched_gpus = nullptr;
+        if (!b) return b;
+        return record_delta(tx, touched, &delta);
       });
+      if (s) publish_delta(delta);
       if (s || !collision || attempt + 1 >= kMaxClaimAttempts) return s;
     }
   }
