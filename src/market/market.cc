@@ -967,11 +967,39 @@ struct Market::Impl {
     return Status::Ok();
   }
 
+  // The GPUs that can serve `offer` (its provider, region and GPU, on ready nodes) with their claims and
+  // MIG instances, in load_snapshot's order. From the view when it is at the store's version: this
+  // write transaction holds the store's write lock, so the view is then exactly what the tables hold,
+  // and the read costs no scan. Otherwise (another process wrote, or no list built the view yet) from SQL.
+  Result<Snapshot> candidates(Tx& tx, const Offer& offer) {
+    GPUPLAN_TRY(version, read_version(tx));
+    {
+      std::lock_guard<std::mutex> lock(view_mu);
+      if (view && view->version == version) {
+        Snapshot out;
+        for (const NodeSnap& n : view_snap.nodes) {
+          if (n.provider_id != offer.provider_id || n.region != offer.region || n.state != NodeState::kReady) continue;
+          NodeSnap copy = n;
+          copy.gpus.clear();
+          copy.order = static_cast<int64_t>(out.nodes.size());
+          for (size_t gi : n.gpus) {
+            if (view_snap.gpus[gi].catalog_id != offer.gpu) continue;
+            copy.gpus.push_back(out.gpus.size());
+            out.gpus.push_back(view_snap.gpus[gi]);
+          }
+          if (!copy.gpus.empty()) out.nodes.push_back(std::move(copy));
+        }
+        return out;
+      }
+    }
+    return load_snapshot(tx, *catalog, offer.provider_id, offer.region, offer.gpu, true);
+  }
+
   // requested -> reserved with claims, then (immediate hand-off) -> starting -> running.
   Status place_and_run(Tx& tx, RentalRow& rr, const Offer& offer, const std::string& actor, bool* collision) {
     // Only the GPUs that can serve the offer: its provider, region and GPU, on ready nodes.
     const std::set<std::string> prev = split_ids(rr.prev_gpus);
-    auto snap = load_snapshot(tx, *catalog, offer.provider_id, offer.region, offer.gpu, true);
+    auto snap = candidates(tx, offer);
     if (!snap) return snap.error();
     auto ps = choose(*snap, offer, rr.r.count, prev);
     if (!ps) {

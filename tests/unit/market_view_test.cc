@@ -196,6 +196,62 @@ TEST_P(MarketView, CreditCheckCountsFrozenAndUnfrozenChargesOfEndedRentals) {
   EXPECT_NE(again.error().message.find("2.500000"), std::string::npos) << again.error().message;
 }
 
+// rent() places from the view when it is at the store's version (no scan) and from SQL otherwise: the
+// same seeded run of rents and deletes in two markets, one listing offers before every call (its view
+// is current, so its rents read the view) and one never listing, places every unit on the same GPU and
+// slice.
+TEST_P(MarketView, PlacementFromTheViewEqualsPlacementFromTheTables) {
+  std::vector<std::string> runs[2];
+  for (int listing = 0; listing < 2; ++listing) {
+    std::string skip;
+    auto db = testing::make_store(GetParam(), &skip);
+    if (!db) GTEST_SKIP() << skip;
+    testing::World w;
+    ASSERT_TRUE(w.init(std::move(db)));
+    const MigPolicy policies[] = {MigPolicy::kDynamic, MigPolicy::kNone, MigPolicy::kStatic};
+    for (int i = 0; i < 6; ++i) {
+      const MigPolicy policy = policies[i % 3];
+      w.clock->advance_ms(1);  // nodes ordered by creation time in both markets (ids are random)
+      w.add_a100_node("n" + std::to_string(i), 4, policy, i % 2 == 0 ? Interconnect::kNvlink : Interconnect::kPcie,
+                      policy == MigPolicy::kStatic ? "3g.40gb,2g.20gb,1g.10gb,1g.10gb" : "");
+    }
+    std::vector<Offer> offers;
+    for (const char* target :
+         {"a100-80gb-sxm4", "a100-80gb-sxm4/1g.10gb", "a100-80gb-sxm4/2g.20gb", "a100-80gb-sxm4/3g.40gb"}) {
+      offers.push_back(w.add_offer(target, 1, 1'000'000));
+    }
+    offers.push_back(w.add_offer("a100-80gb-sxm4", 2, 2'000'000));
+    std::mt19937 rng(7);  // the same run in both markets
+    auto pick = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
+    std::vector<std::string> live;
+    constexpr int kCalls = 60;  // enough to fill GPUs partly and free some again
+    for (int call = 0; call < kCalls; ++call) {
+      if (listing == 1) ASSERT_TRUE(w.market->list_offers().ok());
+      if (!live.empty() && pick(3) == 0) {
+        const size_t k = pick(live.size());
+        ASSERT_TRUE(w.market->delete_rental(w.renter_a, live[k]).ok());
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+        runs[listing].push_back("delete");
+        continue;
+      }
+      const Offer& o = offers[pick(offers.size())];
+      auto r = w.market->rent(w.renter_a, RentRequest{o.id, static_cast<int>(1 + pick(2))});
+      std::string line = o.target + " x" + std::to_string(o.gpus) + ":";
+      if (!r.ok()) {
+        line += " " + r.error().message;
+      } else {
+        live.push_back(r->id);
+        for (const Placement& p : r->placements) {
+          line += " " + p.gpu_uuid + "/" + p.profile + "@" + std::to_string(p.start) + "+" + std::to_string(p.size);
+        }
+      }
+      runs[listing].push_back(line);
+    }
+  }
+  ASSERT_EQ(runs[0].size(), runs[1].size());
+  for (size_t i = 0; i < runs[0].size(); ++i) EXPECT_EQ(runs[0][i], runs[1][i]) << "call " << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, MarketView, ::testing::ValuesIn(testing::kStoreKinds), testing::store_name);
 
 }  // namespace
