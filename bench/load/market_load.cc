@@ -30,11 +30,13 @@ namespace {
 using namespace gpuplan::market;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kGpusPerNode = 8;             // HGX boards
-constexpr int kMaxClients = 1024;           // threads one run may start
-constexpr int kMaxSeconds = 600;            // one run's length at most
-constexpr int kMaxNodes = 1250;             // 10,000 GPUs: the inventory
-constexpr time_t kHttpTimeoutSeconds = 30;  // far above any answer: a stuck server shows as errors
+constexpr int kGpusPerNode = 8;    // HGX boards
+constexpr int kMaxClients = 1024;  // threads one run may start
+constexpr int kMaxSeconds = 600;   // one run's length at most
+constexpr int kMaxNodes = 1250;    // 10,000 GPUs: the inventory
+constexpr time_t kHttpTimeoutSeconds = 30;
+constexpr std::chrono::milliseconds kListPause{
+    10};  // the offers lister's pause: ~100 lists/s at most  // far above any answer: a stuck server shows as errors
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "gpuplan_market_load: %s\n", what.c_str());
@@ -162,6 +164,21 @@ void run_clients(const Args& a, const Setup& s, int clients) {
   const httplib::Headers headers{{"Authorization", "Bearer " + s.renter_token}};
   const std::string body = "{\"offer\": \"" + s.offer_id + "\", \"count\": 1}";
   std::vector<std::thread> threads;
+  // One more client lists the live offers all along: what GET /offers?source=market costs under load.
+  std::vector<double> offers_ms;
+  std::thread lister([&] {
+    httplib::Client http("127.0.0.1", a.port);
+    http.set_keep_alive(true);
+    http.set_tcp_nodelay(true);
+    http.set_read_timeout(kHttpTimeoutSeconds, 0);
+    while (!stop.load()) {
+      const auto b = Clock::now();
+      auto r = http.Get("/api/v1/offers?source=market");
+      if (r && r->status == 200)
+        offers_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - b).count());
+      std::this_thread::sleep_for(kListPause);
+    }
+  });
   const auto t0 = Clock::now();
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&] {
@@ -196,15 +213,17 @@ void run_clients(const Args& a, const Setup& s, int clients) {
   std::this_thread::sleep_for(std::chrono::seconds(a.seconds));
   stop.store(true);
   for (auto& t : threads) t.join();
+  lister.join();
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   const int64_t ok = totals.rent_status.count(201) ? totals.rent_status[201] : 0;
   std::string other;
   for (auto [k, n] : totals.rent_status) {
     if (k != 201) other += (other.empty() ? "" : ", ") + std::to_string(n) + "x" + std::to_string(k);
   }
-  std::printf("| %d | %.0f | %.1f | %.1f | %.1f | %.1f | %s |\n", clients, static_cast<double>(ok) / secs,
+  std::printf("| %d | %.0f | %.1f | %.1f | %.1f | %.1f | %.2f / %.2f | %s |\n", clients, static_cast<double>(ok) / secs,
               percentile(totals.rent_ms, 0.50), percentile(totals.rent_ms, 0.99), percentile(totals.delete_ms, 0.50),
-              percentile(totals.delete_ms, 0.99), other.empty() ? "none" : other.c_str());
+              percentile(totals.delete_ms, 0.99), percentile(offers_ms, 0.50), percentile(offers_ms, 0.99),
+              other.empty() ? "none" : other.c_str());
   std::fflush(stdout);
 }
 
@@ -232,8 +251,9 @@ int main(int argc, char** argv) {
   const Setup s = set_up(a);
   offers_latency(a);
   std::printf(
-      "\n| clients | reservations/s | POST p50 ms | POST p99 ms | DELETE p50 ms | DELETE p99 ms | other answers |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+      "\n| clients | reservations/s | POST p50 ms | POST p99 ms | DELETE p50 ms | DELETE p99 ms | "
+      "GET offers p50 / p99 ms | other answers |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   for (int c : a.clients) run_clients(a, s, c);
   offers_latency(a);
   return 0;

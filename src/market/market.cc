@@ -38,6 +38,9 @@ constexpr std::string_view kTokenPrefix = "gpl_";
 // Times a rental's body runs again when a claim's primary key was taken underneath it (the next
 // candidate is then chosen from fresh state). Bounded: each retry sees at least one more claim.
 constexpr int kMaxClaimAttempts = 8;
+// Rental writes whose view deltas may wait for a predecessor's (Market::Impl::pending_deltas): far more
+// than the writers that can commit between one commit and its own publication.
+constexpr size_t kMaxPendingDeltas = 256;
 // Reasons listed in a kConflict message, one per candidate, before "... and N more".
 constexpr size_t kMaxReasons = 12;
 // Bounds of a node's size figures (a stated limit, so no arithmetic overflows downstream).
@@ -796,6 +799,7 @@ struct Market::Impl {
       for (size_t i = 0; i < snap.gpus.size(); ++i) view_gpu.emplace(snap.gpus[i].id, i);
       for (size_t i = 0; i < snap.nodes.size(); ++i) view_node.emplace(snap.nodes[i].id, i);
       view_snap = std::move(snap);
+      drain_deltas();
     }
     return std::shared_ptr<const OfferView>(built);
   }
@@ -832,15 +836,42 @@ struct Market::Impl {
   // After the commit: when the view is at the version the write started from, it moves to the next one
   // by the touched GPUs' terms of each offer's sum (available_units), so it equals a full recount. When
   // it is not (another process wrote in between, or no view yet), the next list rebuilds it.
-  void publish_delta(const Delta& d) {
+  // Writers commit one after another, but publish after their commits in any order: a delta that comes
+  // before its predecessor waits here (keyed by the version it starts from) and is applied in turn.
+  std::map<int64_t, Delta> pending_deltas;  // guarded by view_mu
+
+  void publish_delta(Delta d) {
     std::lock_guard<std::mutex> lock(view_mu);
-    if (!view || view->version != d.from_version) return;
+    if (!view || d.from_version < view->version) return;
+    const int64_t from = d.from_version;
+    pending_deltas.emplace(from, std::move(d));
+    drain_deltas();
+  }
+
+  // Applies the waiting deltas that continue the view's version; drops the ones it has passed. view_mu held.
+  void drain_deltas() {
+    while (view) {
+      auto it = pending_deltas.find(view->version);
+      if (it == pending_deltas.end()) break;
+      const bool applied = apply_delta(it->second);
+      pending_deltas.erase(it);
+      if (!applied) break;
+    }
+    if (view) pending_deltas.erase(pending_deltas.begin(), pending_deltas.lower_bound(view->version));
+    // A gap that never fills (a commit that failed after its delta was recorded, or another process's
+    // write): the next list rebuilds the view; meanwhile the waiting deltas stay bounded.
+    if (pending_deltas.size() > kMaxPendingDeltas) pending_deltas.clear();
+  }
+
+  // view_mu held; `d` starts from view->version. False (and the view left as it is) when a GPU of `d` is
+  // not in the view: the next list rebuilds it.
+  bool apply_delta(const Delta& d) {
     std::set<size_t> gpus, nodes;
     for (const auto& [id, state] : d.gpus) {
       auto g = view_gpu.find(id);
-      if (g == view_gpu.end()) return;  // not in the view: let the next list rebuild it
+      if (g == view_gpu.end()) return false;
       auto n = view_node.find(view_snap.gpus[g->second].node_id);
-      if (n == view_node.end()) return;
+      if (n == view_node.end()) return false;
       gpus.insert(g->second);
       nodes.insert(n->second);
     }
@@ -875,6 +906,7 @@ struct Market::Impl {
     }
     for (size_t i = 0; i < next->offers.size(); ++i) next->offers[i].available += terms(next->offers[i]) - before[i];
     view = next;
+    return true;
   }
 
   // THE transition function: checks the edge, bumps the version, appends the event, and applies the
@@ -1040,7 +1072,7 @@ struct Market::Impl {
         if (!b) return b;
         return record_delta(tx, touched, &delta);
       });
-      if (s) publish_delta(delta);
+      if (s) publish_delta(std::move(delta));
       if (s || !collision || attempt + 1 >= kMaxClaimAttempts) return s;
     }
   }
