@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <set>
@@ -41,6 +43,9 @@ constexpr int kMaxClaimAttempts = 8;
 // Rental writes whose view deltas may wait for a predecessor's (Market::Impl::pending_deltas): far more
 // than the writers that can commit between one commit and its own publication.
 constexpr size_t kMaxPendingDeltas = 256;
+// How long a reader or writer waits for this process's commit in flight to reach the view before it
+// reads the tables instead: a publication takes microseconds after its commit; far more is a stall.
+constexpr std::chrono::milliseconds kMaxPublicationWait{20};
 // Reasons listed in a kConflict message, one per candidate, before "... and N more".
 constexpr size_t kMaxReasons = 12;
 // Bounds of a node's size figures (a stated limit, so no arithmetic overflows downstream).
@@ -769,9 +774,27 @@ struct Market::Impl {
   };
 
   std::shared_ptr<const OfferView> current_view(int64_t version) {
-    std::lock_guard<std::mutex> lock(view_mu);
+    std::unique_lock<std::mutex> lock(view_mu);
+    wait_for_publications(lock, version);
     // Newer than the reader's snapshot is fine too: the version only grows.
     return view && view->version >= version ? view : nullptr;
+  }
+
+  // Versions this process's writers committed (or are committing) and have not published yet: a writer
+  // registers its version inside its transaction and withdraws it once it has published (or failed), so
+  // that a reader or the next writer, which can start the moment the commit released the write lock,
+  // waits the microseconds until the view catches up instead of rebuilding it or reading GPUs from SQL.
+  std::multiset<int64_t> publishing;  // guarded by view_mu
+  std::condition_variable published;
+
+  // view_mu held. Waits (bounded) while the view is behind `version` and a publication of this process
+  // that would fill the gap is under way.
+  void wait_for_publications(std::unique_lock<std::mutex>& lock, int64_t version) {
+    (void)published.wait_for(lock, kMaxPublicationWait, [&] {
+      if (!view || view->version >= version) return true;
+      auto first = publishing.upper_bound(view->version);
+      return first == publishing.end() || *first > version;
+    });
   }
 
   // The view as of `tx`'s snapshot (or newer), rebuilt when the store's version moved.
@@ -1006,7 +1029,8 @@ struct Market::Impl {
   Result<Snapshot> candidates(Tx& tx, const Offer& offer) {
     GPUPLAN_TRY(version, read_version(tx));
     {
-      std::lock_guard<std::mutex> lock(view_mu);
+      std::unique_lock<std::mutex> lock(view_mu);
+      wait_for_publications(lock, version);
       if (view && view->version == version) {
         Snapshot out;
         for (const NodeSnap& n : view_snap.nodes) {
@@ -1063,6 +1087,7 @@ struct Market::Impl {
     for (int attempt = 0;; ++attempt) {
       bool collision = false;
       Delta delta;
+      std::vector<int64_t> registered;  // this call's entries in `publishing` (one per attempt of the body)
       Status s = with_tx(*db, TxMode::kWrite, [&](Tx& tx) -> Status {
         collision = false;
         std::set<std::string> touched;
@@ -1070,9 +1095,20 @@ struct Market::Impl {
         Status b = body(tx, &collision);
         touched_gpus = nullptr;
         if (!b) return b;
-        return record_delta(tx, touched, &delta);
+        GPUPLAN_CHECK(record_delta(tx, touched, &delta));
+        std::lock_guard<std::mutex> lock(view_mu);
+        publishing.insert(delta.from_version + 1);
+        registered.push_back(delta.from_version + 1);
+        return Status::Ok();
       });
-      if (s) publish_delta(std::move(delta));
+      if (!registered.empty()) {
+        if (s) publish_delta(std::move(delta));
+        std::lock_guard<std::mutex> lock(view_mu);
+        for (int64_t v : registered) {
+          if (auto it = publishing.find(v); it != publishing.end()) publishing.erase(it);
+        }
+        published.notify_all();
+      }
       if (s || !collision || attempt + 1 >= kMaxClaimAttempts) return s;
     }
   }
