@@ -856,13 +856,13 @@ struct Market::Impl {
     return Status::Ok();
   }
 
-  // After the commit: when the view is at the version the write started from, it moves to the next one
-  // by the touched GPUs' terms of each offer's sum (available_units), so it equals a full recount. When
-  // it is not (another process wrote in between, or no view yet), the next list rebuilds it.
   // Writers commit one after another, but publish after their commits in any order: a delta that comes
   // before its predecessor waits here (keyed by the version it starts from) and is applied in turn.
   std::map<int64_t, Delta> pending_deltas;  // guarded by view_mu
 
+  // After the commit: when the view is at the version the write started from, it moves to the next one
+  // by the touched GPUs' terms of each offer's sum (available_units), so it equals a full recount. When
+  // it is not (another process wrote in between, or no view yet), the next list rebuilds it.
   void publish_delta(Delta d) {
     std::lock_guard<std::mutex> lock(view_mu);
     if (!view || d.from_version < view->version) return;
