@@ -806,7 +806,9 @@ struct Market::Impl {
     auto built = std::make_shared<OfferView>();
     built->version = version;
     GPUPLAN_TRY(rows, tx.query(std::string(kOfferSelect) + "ORDER BY o.created_at, o.id"));
-    GPUPLAN_TRY(snap, load_snapshot(tx, *catalog, ""));
+    auto loaded = load_snapshot(tx, *catalog, "");
+    if (!loaded) return loaded.error();
+    Snapshot& snap = *loaded;
     Memo memo;
     built->offers.reserve(rows.size());
     for (const Row& r : rows) {
