@@ -8,7 +8,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <set>
 #include <tuple>
 
@@ -37,6 +40,12 @@ constexpr std::string_view kTokenPrefix = "gpl_";
 // Times a rental's body runs again when a claim's primary key was taken underneath it (the next
 // candidate is then chosen from fresh state). Bounded: each retry sees at least one more claim.
 constexpr int kMaxClaimAttempts = 8;
+// Rental writes whose view deltas may wait for a predecessor's (Market::Impl::pending_deltas): far more
+// than the writers that can commit between one commit and its own publication.
+constexpr size_t kMaxPendingDeltas = 256;
+// How long a reader or writer waits for this process's commit in flight to reach the view before it
+// reads the tables instead: a publication takes microseconds after its commit; far more is a stall.
+constexpr std::chrono::milliseconds kMaxPublicationWait{20};
 // Reasons listed in a kConflict message, one per candidate, before "... and N more".
 constexpr size_t kMaxReasons = 12;
 // Bounds of a node's size figures (a stated limit, so no arithmetic overflows downstream).
@@ -267,11 +276,30 @@ Result<std::vector<RentalUsage>> usages(Tx& tx, const std::string& where, const 
   return out;
 }
 
+// A tenant's charges so far: the final rentals' frozen charges in one SUM, plus the rentals that can
+// still bill (live or stopped, or final before migration 0002 froze charges) from their segments. The
+// history of ended rentals is never read row by row.
 Result<int64_t> tenant_charges(Tx& tx, const std::string& tenant, int64_t now) {
-  GPUPLAN_TRY(us, usages(tx, "r.tenant_id = ?1", tenant, now));
-  int64_t sum = 0;
+  GPUPLAN_TRY(settled, tx.query("SELECT COALESCE(SUM(final_charge_micros), 0) FROM rentals WHERE tenant_id = ?1 AND "
+                                "final_charge_micros IS NOT NULL",
+                                params(tenant)));
+  int64_t sum = settled.empty() ? 0 : settled[0].integer(0);
+  GPUPLAN_TRY(us, usages(tx, "r.tenant_id = ?1 AND r.final_charge_micros IS NULL", tenant, now));
   for (const auto& u : us) sum += u.charge_micros;
   return sum;
+}
+
+// Every write that changes inventory, claims or offers bumps the one-row market_version in its own
+// transaction, so that each process's view of live offers (Market::Impl::offer_view) sees the change.
+Status bump_version(Tx& tx) {
+  GPUPLAN_TRY(n, tx.exec("UPDATE market_version SET version = version + 1 WHERE id = 1"));
+  (void)n;
+  return Status::Ok();
+}
+Result<int64_t> read_version(Tx& tx) {
+  GPUPLAN_TRY(rows, tx.query("SELECT version FROM market_version WHERE id = 1"));
+  if (rows.empty()) return Error{ErrorCode::kInternal, "market_version has no row (migration 0002)", ""};
+  return rows[0].integer(0);
 }
 
 std::string money(int64_t micros) {
@@ -344,9 +372,10 @@ uint32_t mask_of(int start, int size) { return size >= 32 ? ~0u : (((1u << size)
 
 // Everything placement needs, in one consistent read: the provider's nodes ("" = all), GPUs, claims,
 // and live MIG instances.
-// `region` and `gpu` ("" = any) narrow it to what one offer can use.
+// `region` and `gpu` ("" = any) narrow it to what one offer can use; `ready_only` leaves draining nodes out.
 Result<Snapshot> load_snapshot(Tx& tx, const Catalog& catalog, const std::string& provider,
-                               const std::string& region = {}, const std::string& gpu_id = {}) {
+                               const std::string& region = {}, const std::string& gpu_id = {},
+                               bool ready_only = false) {
   Snapshot snap;
   std::string where;
   std::vector<Value> v;
@@ -358,6 +387,7 @@ Result<Snapshot> load_snapshot(Tx& tx, const Catalog& catalog, const std::string
   add(provider, "n.provider_id");
   add(region, "n.region");
   add(gpu_id, "g.catalog_id");
+  if (ready_only) where += std::string(where.empty() ? " WHERE " : " AND ") + "n.state = 'ready'";
   GPUPLAN_TRY(rows,
               tx.query("SELECT n.id, n.provider_id, n.name, n.region, n.interconnect, n.state, g.id, g.idx, g.uuid, "
                        "g.catalog_id, g.mig_policy, g.mig_layout, g.mem_slices FROM nodes n JOIN gpus g ON "
@@ -561,24 +591,33 @@ int64_t greedy_count(const GpuSnap& start, int pi, Memo& memo) {
   return n;
 }
 
-// Units of `o` placeable now.
+// What node `n` adds to a whole-GPU offer's `available`: its free matching GPUs in whole rental units.
+int64_t node_units(const Snapshot& snap, const NodeSnap& n, const Offer& o) {
+  if (n.provider_id != o.provider_id || !node_matches(n, o)) return 0;
+  int64_t free = 0;
+  for (size_t gi : n.gpus) free += whole_free(snap.gpus[gi], o) ? 1 : 0;
+  return free / std::max(1, o.gpus);
+}
+// What GPU `g` (on node `n`) adds to a MIG offer's `available` (the GPUs mig_gpus() lists).
+int64_t gpu_units(const NodeSnap& n, const GpuSnap& g, const Offer& o, Memo& memo) {
+  if (n.provider_id != o.provider_id || !node_matches(n, o)) return 0;
+  if (g.catalog_id != o.gpu || (g.mig != MigPolicy::kStatic && g.mig != MigPolicy::kDynamic)) return 0;
+  if (g.table == nullptr) return 0;
+  const int pi = profile_index(*g.table, o.profile);
+  return pi >= 0 ? greedy_count(g, pi, memo) : 0;
+}
+
+// Units of `o` placeable now: a sum over nodes (whole GPUs) or GPUs (MIG), so that a change to a few
+// GPUs changes it by their terms only (Market::Impl::publish_delta).
 int64_t available_units(const Snapshot& snap, const Offer& o, Memo& memo) {
   if (!o.active) return 0;
   int64_t units = 0;
-  if (o.profile.empty()) {
-    for (const NodeSnap& n : snap.nodes) {
-      if (n.provider_id != o.provider_id || !node_matches(n, o)) continue;
-      int64_t free = 0;
-      for (size_t gi : n.gpus) free += whole_free(snap.gpus[gi], o) ? 1 : 0;
-      units += free / std::max(1, o.gpus);
+  for (const NodeSnap& n : snap.nodes) {
+    if (o.profile.empty()) {
+      units += node_units(snap, n, o);
+      continue;
     }
-    return units;
-  }
-  for (size_t gi : mig_gpus(snap, o)) {
-    const GpuSnap& g = snap.gpus[gi];
-    if (g.table == nullptr) continue;
-    const int pi = profile_index(*g.table, o.profile);
-    if (pi >= 0) units += greedy_count(g, pi, memo);
+    for (size_t gi : n.gpus) units += gpu_units(n, snap.gpus[gi], o, memo);
   }
   return units;
 }
@@ -692,6 +731,12 @@ Result<std::vector<Placement>> choose(Snapshot& snap, const Offer& o, int units,
   return out;
 }
 
+// The GPUs the running write transaction of this thread claimed or released (write_with_claims sets it).
+thread_local std::set<std::string>* touched_gpus = nullptr;
+void touch(const std::string& gpu_id) {
+  if (touched_gpus != nullptr) touched_gpus->insert(gpu_id);
+}
+
 }  // namespace
 
 // -------------------------------------------------------------------------------------------------------
@@ -701,6 +746,193 @@ struct Market::Impl {
   MarketOptions options;
   std::shared_ptr<const Catalog> catalog;
   int64_t now() const { return clock->now_ms(); }
+
+  // The view of live offers: every offer (active or not, in list order) with `available` computed, as of
+  // one market_version. A list reads that one row and answers from the view while it is current. A
+  // rental write of this process moves the view to its new version by the few GPUs it touched
+  // (publish_delta); any other committed write (inventory, offers, or another process's on the same
+  // PostgreSQL) bumps the version too, and the next list rebuilds the view in one consistent read.
+  // Immutable once published: readers share it.
+  struct OfferView {
+    int64_t version = 0;
+    std::vector<Offer> offers;
+  };
+  std::mutex view_mu;   // guards `view` and the inventory behind it (view_snap and its indexes)
+  std::mutex build_mu;  // one rebuild at a time: the others wait for it instead of scanning too
+  std::shared_ptr<const OfferView> view;
+  Snapshot view_snap;  // the inventory `view` was computed from, at view->version
+  std::map<std::string, size_t, std::less<>> view_gpu, view_node;  // ids -> indices into view_snap
+
+  // A rental write's effect on the view: the GPUs it claimed or released and their state after it.
+  struct GpuState {
+    uint32_t claimed = 0;
+    std::vector<std::pair<std::string, int>> running;  // MIG instances: (profile, start slice)
+  };
+  struct Delta {
+    int64_t from_version = -1;  // the store's version before the write (its write lock held it there)
+    std::map<std::string, GpuState> gpus;
+  };
+
+  std::shared_ptr<const OfferView> current_view(int64_t version) {
+    std::unique_lock<std::mutex> lock(view_mu);
+    wait_for_publications(lock, version);
+    // Newer than the reader's snapshot is fine too: the version only grows.
+    return view && view->version >= version ? view : nullptr;
+  }
+
+  // Versions this process's writers committed (or are committing) and have not published yet: a writer
+  // registers its version inside its transaction and withdraws it once it has published (or failed), so
+  // that a reader or the next writer, which can start the moment the commit released the write lock,
+  // waits the microseconds until the view catches up instead of rebuilding it or reading GPUs from SQL.
+  std::multiset<int64_t> publishing;  // guarded by view_mu
+  std::condition_variable published;
+
+  // view_mu held. Waits (bounded) while the view is behind `version` and a publication of this process
+  // that would fill the gap is under way.
+  void wait_for_publications(std::unique_lock<std::mutex>& lock, int64_t version) {
+    (void)published.wait_for(lock, kMaxPublicationWait, [&] {
+      if (!view || view->version >= version) return true;
+      auto first = publishing.upper_bound(view->version);
+      return first == publishing.end() || *first > version;
+    });
+  }
+
+  // The view as of `tx`'s snapshot (or newer), rebuilt when the store's version moved.
+  Result<std::shared_ptr<const OfferView>> offer_view(Tx& tx) {
+    GPUPLAN_TRY(version, read_version(tx));
+    if (auto v = current_view(version)) return v;
+    std::lock_guard<std::mutex> build(build_mu);
+    if (auto v = current_view(version)) return v;  // another thread built it meanwhile
+    auto built = std::make_shared<OfferView>();
+    built->version = version;
+    GPUPLAN_TRY(rows, tx.query(std::string(kOfferSelect) + "ORDER BY o.created_at, o.id"));
+    auto loaded = load_snapshot(tx, *catalog, "");
+    if (!loaded) return loaded.error();
+    Snapshot& snap = *loaded;
+    Memo memo;
+    built->offers.reserve(rows.size());
+    for (const Row& r : rows) {
+      Offer o = offer_from(r);
+      o.available = available_units(snap, o, memo);
+      built->offers.push_back(std::move(o));
+    }
+    std::lock_guard<std::mutex> lock(view_mu);
+    if (!view || view->version < version) {
+      view = built;
+      view_gpu.clear();
+      view_node.clear();
+      for (size_t i = 0; i < snap.gpus.size(); ++i) view_gpu.emplace(snap.gpus[i].id, i);
+      for (size_t i = 0; i < snap.nodes.size(); ++i) view_node.emplace(snap.nodes[i].id, i);
+      view_snap = std::move(snap);
+      drain_deltas();
+    }
+    return std::shared_ptr<const OfferView>(built);
+  }
+
+  // Inside the write transaction, after its last change: the version it moves the store from, and the
+  // state of every GPU it touched as the transaction leaves it (claims, MIG instances).
+  Status record_delta(Tx& tx, const std::set<std::string>& touched, Delta* d) {
+    GPUPLAN_TRY(bumped, tx.query("UPDATE market_version SET version = version + 1 WHERE id = 1 RETURNING version"));
+    if (bumped.empty()) return Error{ErrorCode::kInternal, "market_version has no row (migration 0002)", ""};
+    d->from_version = bumped[0].integer(0) - 1;
+    d->gpus.clear();
+    if (touched.empty()) return Status::Ok();
+    std::vector<Value> ids;
+    std::string in;
+    for (const std::string& id : touched) {
+      ids.emplace_back(id);
+      in += (in.empty() ? "?" : ", ?") + std::to_string(ids.size());
+      d->gpus[id];
+    }
+    GPUPLAN_TRY(claims, tx.query("SELECT gpu_id, mem_slice FROM slice_claims WHERE gpu_id IN (" + in + ")", ids));
+    for (const Row& row : claims) {
+      const int64_t slice = row.integer(1);
+      if (slice >= 0 && slice < 32) d->gpus[row.text(0)].claimed |= 1u << slice;
+    }
+    GPUPLAN_TRY(inst, tx.query("SELECT gpu_id, profile, start_slice FROM rental_placements WHERE gpu_id IN (" + in +
+                                   ") AND profile IS NOT NULL",
+                               ids));
+    for (const Row& row : inst) {
+      d->gpus[row.text(0)].running.emplace_back(row.text(1), static_cast<int>(row.integer(2)));
+    }
+    return Status::Ok();
+  }
+
+  // Writers commit one after another, but publish after their commits in any order: a delta that comes
+  // before its predecessor waits here (keyed by the version it starts from) and is applied in turn.
+  std::map<int64_t, Delta> pending_deltas;  // guarded by view_mu
+
+  // After the commit: when the view is at the version the write started from, it moves to the next one
+  // by the touched GPUs' terms of each offer's sum (available_units), so it equals a full recount. When
+  // it is not (another process wrote in between, or no view yet), the next list rebuilds it.
+  void publish_delta(Delta d) {
+    std::lock_guard<std::mutex> lock(view_mu);
+    if (!view || d.from_version < view->version) return;
+    const int64_t from = d.from_version;
+    pending_deltas.emplace(from, std::move(d));
+    drain_deltas();
+  }
+
+  // Applies the waiting deltas that continue the view's version; drops the ones it has passed. view_mu held.
+  void drain_deltas() {
+    while (view) {
+      auto it = pending_deltas.find(view->version);
+      if (it == pending_deltas.end()) break;
+      const bool applied = apply_delta(it->second);
+      pending_deltas.erase(it);
+      if (!applied) break;
+    }
+    if (view) pending_deltas.erase(pending_deltas.begin(), pending_deltas.lower_bound(view->version));
+    // A gap that never fills (a commit that failed after its delta was recorded, or another process's
+    // write): the next list rebuilds the view; meanwhile the waiting deltas stay bounded.
+    if (pending_deltas.size() > kMaxPendingDeltas) pending_deltas.clear();
+  }
+
+  // view_mu held; `d` starts from view->version. False (and the view left as it is) when a GPU of `d` is
+  // not in the view: the next list rebuilds it.
+  bool apply_delta(const Delta& d) {
+    std::set<size_t> gpus, nodes;
+    for (const auto& [id, state] : d.gpus) {
+      auto g = view_gpu.find(id);
+      if (g == view_gpu.end()) return false;
+      auto n = view_node.find(view_snap.gpus[g->second].node_id);
+      if (n == view_node.end()) return false;
+      gpus.insert(g->second);
+      nodes.insert(n->second);
+    }
+    auto next = std::make_shared<OfferView>(*view);
+    next->version = d.from_version + 1;
+    Memo memo;
+    auto terms = [&](const Offer& o) {
+      int64_t sum = 0;
+      if (!o.active) return sum;
+      if (o.profile.empty()) {
+        for (size_t ni : nodes) sum += node_units(view_snap, view_snap.nodes[ni], o);
+        return sum;
+      }
+      for (size_t gi : gpus) {
+        const GpuSnap& g = view_snap.gpus[gi];
+        sum += gpu_units(view_snap.nodes[view_node.find(g.node_id)->second], g, o, memo);
+      }
+      return sum;
+    };
+    std::vector<int64_t> before;
+    before.reserve(next->offers.size());
+    for (const Offer& o : next->offers) before.push_back(terms(o));
+    for (const auto& [id, state] : d.gpus) {
+      GpuSnap& g = view_snap.gpus[view_gpu.find(id)->second];
+      g.claimed = state.claimed;
+      g.running.clear();
+      if (g.table == nullptr) continue;
+      for (const auto& [profile, start] : state.running) {
+        const int pi = profile_index(*g.table, profile);
+        if (pi >= 0) g.running.push_back(mig::Placed{pi, start});
+      }
+    }
+    for (size_t i = 0; i < next->offers.size(); ++i) next->offers[i].available += terms(next->offers[i]) - before[i];
+    view = next;
+    return true;
+  }
 
   // THE transition function: checks the edge, bumps the version, appends the event, and applies the
   // effects of entering `to` (usage segment, claims) in the caller's transaction.
@@ -735,6 +967,7 @@ struct Market::Impl {
         }
         rr.prev_gpus = prev;
       }
+      for (const Placement& p : r.placements) touch(p.gpu_id);
       GPUPLAN_TRY(a, tx.exec("DELETE FROM slice_claims WHERE rental_id = ?1", params(r.id)));
       GPUPLAN_TRY(b, tx.exec("DELETE FROM rental_placements WHERE rental_id = ?1", params(r.id)));
       (void)a;
@@ -747,6 +980,13 @@ struct Market::Impl {
                         params(r.id, std::string(to_string(to)), reason, t, rr.prev_gpus, r.version)));
     if (changed != 1) {
       return Error{ErrorCode::kPreconditionFailed, "rental " + r.id + " changed underneath; GET it again", "version"};
+    }
+    if (is_final(to)) {
+      // Its segments are closed for good: the charge is frozen, and the credit check sums it in SQL.
+      GPUPLAN_TRY(us, usages(tx, "r.id = ?1", r.id, t));
+      GPUPLAN_TRY(f, tx.exec("UPDATE rentals SET final_charge_micros = ?2 WHERE id = ?1",
+                             params(r.id, us.empty() ? int64_t{0} : us[0].charge_micros)));
+      (void)f;
     }
     GPUPLAN_TRY(
         ev, tx.exec("INSERT INTO rental_events (rental_id, seq, at, from_state, to_state, actor, reason) VALUES "
@@ -765,6 +1005,7 @@ struct Market::Impl {
   Status claim(Tx& tx, Rental& r, const std::vector<Placement>& ps, bool* collision) {
     int seq = 0;
     for (const Placement& p : ps) {
+      touch(p.gpu_id);
       GPUPLAN_TRY(
           n, tx.exec("INSERT INTO rental_placements (rental_id, seq, gpu_id, profile, start_slice, size_slices) "
                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -783,12 +1024,51 @@ struct Market::Impl {
     return Status::Ok();
   }
 
+  // The GPUs that can serve `offer` (its provider, region and GPU, on ready nodes) with their claims and
+  // MIG instances, in load_snapshot's order. From the view when it is at the store's version: this
+  // write transaction holds the store's write lock, so the view is then exactly what the tables hold,
+  // and the read costs no scan. Otherwise (another process wrote, or no list built the view yet) from SQL.
+  Result<Snapshot> candidates(Tx& tx, const Offer& offer) {
+    GPUPLAN_TRY(version, read_version(tx));
+    {
+      std::unique_lock<std::mutex> lock(view_mu);
+      wait_for_publications(lock, version);
+      if (view && view->version == version) {
+        Snapshot out;
+        for (const NodeSnap& n : view_snap.nodes) {
+          if (n.provider_id != offer.provider_id || n.region != offer.region || n.state != NodeState::kReady) continue;
+          NodeSnap copy = n;
+          copy.gpus.clear();
+          copy.order = static_cast<int64_t>(out.nodes.size());
+          for (size_t gi : n.gpus) {
+            if (view_snap.gpus[gi].catalog_id != offer.gpu) continue;
+            copy.gpus.push_back(out.gpus.size());
+            out.gpus.push_back(view_snap.gpus[gi]);
+          }
+          if (!copy.gpus.empty()) out.nodes.push_back(std::move(copy));
+        }
+        return out;
+      }
+    }
+    return load_snapshot(tx, *catalog, offer.provider_id, offer.region, offer.gpu, true);
+  }
+
   // requested -> reserved with claims, then (immediate hand-off) -> starting -> running.
   Status place_and_run(Tx& tx, RentalRow& rr, const Offer& offer, const std::string& actor, bool* collision) {
-    GPUPLAN_TRY(snap, load_snapshot(tx, *catalog, offer.provider_id, offer.region, offer.gpu));
-    Snapshot s = snap;
-    GPUPLAN_TRY(ps, choose(s, offer, rr.r.count, split_ids(rr.prev_gpus)));
-    GPUPLAN_CHECK(claim(tx, rr.r, ps, collision));
+    // Only the GPUs that can serve the offer: its provider, region and GPU, on ready nodes.
+    const std::set<std::string> prev = split_ids(rr.prev_gpus);
+    auto snap = candidates(tx, offer);
+    if (!snap) return snap.error();
+    auto ps = choose(*snap, offer, rr.r.count, prev);
+    if (!ps) {
+      if (ps.error().code != ErrorCode::kConflict) return ps.error();
+      // Nothing free: the reasons also name the draining nodes, so read them too (only on this path).
+      auto all = load_snapshot(tx, *catalog, offer.provider_id, offer.region, offer.gpu);
+      if (!all) return all.error();
+      auto again = choose(*all, offer, rr.r.count, prev);  // a draining node never serves: it fails the same way
+      return again ? ps.error() : again.error();
+    }
+    GPUPLAN_CHECK(claim(tx, rr.r, *ps, collision));
     failpoint("after_claims");
     GPUPLAN_CHECK(transition(tx, rr, RentalState::kReserved, actor, "placed"));
     if (options.handoff == Handoff::kImmediate) {
@@ -808,10 +1088,29 @@ struct Market::Impl {
   Status write_with_claims(const std::function<Status(Tx&, bool*)>& body) {
     for (int attempt = 0;; ++attempt) {
       bool collision = false;
-      Status s = with_tx(*db, TxMode::kWrite, [&](Tx& tx) {
+      Delta delta;
+      std::vector<int64_t> registered;  // this call's entries in `publishing` (one per attempt of the body)
+      Status s = with_tx(*db, TxMode::kWrite, [&](Tx& tx) -> Status {
         collision = false;
-        return body(tx, &collision);
+        std::set<std::string> touched;
+        touched_gpus = &touched;
+        Status b = body(tx, &collision);
+        touched_gpus = nullptr;
+        if (!b) return b;
+        GPUPLAN_CHECK(record_delta(tx, touched, &delta));
+        std::lock_guard<std::mutex> lock(view_mu);
+        publishing.insert(delta.from_version + 1);
+        registered.push_back(delta.from_version + 1);
+        return Status::Ok();
       });
+      if (!registered.empty()) {
+        if (s) publish_delta(std::move(delta));
+        std::lock_guard<std::mutex> lock(view_mu);
+        for (int64_t v : registered) {
+          if (auto it = publishing.find(v); it != publishing.end()) publishing.erase(it);
+        }
+        published.notify_all();
+      }
       if (s || !collision || attempt + 1 >= kMaxClaimAttempts) return s;
     }
   }
@@ -1277,6 +1576,7 @@ Result<Node> Market::add_node(const Principal& p, const NodeSpec& spec) {
         return g.error();
       }
     }
+    GPUPLAN_CHECK(bump_version(tx));
     GPUPLAN_TRY(nodes, load_nodes(tx, p.tenant_id, node_id));
     if (nodes.empty()) return Error{ErrorCode::kInternal, "the node just written is missing", ""};
     out = nodes[0];
@@ -1316,6 +1616,7 @@ Result<Node> Market::drain_node(const Principal& p, std::string_view node_id) {
     GPUPLAN_CHECK(require_write(p));
     GPUPLAN_TRY(c, tx.exec("UPDATE nodes SET state = 'draining' WHERE id = ?1", params(std::string(node_id))));
     (void)c;
+    GPUPLAN_CHECK(bump_version(tx));
     out = n[0];
     out.state = NodeState::kDraining;
     return Status::Ok();
@@ -1338,7 +1639,7 @@ Status Market::remove_node(const Principal& p, std::string_view node_id) {
     GPUPLAN_TRY(b, tx.exec("DELETE FROM nodes WHERE id = ?1", params(id)));
     (void)a;
     (void)b;
-    return Status::Ok();
+    return bump_version(tx);
   });
 }
 
@@ -1379,6 +1680,7 @@ Result<Offer> Market::create_offer(const Principal& p, const OfferSpec& spec) {
                         params(o.id, o.provider_id, o.target, o.gpu, opt_text(o.profile), int64_t{o.gpus}, o.region,
                                o.price_micros_per_hour, o.min_billable_seconds, o.created_at_ms)));
     (void)n;
+    GPUPLAN_CHECK(bump_version(tx));
     GPUPLAN_TRY(full, impl_->offer_by_id(tx, o.id));
     GPUPLAN_TRY(snap, load_snapshot(tx, *impl_->catalog, p.tenant_id));
     o = full;
@@ -1398,6 +1700,7 @@ Result<Offer> Market::set_offer_price(const Principal& p, std::string_view offer
     GPUPLAN_TRY(n, tx.exec("UPDATE offers SET price_micros_per_hour = ?2 WHERE id = ?1",
                            params(std::string(offer_id), price_micros_per_hour)));
     (void)n;
+    GPUPLAN_CHECK(bump_version(tx));
     out = *o;
     out.price_micros_per_hour = price_micros_per_hour;
     GPUPLAN_TRY(snap, load_snapshot(tx, *impl_->catalog, p.tenant_id));
@@ -1414,7 +1717,7 @@ Status Market::delete_offer(const Principal& p, std::string_view offer_id) {
     GPUPLAN_CHECK(require_write(p));
     GPUPLAN_TRY(n, tx.exec("UPDATE offers SET active = 0 WHERE id = ?1", params(std::string(offer_id))));
     (void)n;
-    return Status::Ok();
+    return bump_version(tx);
   });
 }
 
@@ -1429,41 +1732,38 @@ Result<std::vector<Offer>> Market::list_offers(const OfferFilter& filter) const 
     }
     target = ref->id();
   }
-  std::vector<Offer> out;
+  std::shared_ptr<const Impl::OfferView> view;
   MARKET_RUN(with_tx(*impl_->db, TxMode::kRead, [&](Tx& tx) -> Status {
-    out.clear();
-    std::string where = filter.include_inactive ? "WHERE 1 = 1" : "WHERE o.active = 1";
-    std::vector<Value> v;
-    if (!filter.provider.empty()) {
-      v.emplace_back(filter.provider);
-      where += " AND o.provider_id = ?" + std::to_string(v.size());
-    }
-    if (!filter.region.empty()) {
-      v.emplace_back(filter.region);
-      where += " AND o.region = ?" + std::to_string(v.size());
-    }
-    if (!target.empty()) {
-      v.emplace_back(target);
-      where += " AND o.target = ?" + std::to_string(v.size());
-    }
-    GPUPLAN_TRY(rows, tx.query(std::string(kOfferSelect) + where + " ORDER BY o.created_at, o.id", v));
-    if (rows.empty()) return Status::Ok();
-    GPUPLAN_TRY(snap, load_snapshot(tx, *impl_->catalog, filter.provider));
-    Memo memo;
-    for (const Row& r : rows) {
-      if (out.size() >= kMaxListRows) break;
-      Offer o = offer_from(r);
-      o.available = available_units(snap, o, memo);
-      out.push_back(std::move(o));
-    }
+    GPUPLAN_TRY(v, impl_->offer_view(tx));
+    view = v;
     return Status::Ok();
   }));
+  std::vector<Offer> out;
+  for (const Offer& o : view->offers) {
+    if (out.size() >= kMaxListRows) break;
+    if (!filter.include_inactive && !o.active) continue;
+    if (!filter.provider.empty() && o.provider_id != filter.provider) continue;
+    if (!filter.region.empty() && o.region != filter.region) continue;
+    if (!target.empty() && o.target != target) continue;
+    out.push_back(o);
+  }
   return out;
 }
 
 Result<Offer> Market::get_offer(std::string_view offer_id) const {
+  std::shared_ptr<const Impl::OfferView> view;
   Offer out;
   MARKET_RUN(with_tx(*impl_->db, TxMode::kRead, [&](Tx& tx) -> Status {
+    GPUPLAN_TRY(version, read_version(tx));
+    if (auto v = impl_->current_view(version)) {
+      for (const Offer& o : v->offers) {
+        if (o.id != offer_id) continue;
+        out = o;
+        return Status::Ok();
+      }
+      return not_found_error("no offer '" + std::string(offer_id) + "'", "offer");
+    }
+    // No current view: one offer needs only its provider's inventory, not a rebuild of every offer.
     GPUPLAN_TRY(o, impl_->offer_by_id(tx, offer_id));
     GPUPLAN_TRY(snap, load_snapshot(tx, *impl_->catalog, o.provider_id));
     out = o;
@@ -1774,7 +2074,7 @@ Result<int64_t> Market::tick() {
         ++changed;
       }
     }
-    return Status::Ok();
+    return changed > 0 ? bump_version(tx) : Status::Ok();
   }));
   return changed;
 }
