@@ -113,6 +113,11 @@ const Template& the_template() {
         fs::is_directory("/dev/shm", ec) ? "/dev/shm/gpuplan-fuzz-market-XXXXXX" : "/tmp/gpuplan-fuzz-market-XXXXXX";
     if (::mkdtemp(pattern.data()) == nullptr) fail("mkdtemp");
     out->dir = pattern;
+    // Removed when the process exits normally (replay.sh runs one process per file); a crash keeps it.
+    std::atexit([] {
+      std::error_code ignored;
+      fs::remove_all(the_template().dir, ignored);
+    });
     auto db = mk::open_store(out->dir + "/template");
     if (!db) fail("template store: " + db.error().message);
     out->db_file = out->dir + "/template/gpuplan.db";
