@@ -46,7 +46,7 @@ constexpr std::chrono::milliseconds kRequestDeadline{2000};
 constexpr int kMaxRequestsPerInput = 4;
 // Request bytes an input may bring (the server's own body bound is larger; bigger inputs are not a
 // different code path here, only slower).
-constexpr size_t kMaxInputBytes = 64 * 1024;
+constexpr size_t kMaxInputBytes = size_t{64} * 1024;
 
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "fuzz oracle: market api: %s\n", what.c_str());
