@@ -10,7 +10,12 @@ here="$(cd "$(dirname "$0")" && pwd)"
 seconds="${FUZZ_SECONDS:-60}"
 jobs="${JOBS:-2}"
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(fuzz_hf_config fuzz_catalog_yaml fuzz_fleet_yaml fuzz_requests_yaml fuzz_offers_csv fuzz_http)
+if [ "${#targets[@]}" -eq 0 ]; then
+  targets=(fuzz_hf_config fuzz_catalog_yaml fuzz_fleet_yaml fuzz_requests_yaml fuzz_offers_csv fuzz_http
+    fuzz_market_api fuzz_sql_split fuzz_decimal)
+  # Built only with libpq (postgres_db.cc holds the rewriter).
+  if [ -x "$build/fuzz/fuzz_pg_placeholders" ]; then targets+=(fuzz_pg_placeholders); fi
+fi
 # Memory per process and per input: far above what any seed needs, far below the CI machine's memory.
 rss_limit_mb=2048
 input_timeout_seconds=10

@@ -4,9 +4,10 @@
 // - 64 concurrent clients x 50 random reserve/stop/start/delete calls: no 5xx but 503, no (GPU, slice)
 //   held twice by an independent recount from the placements, every GPU's layout passes mig check, and
 //   the 201s equal the rentals in the store; eight 1g.10gb requests at once on one A100-80GB: seven 201s;
-// - crashes: `gpuplan serve --data-dir` SIGKILLed at each failpoint (GPUPLAN_FAILPOINT) and at a random
-//   instant under load, then restarted: every 201'd rental exists, no claim is orphaned, at most one open
-//   usage segment a rental, PRAGMA integrity_check ok; on PostgreSQL, `pg_ctl stop -m immediate` under load.
+// - crashes: `gpuplan serve --data-dir` and `--database postgresql://...` SIGKILLed at each failpoint
+//   (GPUPLAN_FAILPOINT) and at a random instant under load, then restarted: every 201'd rental exists, no
+//   claim is orphaned, at most one open usage segment a rental, on SQLite PRAGMA integrity_check ok; on
+//   PostgreSQL also `pg_ctl stop -m immediate` under load.
 #include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -465,7 +466,14 @@ INSTANTIATE_TEST_SUITE_P(Engines, MarketLoopback, ::testing::Values("sqlite", "p
                          [](const auto& info) { return info.param; });
 
 // --- crash tests: the real binary, SIGKILLed ---------------------------------------------------------------------
-pid_t spawn_server(const std::string& dir, int port, const std::string& failpoint) {
+// Where the spawned `gpuplan serve` keeps the market: a data directory (SQLite) or a postgresql:// URI.
+struct Store {
+  std::string flag;   // "--data-dir" or "--database"
+  std::string where;  // the directory or the URI
+  bool sqlite() const { return flag == "--data-dir"; }
+};
+
+pid_t spawn_server(const Store& store, int port, const std::string& failpoint) {
   const pid_t pid = ::fork();
   if (pid == 0) {
     if (failpoint.empty()) {
@@ -476,8 +484,8 @@ pid_t spawn_server(const std::string& dir, int port, const std::string& failpoin
     const std::string p = std::to_string(port);
     std::freopen("/dev/null", "w", stderr);
     std::freopen("/dev/null", "w", stdout);
-    ::execl(GPUPLAN_CLI_BINARY, GPUPLAN_CLI_BINARY, "serve", "--data-dir", dir.c_str(), "--port", p.c_str(),
-            static_cast<char*>(nullptr));
+    ::execl(GPUPLAN_CLI_BINARY, GPUPLAN_CLI_BINARY, "serve", store.flag.c_str(), store.where.c_str(), "--port",
+            p.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   return pid;
@@ -511,8 +519,10 @@ int free_port() {
   return p.ok() ? *p : 18000 + (::getpid() % 1000);
 }
 
-std::string init_token(const std::string& dir) {
-  const std::string cmd = std::string(GPUPLAN_CLI_BINARY) + " admin init --data-dir " + dir + " --json";
+std::string init_token(const Store& store) {
+  // Single quotes around the URI: its '&'s would end the command in the shell.
+  const std::string cmd =
+      std::string(GPUPLAN_CLI_BINARY) + " admin init " + store.flag + " '" + store.where + "' --json";
   FILE* f = ::popen(cmd.c_str(), "r");
   std::string out;
   char buf[512];
@@ -525,8 +535,8 @@ std::string init_token(const std::string& dir) {
   }
 }
 
-void check_after_crash(const std::string& dir, const std::set<std::string>& got_201) {
-  auto db = market::open_store(dir);
+void check_after_crash(const Store& store, const std::set<std::string>& got_201) {
+  auto db = market::open_store(store.where);
   ASSERT_TRUE(db.ok()) << db.error().message;
   Context ctx{Catalog::embedded()};
   recount(**db, ctx);
@@ -539,19 +549,23 @@ void check_after_crash(const std::string& dir, const std::set<std::string>& got_
     GPUPLAN_TRY(orphans, tx.query("SELECT COUNT(*) FROM slice_claims c LEFT JOIN rentals r ON r.id = c.rental_id "
                                   "WHERE r.id IS NULL OR r.state IN ('stopped', 'terminated', 'failed')"));
     EXPECT_EQ(orphans[0].integer(0), 0) << "orphaned claims";
-    GPUPLAN_TRY(ok, tx.query("PRAGMA integrity_check"));
-    EXPECT_EQ(ok[0].text(0), "ok");
+    if (store.sqlite()) {
+      GPUPLAN_TRY(ok, tx.query("PRAGMA integrity_check"));
+      EXPECT_EQ(ok[0].text(0), "ok");
+    }
     return Status::Ok();
   });
   EXPECT_TRUE(s.ok()) << s.error().message;
 }
 
-TEST(MarketCrash, KilledAtEveryFailpointAndUnderLoadLosesNothing) {
-  const std::string dir = temp_dir("market-crash");
-  const std::string admin = init_token(dir);
+// The server SIGKILLed at each failpoint (a rental in flight), then at a random instant under load; after
+// each kill the store (reopened independently) has every 201'd rental, no orphaned claim, at most one
+// open usage segment a rental (recount), and on SQLite a clean integrity_check.
+void crash_at_every_failpoint_and_under_load(const Store& store) {
+  const std::string admin = init_token(store);
   ASSERT_FALSE(admin.empty()) << "gpuplan admin init failed";
   const int port = free_port();
-  pid_t pid = spawn_server(dir, port, "");
+  pid_t pid = spawn_server(store, port, "");
   ASSERT_TRUE(wait_healthy(port, pid));
   auto w = make_world(port, admin, 8);
   ASSERT_TRUE(w.ok()) << w.error().message;
@@ -564,16 +578,16 @@ TEST(MarketCrash, KilledAtEveryFailpointAndUnderLoadLosesNothing) {
   }
   kill_server(pid);
   for (const std::string fp : {"after_claims", "before_commit", "after_commit"}) {
-    pid = spawn_server(dir, port, fp);
+    pid = spawn_server(store, port, fp);
     ASSERT_TRUE(wait_healthy(port, pid)) << fp;
     const Json b{{"offer", w->offer_slice_a}, {"idempotency_key", "crash-" + fp}};
     Answer a = call(port, "POST", "/rentals", w->rent_a.token, &b);
     EXPECT_EQ(a.status, 0) << fp << ": the failpoint did not kill the server: " << a.body.dump();
     kill_server(pid);
-    check_after_crash(dir, got_201);
+    check_after_crash(store, got_201);
     // Restarted clean, the client's retry with the same key gets the one rental (201, or 200 when it
     // was committed before the kill).
-    pid = spawn_server(dir, port, "");
+    pid = spawn_server(store, port, "");
     ASSERT_TRUE(wait_healthy(port, pid));
     Answer retry = call(port, "POST", "/rentals", w->rent_a.token, &b);
     EXPECT_TRUE(retry.status == 201 || retry.status == 200) << fp << ": " << retry.body.dump();
@@ -582,7 +596,7 @@ TEST(MarketCrash, KilledAtEveryFailpointAndUnderLoadLosesNothing) {
     kill_server(pid);
   }
   // A random instant under load: 8 clients renting and stopping, SIGKILL after 150-450 ms.
-  pid = spawn_server(dir, port, "");
+  pid = spawn_server(store, port, "");
   ASSERT_TRUE(wait_healthy(port, pid));
   std::mutex mu;
   std::atomic<bool> stop{false};
@@ -606,9 +620,24 @@ TEST(MarketCrash, KilledAtEveryFailpointAndUnderLoadLosesNothing) {
   kill_server(pid);
   stop = true;
   for (auto& t : ts) t.join();
-  check_after_crash(dir, got_201);
+  check_after_crash(store, got_201);
+  std::cout << "[ market crash ] " << (store.sqlite() ? "sqlite" : "postgresql") << ": 3 failpoints and a kill under "
+            << "load, " << got_201.size() << " rentals with a 201 all kept\n";
+}
+
+TEST(MarketCrash, KilledAtEveryFailpointAndUnderLoadLosesNothing) {
+  const Store store{"--data-dir", temp_dir("market-crash")};
+  crash_at_every_failpoint_and_under_load(store);
   std::error_code ec;
-  fs::remove_all(dir, ec);
+  fs::remove_all(store.where, ec);
+}
+
+// The same kills with `gpuplan serve --database postgresql://...` (a fresh schema of the throwaway server).
+TEST(MarketCrash, PostgresqlKilledAtEveryFailpointAndUnderLoadLosesNothing) {
+  if (market::test::pg_conninfo().empty()) GTEST_SKIP() << "GPUPLAN_TEST_POSTGRES is not set";
+  auto uri = market::test::fresh_pg_schema_uri();
+  ASSERT_TRUE(uri.ok()) << uri.error().message;
+  crash_at_every_failpoint_and_under_load(Store{"--database", *uri});
 }
 
 // PostgreSQL stopped with `pg_ctl -m immediate` (a crash of the database server) under load, then
