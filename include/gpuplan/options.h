@@ -30,7 +30,9 @@ struct OptionRange {
   std::string words() const;
 };
 
-struct OptionSpec {
+// bugprone-exception-escape: its implicit destructor runs nlohmann::json's, which may allocate (it
+// flattens nested values into a vector); bad_alloc there is fatal like any allocation's.
+struct OptionSpec {  // NOLINT(bugprone-exception-escape)
   std::string name;  // request key, snake_case; the CLI long option is --name with '-' for '_'
   OptionType type = OptionType::kString;
   std::string unit;

@@ -168,12 +168,13 @@ Result<OptionTable> OptionTable::parse(const std::string& file, std::string_view
       const std::string name = g.first.as<std::string>();
       GPUPLAN_TRY(commands, yaml::get_string_list(file, root["groups"], "groups", name.c_str()));
       if (commands.empty()) return yaml::data_error(file, g.second, "groups", name, "a group needs its commands");
-      t.groups_.emplace_back(name, std::move(commands));
+      t.groups_.emplace_back(name, commands);
     }
   }
   const YAML::Node list = root["options"];
   if (!list || !list.IsSequence()) return yaml::data_error(file, root, "", "options", "expected a list of options");
-  for (const auto& n : list) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node n = list[i];  // a Node, not the iterator's value (no slicing)
     const std::string entry = "option " + std::to_string(t.options_.size() + 1);
     if (!n.IsMap()) return yaml::data_error(file, n, entry, "", "expected a mapping");
     GPUPLAN_CHECK(
@@ -240,7 +241,12 @@ Result<OptionTable> OptionTable::parse(const std::string& file, std::string_view
       if (!o.takes(c)) return bad("positional", "'" + c + "' is not one of its commands");
     }
     for (const auto& c : o.commands) {
-      if (t.find(name, c)) return bad("name", "'" + name + "' is declared twice for command '" + c + "'");
+      if (!t.find(name, c)) continue;
+      std::string message = "'" + name;
+      message += "' is declared twice for command '";
+      message += c;
+      message += "'";
+      return bad("name", message);
     }
     // Allowed values: enums and lists of words need a vocabulary or the words; nothing else has them.
     const bool worded = o.type == OptionType::kEnum || o.type == OptionType::kList;
@@ -305,7 +311,7 @@ Result<OptionTable> OptionTable::parse(const std::string& file, std::string_view
       if (!o.values.empty() && d.is_string() && !contains(o.values, d.get<std::string>())) {
         return bad("default", "the default '" + d.get<std::string>() + "' is not one of its values");
       }
-      o.default_value = std::move(d);
+      o.default_value = d;
     }
     t.options_.push_back(std::move(o));
   }
@@ -322,8 +328,8 @@ Result<OptionTable> OptionTable::parse(const std::string& file, std::string_view
       }
     }
   }
-  t.strict_ = std::move(strict);
-  t.open_ = std::move(open);
+  t.strict_ = strict;
+  t.open_ = open;
   for (size_t i = 0; i < t.options_.size(); ++i) {
     const OptionSpec& o = t.options_[i];
     const YAML::Node n = list[i];

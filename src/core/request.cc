@@ -344,7 +344,7 @@ Result<std::vector<std::string>> Request::words(std::string_view key) const {
     }
   } else {
     GPUPLAN_TRY(given, strings(o->name.c_str()));
-    list = std::move(given);
+    list = given;
   }
   for (const auto& w : list) {
     if (!o->values.empty() && std::find(o->values.begin(), o->values.end(), w) == o->values.end()) {
