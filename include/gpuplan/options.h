@@ -30,7 +30,9 @@ struct OptionRange {
   std::string words() const;
 };
 
-struct OptionSpec {
+// bugprone-exception-escape: its implicit destructor runs nlohmann::json's, which may allocate (it
+// flattens nested values into a vector); bad_alloc there is fatal like any allocation's.
+struct OptionSpec {  // NOLINT(bugprone-exception-escape)
   std::string name;  // request key, snake_case; the CLI long option is --name with '-' for '_'
   OptionType type = OptionType::kString;
   std::string unit;
@@ -43,6 +45,9 @@ struct OptionSpec {
   std::vector<std::string> required;    // commands where it must be given
   std::vector<std::string> positional;  // commands where the CLI also takes it as a positional argument
   bool cli = true;                      // false: a request key only (no CLI option)
+  size_t max_length = 0;                // string/enum/list words: at most this many bytes (0: no bound declared)
+  size_t max_items = 0;                 // list: at most this many items (0: no bound declared)
+  std::string items;                    // list of objects: the command whose declaration reads each item ("" : strings)
   std::string help;
   int line = 0;  // in data/options.yaml, for errors
 
@@ -67,6 +72,12 @@ class OptionTable {
   std::vector<std::string> commands() const;
   // The commands of a group.
   std::vector<std::string> group_commands(std::string_view group) const;
+  // Read strictly (`strict:`): JSON types as declared (no "3" for 3, no 3 for "3"), every string within
+  // its max_length, every list within its max_items, required keys refused when absent.
+  bool strict(std::string_view command) const;
+  // Keys it does not declare are ignored, not refused (`open:`; the market's bodies, issue #13: "more
+  // keys are welcome").
+  bool open(std::string_view command) const;
 
   // Parses and validates a declaration: unknown fields, types, ranges that do not parse, defaults
   // outside their range or of the wrong type, an enum with neither vocabulary nor values, duplicate
@@ -76,6 +87,7 @@ class OptionTable {
  private:
   std::vector<OptionSpec> options_;
   std::vector<std::pair<std::string, std::vector<std::string>>> groups_;
+  std::vector<std::string> strict_, open_;
 };
 
 // The embedded declaration (data/options.yaml), parsed once; an error when it does not validate

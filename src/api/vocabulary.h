@@ -15,7 +15,9 @@ namespace gpuplan::api {
 // tables of gpuplan/vocabulary.h (engine, task, optimizer, checkpointing, amp, weights, kv_cache,
 // lora_targets).
 const std::vector<std::string_view>& vocabulary_ids();
-// The canonical names of one vocabulary, in the library's order; an internal error for an unknown id.
+// The canonical names of one vocabulary, in the library's order: a workload vocabulary above or one of
+// the market's (gpuplan/market_vocabulary.h: tenant_kind, role, scope, interconnect, mig_policy,
+// node_state, rental_state); an internal error for an unknown id.
 Result<std::vector<std::string>> vocabulary_names(std::string_view vocabulary);
 // The allowed words of an option: its vocabulary's names or its declared values (empty: any).
 Result<std::vector<std::string>> option_words(const OptionSpec& o);
@@ -23,7 +25,8 @@ Result<std::vector<std::string>> option_words(const OptionSpec& o);
 // One option as GET /api/v1/vocabulary lists it: name, type, unit, default, range, values, commands...
 Json option_json(const OptionSpec& o);
 // The JSON Schema of a command's request object, from the declaration (web/openapi.json's request
-// bodies are these; tests/unit/options_test.cc fails when the file is stale).
+// bodies are these; tests/unit/options_test.cc fails when the file is stale). A strict command's
+// strings carry maxLength, its lists maxItems; an open command's object allows other keys.
 Result<Json> request_schema(std::string_view command);
 // The OpenAPI document with every operation's request body and query parameters made from the
 // declaration (operationId = command name with '.' as '_').

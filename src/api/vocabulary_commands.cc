@@ -9,6 +9,7 @@
 #include "core/request.h"
 #include "gpuplan/catalog.h"
 #include "gpuplan/formats.h"
+#include "gpuplan/market_vocabulary.h"
 #include "gpuplan/model.h"
 #include "gpuplan/vocabulary.h"
 #include "gpuplan/workload.h"
@@ -26,6 +27,7 @@ const std::vector<std::string_view>& vocabulary_ids() {
 
 Result<std::vector<std::string>> vocabulary_names(std::string_view id) {
   const Vocabulary* v = vocabulary(id);
+  if (!v) v = market::market_vocabulary(id);  // the market's bodies (tenant_kind, role, mig_policy, ...)
   if (!v) {
     return Error{ErrorCode::kInternal, "unknown vocabulary '" + std::string(id) + "' in data/options.yaml", ""};
   }
@@ -53,6 +55,9 @@ Json option_json(const OptionSpec& o) {
   }
   if (!o.vocabulary.empty()) j["vocabulary"] = o.vocabulary;
   if (auto words = option_words(o); words && !words->empty()) j["values"] = *words;
+  if (o.max_length > 0) j["max_length"] = o.max_length;
+  if (o.max_items > 0) j["max_items"] = o.max_items;
+  if (!o.items.empty()) j["items"] = o.items;
   if (!o.group.empty()) j["group"] = o.group;
   j["commands"] = o.commands;
   if (!o.required.empty()) j["required"] = o.required;
@@ -63,7 +68,8 @@ Json option_json(const OptionSpec& o) {
 
 namespace {
 
-Json property_schema(const OptionSpec& o) {
+// The schema of one option; `strict`: its command reads JSON types only (no "a,b" text for a list).
+Json property_schema(const OptionSpec& o, bool strict) {
   Json s;
   switch (o.type) {
     case OptionType::kInt:
@@ -79,16 +85,32 @@ Json property_schema(const OptionSpec& o) {
       break;
     case OptionType::kString:
       s["type"] = "string";
+      if (o.max_length > 0) s["maxLength"] = o.max_length;
       break;
     case OptionType::kEnum: {
       s["type"] = "string";
       if (auto words = option_words(o); words && !words->empty()) s["enum"] = *words;
+      if (o.max_length > 0) s["maxLength"] = o.max_length;
       break;
     }
     case OptionType::kList: {
+      if (!o.items.empty()) {  // a list of objects, each a request of the items' command
+        s["type"] = "array";
+        auto item = request_schema(o.items);
+        s["items"] = item ? *item : Json{{"type", "object"}};
+        if (o.max_items > 0) s["maxItems"] = o.max_items;
+        break;
+      }
       Json item{{"type", "string"}};
       if (auto words = option_words(o); words && !words->empty()) item["enum"] = *words;
-      s["oneOf"] = Json::array({Json{{"type", "array"}, {"items", item}}, Json{{"type", "string"}}});
+      if (o.max_length > 0) item["maxLength"] = o.max_length;
+      Json list{{"type", "array"}, {"items", item}};
+      if (o.max_items > 0) list["maxItems"] = o.max_items;
+      if (strict) {  // a JSON list only: no "a,b" text
+        s = std::move(list);
+      } else {
+        s["oneOf"] = Json::array({std::move(list), Json{{"type", "string"}}});
+      }
       break;
     }
     case OptionType::kFiles: {
@@ -120,10 +142,10 @@ Result<Json> request_schema(std::string_view command) {
   Json props = Json::object();
   Json required = Json::array();
   for (const OptionSpec* o : table->of_command(command)) {
-    props[o->name] = property_schema(*o);
+    props[o->name] = property_schema(*o, table->strict(command));
     if (o->required_by(command)) required.push_back(o->name);
   }
-  Json s{{"type", "object"}, {"additionalProperties", false}};
+  Json s{{"type", "object"}, {"additionalProperties", table->open(command)}};
   if (!required.empty()) s["required"] = std::move(required);
   s["properties"] = std::move(props);
   return s;
@@ -151,7 +173,7 @@ Result<Json> openapi_with_declared_requests(Json doc) {
           const OptionSpec* o = table->find(name, command);
           // Path parameters named differently ({id} of catalog.show is its gpu) keep their text.
           if (!o) continue;
-          Json s = property_schema(*o);
+          Json s = property_schema(*o, table->strict(command));
           p["description"] = s["description"];
           s.erase("description");
           p["schema"] = s;
@@ -174,6 +196,11 @@ Result<Json> vocabulary_command(const Context& ctx, const Json& body) {
   for (auto id : vocabulary_ids()) {
     GPUPLAN_TRY(names, vocabulary_names(id));
     vocabularies[std::string(id)] = names;
+  }
+  // The market's (tenant_kind, role, scope, interconnect, mig_policy, ...), by their ids.
+  for (const auto& v : market::kMarketVocabularies) {
+    GPUPLAN_TRY(names, vocabulary_names(v.key));
+    vocabularies[std::string(v.key)] = names;
   }
   // Word lists declared in data/options.yaml itself (objective, export, kind), by option name.
   for (const auto& o : table->all()) {

@@ -17,6 +17,9 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr std::string_view kOptionsFile = "data/options.yaml";
+// The largest max_length / max_items a declaration may state: a request body is far smaller (the
+// server's body cap is 1 MiB), so a bigger bound is a typo.
+constexpr int64_t kMaxDeclaredBound = 1 << 20;
 
 struct TypeRow {
   OptionType type;
@@ -96,6 +99,9 @@ std::string OptionRange::words() const {
   return out;
 }
 
+bool OptionTable::strict(std::string_view command) const { return contains(strict_, command); }
+bool OptionTable::open(std::string_view command) const { return contains(open_, command); }
+
 bool OptionSpec::takes(std::string_view command) const { return contains(commands, command); }
 bool OptionSpec::required_by(std::string_view command) const { return contains(required, command); }
 bool OptionSpec::positional_in(std::string_view command) const { return contains(positional, command); }
@@ -154,7 +160,7 @@ std::vector<std::string> OptionTable::group_commands(std::string_view group) con
 
 Result<OptionTable> OptionTable::parse(const std::string& file, std::string_view text) {
   GPUPLAN_TRY(root, yaml::parse(file, text));
-  GPUPLAN_CHECK(yaml::check_keys(file, root, "", {"groups", "options"}));
+  GPUPLAN_CHECK(yaml::check_keys(file, root, "", {"groups", "strict", "open", "options"}));
   OptionTable t;
   if (root["groups"]) {
     if (!root["groups"].IsMap()) return yaml::data_error(file, root["groups"], "groups", "", "expected a mapping");
@@ -162,17 +168,19 @@ Result<OptionTable> OptionTable::parse(const std::string& file, std::string_view
       const std::string name = g.first.as<std::string>();
       GPUPLAN_TRY(commands, yaml::get_string_list(file, root["groups"], "groups", name.c_str()));
       if (commands.empty()) return yaml::data_error(file, g.second, "groups", name, "a group needs its commands");
-      t.groups_.emplace_back(name, std::move(commands));
+      t.groups_.emplace_back(name, commands);
     }
   }
   const YAML::Node list = root["options"];
   if (!list || !list.IsSequence()) return yaml::data_error(file, root, "", "options", "expected a list of options");
-  for (const auto& n : list) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node n = list[i];  // a Node, not the iterator's value (no slicing)
     const std::string entry = "option " + std::to_string(t.options_.size() + 1);
     if (!n.IsMap()) return yaml::data_error(file, n, entry, "", "expected a mapping");
-    GPUPLAN_CHECK(yaml::check_keys(file, n, entry,
-                                   {"name", "type", "unit", "default", "range", "vocabulary", "values", "group",
-                                    "commands", "required", "positional", "cli", "help"}));
+    GPUPLAN_CHECK(
+        yaml::check_keys(file, n, entry,
+                         {"name", "type", "unit", "default", "range", "vocabulary", "values", "group", "commands",
+                          "required", "positional", "cli", "max_length", "max_items", "items", "help"}));
     OptionSpec o;
     o.line = static_cast<int>(n.Mark().line) + 1;
     GPUPLAN_TRY(name, yaml::get_string(file, n, entry, "name", true));
@@ -202,6 +210,12 @@ Result<OptionTable> OptionTable::parse(const std::string& file, std::string_view
     GPUPLAN_TRY(cli, yaml::get_bool(file, n, at, "cli", false, true));
     GPUPLAN_TRY(help, yaml::get_string(file, n, at, "help", true));
     GPUPLAN_TRY(range_text, yaml::get_string(file, n, at, "range", false));
+    GPUPLAN_TRY(max_length, yaml::bounded_int(file, n, at, "max_length", false, 0, 1, kMaxDeclaredBound));
+    GPUPLAN_TRY(max_items, yaml::bounded_int(file, n, at, "max_items", false, 0, 1, kMaxDeclaredBound));
+    GPUPLAN_TRY(items, yaml::get_string(file, n, at, "items", false));
+    o.max_length = static_cast<size_t>(max_length);
+    o.max_items = static_cast<size_t>(max_items);
+    o.items = items;
     o.unit = unit;
     o.vocabulary = vocabulary;
     o.values = values;
@@ -227,7 +241,12 @@ Result<OptionTable> OptionTable::parse(const std::string& file, std::string_view
       if (!o.takes(c)) return bad("positional", "'" + c + "' is not one of its commands");
     }
     for (const auto& c : o.commands) {
-      if (t.find(name, c)) return bad("name", "'" + name + "' is declared twice for command '" + c + "'");
+      if (!t.find(name, c)) continue;
+      std::string message = "'" + name;
+      message += "' is declared twice for command '";
+      message += c;
+      message += "'";
+      return bad("name", message);
     }
     // Allowed values: enums and lists of words need a vocabulary or the words; nothing else has them.
     const bool worded = o.type == OptionType::kEnum || o.type == OptionType::kList;
@@ -237,6 +256,17 @@ Result<OptionTable> OptionTable::parse(const std::string& file, std::string_view
     }
     if (!worded && (!vocabulary.empty() || !values.empty())) {
       return bad("values", "only enum and list options have allowed values");
+    }
+    // Bounds of text and lists; a list of objects names the command that reads each item.
+    const bool texty = o.type == OptionType::kString || o.type == OptionType::kEnum || o.type == OptionType::kList;
+    if (o.max_length > 0 && (!texty || !o.items.empty())) {
+      return bad("max_length", "only string, enum and list-of-words options have a max_length");
+    }
+    if ((o.max_items > 0 || !o.items.empty()) && o.type != OptionType::kList) {
+      return bad(o.items.empty() ? "max_items" : "items", "only list options have max_items and items");
+    }
+    if (!o.items.empty() && (!vocabulary.empty() || !values.empty())) {
+      return bad("items", "a list of objects has no allowed words: its items' command declares their keys");
     }
     // Ranges: numbers only.
     if (!range_text.empty()) {
@@ -281,9 +311,46 @@ Result<OptionTable> OptionTable::parse(const std::string& file, std::string_view
       if (!o.values.empty() && d.is_string() && !contains(o.values, d.get<std::string>())) {
         return bad("default", "the default '" + d.get<std::string>() + "' is not one of its values");
       }
-      o.default_value = std::move(d);
+      o.default_value = d;
     }
     t.options_.push_back(std::move(o));
+  }
+  // The commands read strictly or openly, and the item commands of lists of objects, are declared
+  // ones; a strict command bounds every string and list it reads.
+  GPUPLAN_TRY(strict, yaml::get_string_list(file, root, "", "strict"));
+  GPUPLAN_TRY(open, yaml::get_string_list(file, root, "", "open"));
+  const std::vector<std::string> declared = t.commands();
+  for (const auto* names : {&strict, &open}) {
+    const char* field = names == &strict ? "strict" : "open";
+    for (const auto& c : *names) {
+      if (!contains(declared, c)) {
+        return yaml::data_error(file, root[field], "", field, "'" + c + "' is not a command of any option");
+      }
+    }
+  }
+  t.strict_ = strict;
+  t.open_ = open;
+  for (size_t i = 0; i < t.options_.size(); ++i) {
+    const OptionSpec& o = t.options_[i];
+    const YAML::Node n = list[i];
+    const std::string at = "option '" + o.name + "'";
+    auto bad = [&](const char* field, const std::string& message) {
+      return yaml::data_error(file, n[field] ? n[field] : n, at, field, message);
+    };
+    if (!o.items.empty() && !contains(declared, o.items)) {
+      return bad("items", "'" + o.items + "' is not a command of any option");
+    }
+    for (const auto& c : o.commands) {
+      if (!t.strict(c)) continue;
+      const bool words = o.type == OptionType::kString || o.type == OptionType::kEnum ||
+                         (o.type == OptionType::kList && o.items.empty());
+      if (words && o.max_length == 0) {
+        return bad("max_length", "'" + c + "' is read strictly: its strings need a max_length");
+      }
+      if (o.type == OptionType::kList && o.max_items == 0) {
+        return bad("max_items", "'" + c + "' is read strictly: its lists need a max_items");
+      }
+    }
   }
   return t;
 }

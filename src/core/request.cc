@@ -127,6 +127,7 @@ namespace gpuplan {
 Status Request::check_keys() const {
   if (!j_.is_object()) return usage_error("the request must be a JSON object, got " + type_name(j_));
   GPUPLAN_TRY(table, option_table());
+  if (table->open(command_)) return Status::Ok();
   for (auto it = j_.begin(); it != j_.end(); ++it) {
     if (table->find(it.key(), command_)) continue;
     std::string list;
@@ -142,12 +143,27 @@ Status Request::check_keys() const {
 Result<const OptionSpec*> Request::spec(std::string_view key) const {
   GPUPLAN_TRY(table, option_table());
   const OptionSpec* o = command_.empty() ? nullptr : table->find(key, command_);
-  if (!o) o = table->find(key);
+  // A strict command reads only its own keys: no other command's declaration stands in.
+  const bool strict_command = table->strict(command_);
+  if (!o && !strict_command) o = table->find(key);
   if (!o) {
-    return Error{ErrorCode::kInternal, "option '" + std::string(key) + "' is not declared in data/options.yaml",
+    return Error{ErrorCode::kInternal,
+                 "option '" + std::string(key) + "' is not declared" + (strict_command ? " for " + command_ : "") +
+                     " in data/options.yaml",
                  std::string(key)};
   }
   return o;
+}
+
+bool Request::strict() const {
+  if (command_.empty()) return false;
+  auto table = option_table();
+  return table && (*table)->strict(command_);
+}
+
+Status Request::required_given(const OptionSpec& o) const {
+  if (has(o.name.c_str()) || !o.required_by(command_)) return Status::Ok();
+  return usage_error("'" + o.name + "' is required: " + o.help, o.name);
 }
 
 namespace {
@@ -182,10 +198,36 @@ Result<long long> Request::whole(std::string_view key) const {
   return whole(key, fallback);
 }
 
+// A JSON number of the declared kind (a whole number: a JSON integer, not 3.0 or "3"), in range.
+Result<double> Request::strict_number(const OptionSpec& o, bool whole_number) const {
+  const std::string& key = o.name;
+  const Json& v = j_.at(key);
+  const std::string kind = whole_number ? "a whole number" : "a number";
+  const std::string range = o.range.words();
+  if (whole_number ? !v.is_number_integer() : !v.is_number()) {
+    const std::string got = v.is_number()   ? num_text(v.get<double>())
+                            : v.is_string() ? "a string (write the number without quotes)"
+                                            : type_name(v);
+    return usage_error("'" + key + "' must be " + kind + (range.empty() ? "" : " " + range) + ", got " + got, key);
+  }
+  const double d = v.is_number_unsigned()  ? static_cast<double>(v.get<uint64_t>())
+                   : v.is_number_integer() ? static_cast<double>(v.get<int64_t>())
+                                           : v.get<double>();
+  if (!std::isfinite(d)) return usage_error("'" + key + "' must be a finite number", key);
+  if (!o.range.contains(d)) {
+    return usage_error(
+        "'" + key + "' is " + num_text(d) + ", outside its range " + o.range.text() + ": give " + kind + " " + range,
+        key);
+  }
+  return d;
+}
+
 Result<long long> Request::whole(std::string_view key, long long fallback) const {
   GPUPLAN_TRY(o, spec(key));
+  const bool strictly = strict();
+  if (strictly) GPUPLAN_CHECK(required_given(*o));
   if (!has(o->name.c_str())) return fallback;
-  GPUPLAN_TRY(d, checked_number(*o, true));
+  GPUPLAN_TRY(d, strictly ? strict_number(*o, true) : checked_number(*o, true));
   // Declared ranges of whole numbers stay far inside long long (options_test); an unbounded end is
   // bounded here by what a double counts exactly.
   constexpr double kMaxExactWhole = 9007199254740992.0;  // 2^53
@@ -197,18 +239,22 @@ Result<long long> Request::whole(std::string_view key, long long fallback) const
 
 Result<std::optional<double>> Request::real(std::string_view key) const {
   GPUPLAN_TRY(o, spec(key));
+  const bool strictly = strict();
+  if (strictly) GPUPLAN_CHECK(required_given(*o));
   if (!has(o->name.c_str())) {
     if (o->default_value.is_number()) return std::optional<double>(o->default_value.get<double>());
     return std::optional<double>();
   }
-  GPUPLAN_TRY(d, checked_number(*o, false));
+  GPUPLAN_TRY(d, strictly ? strict_number(*o, false) : checked_number(*o, false));
   return std::optional<double>(d);
 }
 
 Result<double> Request::real(std::string_view key, double fallback) const {
   GPUPLAN_TRY(o, spec(key));
+  const bool strictly = strict();
+  if (strictly) GPUPLAN_CHECK(required_given(*o));
   if (!has(o->name.c_str())) return fallback;
-  return checked_number(*o, false);
+  return strictly ? strict_number(*o, false) : checked_number(*o, false);
 }
 
 Result<bool> Request::boolean(std::string_view key) const {
@@ -218,6 +264,13 @@ Result<bool> Request::boolean(std::string_view key) const {
 
 Result<bool> Request::boolean(std::string_view key, bool fallback) const {
   GPUPLAN_TRY(o, spec(key));
+  if (strict()) {
+    GPUPLAN_CHECK(required_given(*o));
+    if (!has(o->name.c_str())) return fallback;
+    const Json& v = j_.at(o->name);
+    if (!v.is_boolean()) return usage_error("'" + o->name + "' must be true or false, got " + type_name(v), o->name);
+    return v.get<bool>();
+  }
   return flag(o->name.c_str(), fallback);
 }
 
@@ -229,9 +282,32 @@ std::string joined(const std::vector<std::string>& words) {
 }
 }  // namespace
 
+namespace {
+// A string of a strict request within its declared length: kLimit naming the field and the limit.
+Status within_length(const OptionSpec& o, const std::string& s, const std::string& field) {
+  if (o.max_length == 0 || s.size() <= o.max_length) return Status::Ok();
+  return limit_error("'" + field + "' is " + std::to_string(s.size()) + " bytes, longer than its limit of " +
+                         std::to_string(o.max_length) + " bytes",
+                     field);
+}
+}  // namespace
+
 Result<std::string> Request::text(std::string_view key) const {
   GPUPLAN_TRY(o, spec(key));
   const std::string fallback = o->default_value.is_string() ? o->default_value.get<std::string>() : "";
+  if (strict()) {
+    // Strictly: a JSON string, within its length; "" stays "" (the caller's checks refuse it).
+    GPUPLAN_CHECK(required_given(*o));
+    if (!has(o->name.c_str())) return fallback;
+    const Json& v = j_.at(o->name);
+    if (!v.is_string()) return usage_error("'" + o->name + "' must be a string, got " + type_name(v), o->name);
+    const auto& s = v.get_ref<const std::string&>();
+    GPUPLAN_CHECK(within_length(*o, s, o->name));
+    if (!o->values.empty() && std::find(o->values.begin(), o->values.end(), s) == o->values.end()) {
+      return usage_error("'" + o->name + "' is '" + s + "'; give one of " + joined(o->values), o->name);
+    }
+    return s;
+  }
   GPUPLAN_TRY(given, string(o->name.c_str(), fallback));
   // An empty string is the default, as an empty field of a form means.
   const std::string s = given.empty() ? fallback : given;
@@ -243,6 +319,7 @@ Result<std::string> Request::text(std::string_view key) const {
 
 Result<std::vector<std::string>> Request::words(std::string_view key) const {
   GPUPLAN_TRY(o, spec(key));
+  if (strict()) GPUPLAN_CHECK(required_given(*o));
   if (!has(o->name.c_str())) {
     std::vector<std::string> out;
     if (o->default_value.is_array()) {
@@ -250,13 +327,56 @@ Result<std::vector<std::string>> Request::words(std::string_view key) const {
     }
     return out;
   }
-  GPUPLAN_TRY(list, strings(o->name.c_str()));
+  std::vector<std::string> list;
+  if (strict()) {
+    // Strictly: a JSON list of strings (no "a,b" text), within max_items and max_length.
+    const Json& v = j_.at(o->name);
+    if (!v.is_array()) return usage_error("'" + o->name + "' must be a list of strings, got " + type_name(v), o->name);
+    if (o->max_items > 0 && v.size() > o->max_items) {
+      return limit_error("'" + o->name + "' has " + std::to_string(v.size()) + " items, more than its limit of " +
+                             std::to_string(o->max_items),
+                         o->name);
+    }
+    for (const auto& item : v) {
+      if (!item.is_string()) return usage_error("'" + o->name + "' must be a list of strings", o->name);
+      GPUPLAN_CHECK(within_length(*o, item.get_ref<const std::string&>(), o->name));
+      list.push_back(item.get<std::string>());
+    }
+  } else {
+    GPUPLAN_TRY(given, strings(o->name.c_str()));
+    list = given;
+  }
   for (const auto& w : list) {
     if (!o->values.empty() && std::find(o->values.begin(), o->values.end(), w) == o->values.end()) {
       return usage_error("'" + o->name + "' has '" + w + "'; give words of " + joined(o->values), o->name);
     }
   }
   return list;
+}
+
+Result<std::vector<Request>> Request::objects(std::string_view key) const {
+  GPUPLAN_TRY(o, spec(key));
+  if (o->type != OptionType::kList || o->items.empty()) {
+    return Error{ErrorCode::kInternal, "option '" + o->name + "' is not declared as a list of objects (items:)",
+                 o->name};
+  }
+  std::vector<Request> out;
+  if (strict()) GPUPLAN_CHECK(required_given(*o));
+  if (!has(o->name.c_str())) return out;
+  const Json& v = j_.at(o->name);
+  if (!v.is_array()) return usage_error("'" + o->name + "' must be a list of objects, got " + type_name(v), o->name);
+  if (o->max_items > 0 && v.size() > o->max_items) {
+    return limit_error("'" + o->name + "' has " + std::to_string(v.size()) + " items, more than its limit of " +
+                           std::to_string(o->max_items),
+                       o->name);
+  }
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string field = o->name + "[" + std::to_string(i) + "]";
+    if (!v[i].is_object()) return usage_error(field + " must be an object, got " + type_name(v[i]), field);
+    out.emplace_back(v[i], o->items);
+  }
+  return out;
 }
 
 }  // namespace gpuplan

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/decimal.h"
+#include "core/request.h"
 #include "server/server.h"
 
 namespace gpuplan::server {
@@ -20,8 +21,6 @@ using market::Principal;
 // integers of micro-dollars in the store.
 constexpr double kMicrosPerUnit = 1e6;
 constexpr int64_t kMillisPerHour = 3'600'000;
-// `hours` of a rental: at most a year (the store's ends_at is milliseconds; this keeps it far from overflow).
-constexpr double kMaxRentalHours = 24.0 * 366;
 
 Json j_opt(const std::optional<int64_t>& v) { return v ? Json(*v) : Json(nullptr); }
 Json j_str_or_null(const std::string& s) { return s.empty() ? Json(nullptr) : Json(s); }
@@ -205,42 +204,9 @@ Json earnings_json(const market::Earnings& e) {
 }
 
 // --- reading a body ------------------------------------------------------------------------------------------
-Result<std::string> text_field(const Json& body, const char* key, bool required, std::string fallback = {}) {
-  if (!body.contains(key) || body[key].is_null()) {
-    if (required) return usage_error(std::string("'") + key + "' is required", key);
-    return fallback;
-  }
-  if (!body[key].is_string()) return usage_error(std::string("'") + key + "' must be a string", key);
-  const auto& s = body[key].get_ref<const std::string&>();
-  if (s.size() > market::kMaxNameBytes) {
-    return limit_error(std::string("'") + key + "' is longer than " + std::to_string(market::kMaxNameBytes) + " bytes",
-                       key);
-  }
-  return s;
-}
-
-Result<std::optional<int64_t>> int_field(const Json& body, const char* key, int64_t lo, int64_t hi) {
-  if (!body.contains(key) || body[key].is_null()) return std::optional<int64_t>{};
-  const Json& v = body[key];
-  if (!v.is_number_integer()) return usage_error(std::string("'") + key + "' must be an integer", key);
-  const int64_t n =
-      v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : v.get<int64_t>();
-  if (n < lo || n > hi) {
-    return usage_error(std::string("'") + key + "' must be between " + std::to_string(lo) + " and " +
-                           std::to_string(hi) + ", got " + std::to_string(n),
-                       key);
-  }
-  return std::optional<int64_t>{n};
-}
-
-Result<std::optional<double>> number_field(const Json& body, const char* key) {
-  if (!body.contains(key) || body[key].is_null()) return std::optional<double>{};
-  const Json& v = body[key];
-  if (!v.is_number()) return usage_error(std::string("'") + key + "' must be a number", key);
-  const double d = v.get<double>();
-  if (!std::isfinite(d)) return usage_error(std::string("'") + key + "' must be a finite number", key);
-  return std::optional<double>{d};
-}
+// Every body is read through the one typed reader (core/request.h) by its declaration in
+// data/options.yaml (market.create.tenant, market.add.node, ...: strict, so "3" is not a number and every
+// string is bounded; keys a body does not declare are ignored, as issue #13's "more keys are welcome").
 
 // Dollars per hour -> integer micro-dollars, exactly (core/decimal.h: the number's shortest decimal text,
 // so 0.35 is 350000), refusing what is not a price or not a whole number of micro-units.
@@ -277,35 +243,30 @@ std::string query_value(const HttpRequest& req, std::string_view key) {
 }
 
 Result<market::NodeSpec> node_spec(const Json& body) {
+  const Request req(body, "market.add.node");
+  GPUPLAN_CHECK(req.check_keys());
   market::NodeSpec spec;
-  GPUPLAN_TRY(name, text_field(body, "name", true));
-  GPUPLAN_TRY(region, text_field(body, "region", true));
-  GPUPLAN_TRY(ic, text_field(body, "interconnect", false, "pcie"));
+  GPUPLAN_TRY(name, req.text("name"));
+  GPUPLAN_TRY(region, req.text("region"));
+  GPUPLAN_TRY(ic, req.text("interconnect"));
   GPUPLAN_TRY(interconnect, market::parse_interconnect(ic, "interconnect"));
-  constexpr int64_t kMaxResource = 1'000'000'000;  // vCPUs, GB: far above any one machine
-  GPUPLAN_TRY(vcpus, int_field(body, "vcpus", 0, kMaxResource));
-  GPUPLAN_TRY(ram, int_field(body, "ram_gb", 0, kMaxResource));
-  GPUPLAN_TRY(disk, int_field(body, "disk_gb", 0, kMaxResource));
+  GPUPLAN_TRY(vcpus, req.whole("vcpus"));
+  GPUPLAN_TRY(ram, req.whole("ram_gb"));
+  GPUPLAN_TRY(disk, req.whole("disk_gb"));
+  GPUPLAN_TRY(gpus, req.objects("gpus"));
   spec.name = name;
   spec.region = region;
   spec.interconnect = interconnect;
-  spec.vcpus = vcpus.value_or(0);
-  spec.ram_gb = ram.value_or(0);
-  spec.disk_gb = disk.value_or(0);
-  if (!body.contains("gpus") || !body["gpus"].is_array()) {
-    return usage_error("'gpus' must be a list of {target, uuid, mig}", "gpus");
-  }
-  const Json& gpus = body["gpus"];
-  if (gpus.size() > static_cast<size_t>(market::kMaxGpusPerNode)) {
-    return limit_error("a node has at most " + std::to_string(market::kMaxGpusPerNode) + " GPUs", "gpus");
-  }
+  spec.vcpus = vcpus;
+  spec.ram_gb = ram;
+  spec.disk_gb = disk;
   for (size_t i = 0; i < gpus.size(); ++i) {
     const std::string field = "gpus[" + std::to_string(i) + "]";
-    if (!gpus[i].is_object()) return usage_error(field + " must be an object {target, uuid, mig}", field);
-    auto target = text_field(gpus[i], "target", true);
-    auto uuid = text_field(gpus[i], "uuid", true);
-    auto mig = text_field(gpus[i], "mig", false, "none");
-    auto layout = text_field(gpus[i], "layout", false);
+    const Request& gpu = gpus[i];
+    auto target = gpu.text("target");
+    auto uuid = gpu.text("uuid");
+    auto mig = gpu.text("mig");
+    auto layout = gpu.text("layout");
     for (auto* r : {&target, &uuid, &mig, &layout}) {
       if (!*r) return Error{r->error().code, field + ": " + r->error().message, field + "." + r->error().field};
     }
@@ -317,44 +278,42 @@ Result<market::NodeSpec> node_spec(const Json& body) {
 }
 
 Result<market::OfferSpec> offer_spec(const Json& body) {
+  const Request req(body, "market.create.offer");
+  GPUPLAN_CHECK(req.check_keys());
   market::OfferSpec spec;
-  GPUPLAN_TRY(target, text_field(body, "target", true));
-  GPUPLAN_TRY(region, text_field(body, "region", true));
-  GPUPLAN_TRY(gpus, int_field(body, "gpus", 1, 8));
-  GPUPLAN_TRY(min_s, int_field(body, "min_billable_seconds", 0, market::kMaxMinBillableSeconds));
-  GPUPLAN_TRY(price, number_field(body, "price_per_hour"));
-  if (!price) return usage_error("'price_per_hour' is required (dollars per hour, e.g. 0.35)", "price_per_hour");
-  GPUPLAN_TRY(micros, price_micros(*price, "price_per_hour"));
+  GPUPLAN_TRY(target, req.text("target"));
+  GPUPLAN_TRY(region, req.text("region"));
+  GPUPLAN_TRY(gpus, req.whole("gpus"));
+  GPUPLAN_TRY(min_s, req.whole("min_billable_seconds"));
+  GPUPLAN_TRY(price, req.real("price_per_hour", 0.0));  // required: absent is refused
+  GPUPLAN_TRY(micros, price_micros(price, "price_per_hour"));
   spec.target = target;
   spec.region = region;
-  spec.gpus = static_cast<int>(gpus.value_or(1));
-  spec.min_billable_seconds = min_s.value_or(0);
+  spec.gpus = static_cast<int>(gpus);
+  spec.min_billable_seconds = min_s;
   spec.price_micros_per_hour = micros;
   return spec;
 }
 
 Result<market::RentRequest> rent_request(const Json& body, int64_t now_ms) {
+  const Request req(body, "market.rent");
+  GPUPLAN_CHECK(req.check_keys());
   market::RentRequest r;
-  GPUPLAN_TRY(offer, text_field(body, "offer", false));
-  GPUPLAN_TRY(offer_id, text_field(body, "offer_id", false, offer));  // the design notes' name
+  GPUPLAN_TRY(offer, req.text("offer"));
+  GPUPLAN_TRY(offer_id_text, req.text("offer_id"));  // the design notes' name
+  const std::string offer_id = req.has("offer_id") ? offer_id_text : offer;
   if (offer_id.empty()) return usage_error("'offer' is required: an offer id from GET /offers?source=market", "offer");
-  GPUPLAN_TRY(count, int_field(body, "count", 1, market::kMaxRentCount));
-  GPUPLAN_TRY(key, text_field(body, "idempotency_key", false));
-  GPUPLAN_TRY(tpl, text_field(body, "template", false));
-  GPUPLAN_TRY(ends, int_field(body, "ends_at_ms", 0, INT64_MAX / 2));
-  GPUPLAN_TRY(hours, number_field(body, "hours"));
+  GPUPLAN_TRY(count, req.whole("count"));
+  GPUPLAN_TRY(key, req.text("idempotency_key"));
+  GPUPLAN_TRY(tpl, req.text("template"));
+  GPUPLAN_TRY(ends, req.whole("ends_at_ms"));
+  GPUPLAN_TRY(hours, req.real("hours"));  // declared (0, 8784]: a year of 366 days, far from overflow
   r.offer_id = offer_id;
-  r.count = static_cast<int>(count.value_or(1));
+  r.count = static_cast<int>(count);
   r.idempotency_key = key;
   r.template_name = tpl;
-  r.ends_at_ms = ends;
-  if (hours) {
-    if (!(*hours > 0) || *hours > kMaxRentalHours) {
-      return usage_error("'hours' must be above 0 and at most " + std::to_string(static_cast<int>(kMaxRentalHours)),
-                         "hours");
-    }
-    r.ends_at_ms = now_ms + static_cast<int64_t>(std::llround(*hours * kMillisPerHour));
-  }
+  if (req.has("ends_at_ms")) r.ends_at_ms = ends;
+  if (hours) r.ends_at_ms = now_ms + static_cast<int64_t>(std::llround(*hours * kMillisPerHour));
   return r;
 }
 
@@ -505,45 +464,51 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
 
   switch (op) {
     case Op::kCreateTenant: {
-      auto name = text_field(body, "name", true);
+      const Request in(body, "market.create.tenant");
+      if (Status keys = in.check_keys(); !keys) return error_answer(keys.error());
+      auto name = in.text("name");
       if (!name) return error_answer(name.error());
-      auto kind_text = text_field(body, "kind", false, "renter");
+      auto kind_text = in.text("kind");
       if (!kind_text) return error_answer(kind_text.error());
       auto kind = market::parse_tenant_kind(*kind_text, "kind");
       if (!kind) return error_answer(kind.error());
-      auto limit = int_field(body, "credit_limit", 0, INT64_MAX / 2);
+      auto limit = in.whole("credit_limit");
       if (!limit) return error_answer(limit.error());
       auto t = m.create_tenant(p, *name, *kind);
       if (!t) return error_answer(t.error());
-      if (*limit) {
-        auto with = m.set_credit_limit(p, t->id, **limit);
+      if (in.has("credit_limit")) {
+        auto with = m.set_credit_limit(p, t->id, *limit);
         if (!with) return error_answer(with.error());
         return json_answer(201, tenant_json(*with));
       }
       return json_answer(201, tenant_json(*t));
     }
     case Op::kCreateUser: {
-      auto name = text_field(body, "name", true);
+      const Request in(body, "market.create.user");
+      if (Status keys = in.check_keys(); !keys) return error_answer(keys.error());
+      auto name = in.text("name");
       if (!name) return error_answer(name.error());
-      auto role_text = text_field(body, "role", false, "member");
+      auto role_text = in.text("role");
       if (!role_text) return error_answer(role_text.error());
       auto role = market::parse_role(*role_text, "role");
       if (!role) return error_answer(role.error());
       return answer(m.create_user(p, segs[1], *name, *role), 201, user_json);
     }
     case Op::kCreateToken: {
-      auto user = text_field(body, "user_id", false, p.user_id);
+      const Request in(body, "market.create.token");
+      if (Status keys = in.check_keys(); !keys) return error_answer(keys.error());
+      auto user = in.text("user_id");
       if (!user) return error_answer(user.error());
-      auto expires = int_field(body, "expires_at_ms", 0, INT64_MAX / 2);
+      auto expires = in.whole("expires_at_ms");
       if (!expires) return error_answer(expires.error());
-      auto scope_text = text_field(body, "scope", false, "full");
+      auto scope_text = in.text("scope");
       if (!scope_text) return error_answer(scope_text.error());
       auto scope = market::parse_scope(*scope_text, "scope");
       if (!scope) return error_answer(scope.error());
       market::TokenOptions options;
-      options.expires_at_ms = *expires;
+      if (in.has("expires_at_ms")) options.expires_at_ms = *expires;
       options.scope = *scope;
-      return answer(m.create_token(p, *user, options), 201, token_json);
+      return answer(m.create_token(p, in.has("user_id") ? *user : p.user_id, options), 201, token_json);
     }
     case Op::kRevokeToken: {
       Status s = m.revoke_token(p, segs[1]);

@@ -33,10 +33,35 @@ TEST(Options, TheEmbeddedDeclarationValidates) {
   EXPECT_GT((*t)->all().size(), 40u);
 }
 
+// Every declared command is a library command, or one of the market's HTTP bodies (an operationId of
+// web/openapi.json marked x-gpuplan-market, with '.' for '_'), or the items of a declared list of
+// objects (market.add.node.gpu).
 TEST(Options, EveryDeclaredCommandIsALibraryCommand) {
   const auto names = command_names();
+  std::set<std::string> market_operations, item_commands;
+  std::ifstream in(std::string(GPUPLAN_SOURCE_DIR) + "/web/openapi.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  const Json doc = Json::parse(text.str(), nullptr, false);
+  ASSERT_TRUE(doc.is_object());
+  for (const auto& [path, item] : doc["paths"].items()) {
+    for (const auto& [method, op] : item.items()) {
+      if (!op.is_object() || !op.value("x-gpuplan-market", false)) continue;
+      std::string id = op.value("operationId", "");
+      std::replace(id.begin(), id.end(), '_', '.');
+      market_operations.insert(id);
+    }
+  }
+  for (const auto& o : table().all()) {
+    if (!o.items.empty()) item_commands.insert(o.items);
+  }
   for (const auto& c : table().commands()) {
-    EXPECT_NE(std::find(names.begin(), names.end(), c), names.end()) << "data/options.yaml names '" << c << "'";
+    const bool library = std::find(names.begin(), names.end(), c) != names.end();
+    EXPECT_TRUE(library || market_operations.count(c) || item_commands.count(c))
+        << "data/options.yaml names '" << c << "'";
+    // The market's bodies are read strictly and ignore other keys; the library's commands are neither.
+    EXPECT_EQ(table().strict(c), !library) << c;
+    EXPECT_EQ(table().open(c), !library) << c;
   }
 }
 
@@ -58,6 +83,11 @@ TEST(Options, EveryCommandAcceptsItsDeclaredKeysAndRefusesOthers) {
       EXPECT_TRUE(Request(req, c).check_keys().ok()) << c << " " << o->name;
     }
     auto refused = Request(Json{{"no_such_key", 1}}, c).check_keys();
+    if (table().open(c)) {  // the market's bodies: other keys are ignored (issue #13)
+      EXPECT_TRUE(refused.ok()) << c;
+      EXPECT_FALSE(Request(Json::array(), c).check_keys().ok()) << c;
+      continue;
+    }
     ASSERT_FALSE(refused.ok()) << c;
     EXPECT_EQ(refused.error().field, "no_such_key");
     EXPECT_NE(refused.error().message.find(c + " takes"), std::string::npos) << refused.error().message;
@@ -108,6 +138,25 @@ TEST(Options, BadDeclarationsAreRefusedWithTheirLine) {
     EXPECT_NE(t.error().message.find(b.says), std::string::npos) << b.yaml << " -> " << t.error().message;
     EXPECT_NE(t.error().message.find("test.yaml:"), std::string::npos) << t.error().message;
   }
+  // Strict reading: bounds on text and lists, the commands named, the items' command declared.
+  const Bad strict[] = {
+      {"strict: [fit]\noptions:\n  - {name: a, type: string, commands: [fit], help: x}\n", "need a max_length"},
+      {"strict: [fit]\noptions:\n  - {name: a, type: list, max_length: 8, commands: [fit], help: x}\n",
+       "need a max_items"},
+      {"strict: [nope]\noptions:\n  - {name: a, type: int, commands: [fit], help: x}\n", "not a command"},
+      {"open: [nope]\noptions:\n  - {name: a, type: int, commands: [fit], help: x}\n", "not a command"},
+      {"options:\n  - {name: a, type: int, max_length: 8, commands: [fit], help: x}\n", "only string, enum"},
+      {"options:\n  - {name: a, type: string, max_items: 8, commands: [fit], help: x}\n", "only list"},
+      {"options:\n  - {name: a, type: string, items: fit, commands: [fit], help: x}\n", "only list"},
+      {"options:\n  - {name: a, type: list, items: nope, commands: [fit], help: x}\n", "not a command"},
+      {"options:\n  - {name: a, type: list, max_length: 0, commands: [fit], help: x}\n", "between"},
+  };
+  for (const auto& b : strict) {
+    auto t = OptionTable::parse("test.yaml", b.yaml);
+    ASSERT_FALSE(t.ok()) << b.yaml;
+    EXPECT_NE(t.error().message.find(b.says), std::string::npos) << b.yaml << " -> " << t.error().message;
+    EXPECT_NE(t.error().message.find("test.yaml:"), std::string::npos) << t.error().message;
+  }
 }
 
 TEST(Options, RangesReadAndPrint) {
@@ -143,6 +192,64 @@ TEST(Options, TheReaderChecksByTheDeclaration) {
   auto undeclared = Request(Json::object(), "fit").whole("no_such_option");
   ASSERT_FALSE(undeclared.ok());
   EXPECT_EQ(undeclared.error().code, ErrorCode::kInternal);
+}
+
+// A strict command (the market's bodies) reads JSON types only, bounds its strings, refuses absent
+// required keys and has no fallback declaration; the planner's commands read as before.
+TEST(Options, AStrictCommandReadsJsonTypesOnly) {
+  auto t = OptionTable::parse("test.yaml",
+                              "strict: [s]\nopen: [s]\noptions:\n"
+                              "  - {name: n, type: int, range: \"[1, 64]\", default: 1, commands: [s], help: x}\n"
+                              "  - {name: r, type: number, commands: [s], required: [s], help: x}\n"
+                              "  - {name: w, type: string, max_length: 4, commands: [s], help: x}\n"
+                              "  - {name: b, type: bool, commands: [s], help: x}\n"
+                              "  - {name: l, type: list, max_length: 2, max_items: 2, commands: [s], help: x}\n");
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_TRUE(t->strict("s"));
+  EXPECT_TRUE(t->open("s"));
+  EXPECT_FALSE(t->strict("fit"));
+  // The embedded declaration's market bodies read this way.
+  auto count = Request(Json{{"count", "3"}}, "market.rent").whole("count");
+  ASSERT_FALSE(count.ok());
+  EXPECT_EQ(count.error().field, "count");
+  EXPECT_NE(count.error().message.find("without quotes"), std::string::npos) << count.error().message;
+  EXPECT_FALSE(Request(Json{{"count", 2.0}}, "market.rent").whole("count").ok());
+  EXPECT_EQ(*Request(Json{{"count", 2}}, "market.rent").whole("count"), 2);
+  EXPECT_EQ(*Request(Json{{"count", nullptr}}, "market.rent").whole("count"), 1);  // null is absent
+  auto over = Request(Json{{"count", 65}}, "market.rent").whole("count");
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.error().message.find("[1, 64]"), std::string::npos) << over.error().message;
+  auto huge = Request(Json{{"count", 18446744073709551615ULL}}, "market.rent").whole("count");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.error().field, "count");
+  EXPECT_EQ(**Request(Json{{"hours", 2}}, "market.rent").real("hours"), 2.0);
+  EXPECT_FALSE(Request(Json{{"hours", "2"}}, "market.rent").real("hours").ok());
+  EXPECT_FALSE(Request(Json{{"offer", 12}}, "market.rent").text("offer").ok());
+  EXPECT_EQ(*Request(Json{{"offer", ""}}, "market.rent").text("offer"), "");  // "" is not the default
+  EXPECT_EQ(*Request(Json::object(), "market.create.tenant").text("kind"), "renter");
+  auto required = Request(Json::object(), "market.create.tenant").text("name");
+  ASSERT_FALSE(required.ok());
+  EXPECT_EQ(required.error().field, "name");
+  EXPECT_NE(required.error().message.find("'name' is required"), std::string::npos) << required.error().message;
+  // No other command's declaration stands in for an undeclared key.
+  auto undeclared = Request(Json{{"batch", 1}}, "market.rent").whole("batch");
+  ASSERT_FALSE(undeclared.ok());
+  EXPECT_EQ(undeclared.error().code, ErrorCode::kInternal);
+  // Lists of objects: each item a request of the items' command, the list bounded.
+  const Json node{{"gpus", Json::array({Json{{"target", "a"}, {"uuid", "u"}}})}};  // the items refer into it
+  auto gpus = Request(node, "market.add.node").objects("gpus");
+  ASSERT_TRUE(gpus.ok()) << gpus.error().message;
+  ASSERT_EQ(gpus->size(), 1u);
+  EXPECT_EQ(*(*gpus)[0].text("uuid"), "u");
+  EXPECT_EQ(*(*gpus)[0].text("mig"), "none");
+  auto not_object = Request(Json{{"gpus", Json::array({1})}}, "market.add.node").objects("gpus");
+  ASSERT_FALSE(not_object.ok());
+  EXPECT_EQ(not_object.error().field, "gpus[0]");
+  EXPECT_FALSE(Request(Json{{"gpus", "a100"}}, "market.add.node").objects("gpus").ok());
+  // The planner's commands still read form text as numbers and "a,b" as a list.
+  EXPECT_EQ(*Request(Json{{"tp", "2"}}, "fit").whole("tp"), 2);
+  EXPECT_EQ(Request(Json{{"lora_targets", "q,k"}}, "fit").words("lora_targets")->size(), 2u);
+  EXPECT_EQ(*Request(Json{{"objective", ""}}, "plan").text("objective"), "cost");
 }
 
 // micro_batch and seq_len (validation rows' training spellings) are read in one place: the workload.
