@@ -36,8 +36,8 @@ enum class FormatFamily { kFloat, kWeightOnlyInt, kGptq, kAwq, kBitsAndBytes, kG
 
 struct WeightFormatInfo {
   WeightFormat format;
-  std::string_view name;  // canonical CLI name: "int4-gptq", "q4_k_m"
-  FormatFamily family;
+  FormatFamily family;           // (beside format: two 4-byte enums share one 8-byte slot)
+  std::string_view name;         // canonical CLI name: "int4-gptq", "q4_k_m"
   double bits_per_weight;        // of a quantized matrix at the default group size, all overheads included
   double unquantized_bytes;      // bytes per element of what the format keeps unquantized
   std::string_view description;  // one line, with the source

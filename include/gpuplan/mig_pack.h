@@ -35,7 +35,9 @@ struct Fleet {
   std::vector<std::string> warnings;  // e.g. GPUs without MIG that were left out
 };
 
-struct PackRequest {
+// bugprone-exception-escape: as OptionSpec's (options.h), its implicit destructor runs nlohmann::json's,
+// which may allocate; bad_alloc there is fatal like any allocation's.
+struct PackRequest {  // NOLINT(bugprone-exception-escape)
   enum class Kind { kProfile, kResources, kWorkload };
   std::string name;
   std::string tenant;

@@ -54,7 +54,7 @@ Status read_model(const Request& req, Workload& w) {
     const Json& config = req.raw("config");
     if (!config.is_object()) return usage_error("'config' must be a config.json object", "config");
     GPUPLAN_TRY(m, parse_hf_config(config, model_id.empty() ? "config.json" : model_id));
-    w.model = std::make_shared<const Model>(std::move(m));
+    w.model = std::make_shared<const Model>(m);
     return Status::Ok();
   }
   if (model_id.empty())

@@ -18,7 +18,7 @@ std::vector<std::pair<std::string, int>> device_counts(const Fleet& fleet, const
   for (const auto& u : plan.layout) ++c[u.placed.profile];
   std::vector<std::pair<std::string, int>> out;
   for (size_t p = 0; p < c.size(); ++p) {
-    if (c[p] > 0) out.push_back({t.profiles[p].name, c[p]});
+    if (c[p] > 0) out.emplace_back(t.profiles[p].name, c[p]);
   }
   return out;
 }

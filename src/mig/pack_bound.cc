@@ -76,7 +76,7 @@ class Bound {
         }
         total_busy_ += static_cast<int>(own.size());
         std::vector<std::pair<int, int>> key;
-        for (const auto& b : own) key.push_back({b.profile, b.start});
+        for (const auto& b : own) key.emplace_back(b.profile, b.start);
         auto [it, fresh] = index.try_emplace({static_cast<int>(g), key}, static_cast<int>(groups_.size()));
         if (fresh) {
           Group grp;
@@ -134,7 +134,7 @@ class Bound {
 
   Prices zero_prices() const {
     Prices p;
-    for (const auto& t : M_.targets) p.slot.push_back(std::vector<double>(t.table->profiles.size(), 0.0));
+    for (const auto& t : M_.targets) p.slot.emplace_back(t.table->profiles.size(), 0.0);
     p.cls.assign(M_.classes.size(), 0.0);
     return p;
   }
@@ -251,8 +251,8 @@ class Bound {
           it->second = static_cast<int>(p.rows.size());
           p.rows.push_back(lp::Row{{}, lp::Sense::kLe, 0.0});
         }
-        p.rows[it->second].terms.push_back({p.columns, 1.0});
-        c.terms.push_back({p.columns, 1.0});
+        p.rows[it->second].terms.emplace_back(p.columns, 1.0);
+        c.terms.emplace_back(p.columns, 1.0);
         p.cost.push_back(0.0);
         ++p.columns;
       }
@@ -262,13 +262,13 @@ class Bound {
       for (size_t q = 0; q < slots.size(); ++q) {
         if (slots[q] == 0) continue;
         auto it = brow.find({target, static_cast<int>(q)});
-        if (it != brow.end()) p.rows[it->second].terms.push_back({p.columns, -static_cast<double>(slots[q])});
+        if (it != brow.end()) p.rows[it->second].terms.emplace_back(p.columns, -static_cast<double>(slots[q]));
       }
     };
     for (size_t g = 0; g < M_.classes.size(); ++g) {
       for (const auto& cfg : M_.classes[g].configs) {
-        p.rows[arow[g]].terms.push_back({p.columns, 1.0});
-        p.rows[grow].terms.push_back({p.columns, 1.0});
+        p.rows[arow[g]].terms.emplace_back(p.columns, 1.0);
+        p.rows[grow].terms.emplace_back(p.columns, 1.0);
         add_slots(M_.classes[g].target, cfg.counts);
         p.cost.push_back(0.0);
         ++p.columns;
@@ -281,9 +281,9 @@ class Bound {
         it->second = static_cast<int>(p.rows.size());
         p.rows.push_back(lp::Row{{}, lp::Sense::kLe, 1.0});
       }
-      p.rows[it->second].terms.push_back({p.columns, 1.0});
-      p.rows[arow[b.cls]].terms.push_back({p.columns, static_cast<double>(b.gpus)});
-      p.rows[grow].terms.push_back({p.columns, static_cast<double>(b.gpus)});
+      p.rows[it->second].terms.emplace_back(p.columns, 1.0);
+      p.rows[arow[b.cls]].terms.emplace_back(p.columns, static_cast<double>(b.gpus));
+      p.rows[grow].terms.emplace_back(p.columns, static_cast<double>(b.gpus));
       add_slots(M_.classes[b.cls].target, b.slots);
       p.cost.push_back(-b.kept);
       ++p.columns;

@@ -60,7 +60,7 @@ ClassLp class_lp(const GpuClass& gc, const std::vector<int>& d) {
     if (d[prof] <= 0) continue;
     lp::Row row{{}, lp::Sense::kGe, static_cast<double>(d[prof])};
     for (size_t c = 0; c < gc.configs.size(); ++c) {
-      if (gc.configs[c].counts[prof] > 0) row.terms.push_back({static_cast<int>(c), 1.0 * gc.configs[c].counts[prof]});
+      if (gc.configs[c].counts[prof] > 0) row.terms.emplace_back(static_cast<int>(c), 1.0 * gc.configs[c].counts[prof]);
     }
     if (row.terms.empty()) return out;
     row_of[prof] = static_cast<int>(p.rows.size());

@@ -189,12 +189,11 @@ Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const st
     if (count < 1) return yaml::data_error(file, n["count"], entry, "count", "must be at least 1");
     instances_total += count;
     if (instances_total > kMaxRequestedInstances) {
-      return limit_error(yaml::where(file, n["count"]) + ": " + entry + ": field 'count': more than " +
-                             std::to_string(kMaxRequestedInstances) +
-                             " instances requested in all (limit kMaxRequestedInstances; a fleet of at most " +
-                             std::to_string(kMaxFleetGpus) + " GPUs holds at most " +
-                             std::to_string(kMaxInstancesPerGpu) + " each)",
-                         file + ": " + entry + ": count");
+      std::string msg = yaml::where(file, n["count"]);
+      msg += ": " + entry + ": field 'count': more than " + std::to_string(kMaxRequestedInstances);
+      msg += " instances requested in all (limit kMaxRequestedInstances; a fleet of at most ";
+      msg += std::to_string(kMaxFleetGpus) + " GPUs holds at most " + std::to_string(kMaxInstancesPerGpu) + " each)";
+      return limit_error(msg, file + ": " + entry + ": count");
     }
     if (memory < 0) return yaml::data_error(file, n["memory_gb"], entry, "memory_gb", "must not be negative");
     if (compute < 0)

@@ -240,6 +240,7 @@ Rule first_broken_rule(const MigTable& table, const std::vector<Placed>& layout,
   if (!reason) reason = &scratch;
   if (Rule r = placement_rules(table, layout, reason); r != Rule::kNone) return r;
   std::vector<int> profiles;
+  profiles.reserve(layout.size());
   for (const auto& p : layout) profiles.push_back(p.profile);
   return count_rules(table, profiles, reason);
 }

@@ -120,7 +120,7 @@ class Keys {
     for (const char* n : names) {
       if (j_.contains(n) && j_.at(n).is_number()) return j_.at(n).get<int64_t>();
     }
-    missing_.push_back(*names.begin());
+    missing_.emplace_back(*names.begin());
     return 0;
   }
   int64_t get(std::initializer_list<const char*> names, int64_t fallback) const {

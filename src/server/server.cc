@@ -38,7 +38,7 @@ using namespace std::chrono_literals;
 constexpr int kListenBacklog = 1024;
 // Bytes read from a socket per readiness event: a few requests, or a good slice of a 1 MiB body; one
 // read per event keeps connections taking turns.
-constexpr std::size_t kReadChunkBytes = 64 * 1024;
+constexpr std::size_t kReadChunkBytes = std::size_t{64} * 1024;
 // Events taken from epoll per wait.
 constexpr int kMaxEvents = 256;
 // An answer ready at (or after) the request's deadline (503 timeout, 408) still gets this long to be
@@ -55,7 +55,7 @@ constexpr auto kMaxWait = 1000ms;
 // File descriptors the process needs besides connections (epoll, eventfd, stdio, catalog files).
 constexpr rlim_t kSpareDescriptors = 64;
 // A response buffer larger than this is released after it is written instead of kept for reuse.
-constexpr std::size_t kKeepBufferBytes = 64 * 1024;
+constexpr std::size_t kKeepBufferBytes = std::size_t{64} * 1024;
 // epoll keys of the two descriptors that are not connections (connection ids start above them).
 constexpr std::uint64_t kListenKey = 0;
 constexpr std::uint64_t kWakeKey = 1;
@@ -393,7 +393,7 @@ struct Server::Impl {
   }
 
   // Starts writing `res`; `close`: the connection ends after it.
-  void respond(Conn& c, HttpResponse res, bool close) {
+  void respond(Conn& c, const HttpResponse& res, bool close) {
     c.close_after = close || !c.keep_alive || stopping.load();
     c.out = serialize(res, c.close_after);
     c.out_sent = 0;
