@@ -18,7 +18,7 @@ const std::vector<std::string_view>& perf_request_keys() {
       k = (*table)->group_keys("workload");
       for (auto extra : (*table)->group_keys("perf")) k.push_back(extra);
     }
-    k.push_back("gpu");
+    k.emplace_back("gpu");
     return k;
   }();
   return keys;
