@@ -20,8 +20,7 @@ constexpr int v(E e) {
 
 // The engine table: name, other spellings, what it is, and the profiles it is modelled with. An engine
 // with no memory profile or no refusal rules of its own names the engine it borrows them from HERE, and
-// nowhere else. Every engine has its own performance row (perf/constants.h kEnginePerfTable: kernels per
-// layer, host work per step, fused kernels, attention, CUDA graphs).
+// nowhere else. Every engine has its own performance profile (perf.cc: kernels per layer, host work).
 struct EngineRow {
   Engine engine;
   std::string_view name;
