@@ -341,9 +341,15 @@ Result<PerfEfficiency> parse_efficiency(std::string_view text, const PerfEfficie
     char* stop = nullptr;
     const double v = std::strtod(value.c_str(), &stop);
     if (value.empty() || stop != value.c_str() + value.size() || !(v >= found->min && v <= found->max)) {
-      return usage_error("efficiency '" + key + "' must be a number in [" + std::to_string(found->min) + ", " +
-                             std::to_string(found->max) + "], got '" + value + "'",
-                         "efficiency");
+      std::string message = "efficiency '" + key;
+      message += "' must be a number in [";
+      message += std::to_string(found->min);
+      message += ", ";
+      message += std::to_string(found->max);
+      message += "], got '";
+      message += value;
+      message += "'";
+      return usage_error(message, "efficiency");
     }
     e.*(found->field) = v * found->scale;
   }
