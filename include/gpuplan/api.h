@@ -29,6 +29,8 @@ Result<Json> run_command(const Context& ctx, std::string_view command, const Jso
 
 // The commands run_command knows, in a stable order.
 std::vector<std::string> command_names();
+// What a command does, in one line (the CLI's help for it); empty for a command run_command lacks.
+std::string command_description(std::string_view command);
 
 // {"error": {"code", "message", "field"}}: the JSON body of an error, for the server and --json.
 Json error_json(const Error& error);

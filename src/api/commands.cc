@@ -61,6 +61,13 @@ std::vector<std::string> command_names() {
   return out;
 }
 
+std::string command_description(std::string_view command) {
+  for (const auto& c : table()) {
+    if (c.name == command) return c.description;
+  }
+  return "";
+}
+
 Json error_json(const Error& error) {
   Json e{{"code", error_code_name(error.code)}, {"message", error.message}};
   e["field"] = error.field.empty() ? Json(nullptr) : Json(error.field);

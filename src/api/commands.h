@@ -10,8 +10,11 @@
 namespace gpuplan::api {
 
 using CommandFn = std::function<Result<Json>(const Context&, const Json&)>;
+// A row of the one command table: its name, what it does in one line (the CLI's help for it,
+// command_description), and the function. The CLI and the router find every command here.
 struct Command {
   std::string name;
+  std::string description;
   CommandFn fn;
 };
 using CommandTable = std::vector<Command>;

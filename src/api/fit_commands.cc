@@ -171,6 +171,9 @@ Result<Json> fit(const Context& ctx, const Json& body) {
 
 }  // namespace
 
-void register_fit_commands(CommandTable& table) { table.push_back(Command{"fit", fit}); }
+void register_fit_commands(CommandTable& table) {
+  table.push_back(
+      Command{"fit", "Will a workload fit? Memory per GPU, verdict, headroom, largest batch and context", fit});
+}
 
 }  // namespace gpuplan::api

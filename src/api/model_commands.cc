@@ -44,6 +44,8 @@ Result<Json> models_list(const Context&, const Json& request) {
 
 }  // namespace
 
-void register_model_commands(CommandTable& table) { table.push_back({"models.list", models_list}); }
+void register_model_commands(CommandTable& table) {
+  table.push_back({"models.list", "List the zoo's models: family, parameters and source", models_list});
+}
 
 }  // namespace gpuplan::api

@@ -308,6 +308,8 @@ Result<Json> offers_list(const Context& ctx, const Json& body) {
 
 }  // namespace
 
-void register_offer_commands(CommandTable& table) { table.push_back({"offers.list", offers_list}); }
+void register_offer_commands(CommandTable& table) {
+  table.push_back({"offers.list", "List offers, cheapest per GPU-hour first", offers_list});
+}
 
 }  // namespace gpuplan::api

@@ -222,6 +222,10 @@ Result<Json> perf_command(const Context& ctx, const Json& body) {
 
 }  // namespace
 
-void register_perf_commands(CommandTable& table) { table.push_back(Command{"perf", perf_command}); }
+void register_perf_commands(CommandTable& table) {
+  table.push_back(Command{"perf",
+                          "How fast? Time to first token, per output token, throughput, serving, training step and MFU",
+                          perf_command});
+}
 
 }  // namespace gpuplan::api

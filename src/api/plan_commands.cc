@@ -253,6 +253,8 @@ Result<Json> plan_command(const Context& ctx, const Json& body) {
 
 }  // namespace
 
-void register_plan_commands(CommandTable& table) { table.push_back({"plan", plan_command}); }
+void register_plan_commands(CommandTable& table) {
+  table.push_back({"plan", "Where to rent it: the cheapest offer, count and layout that meets the goal", plan_command});
+}
 
 }  // namespace gpuplan::api

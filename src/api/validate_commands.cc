@@ -17,6 +17,9 @@ Result<Json> validate(const Context& ctx, const Json& body) {
 
 }  // namespace
 
-void register_validate_commands(CommandTable& table) { table.push_back(Command{"validate", validate}); }
+void register_validate_commands(CommandTable& table) {
+  table.push_back(
+      Command{"validate", "Predict every published measurement in validation/ and report the error", validate});
+}
 
 }  // namespace gpuplan::api

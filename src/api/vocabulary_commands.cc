@@ -241,6 +241,10 @@ Result<Json> vocabulary_command(const Context& ctx, const Json& body) {
 
 }  // namespace
 
-void register_vocabulary_commands(CommandTable& table) { table.push_back({"vocabulary", vocabulary_command}); }
+void register_vocabulary_commands(CommandTable& table) {
+  table.push_back({"vocabulary",
+                   "Every option (type, range, default, help) and the names of tasks, formats, engines, MIG profiles",
+                   vocabulary_command});
+}
 
 }  // namespace gpuplan::api

@@ -131,7 +131,8 @@ std::string render_table(const std::vector<std::string>& header, const std::vect
   };
   line(header);
   std::vector<std::string> rule;
-  for (size_t w : width) rule.push_back(std::string(w, '-'));
+  rule.reserve(width.size());
+  for (size_t w : width) rule.emplace_back(w, '-');
   line(rule);
   for (const auto& r : rows) line(r);
   return os.str();
@@ -169,7 +170,11 @@ std::string reason_lines(const Json& targets, bool refused_only) {
   for (const auto& [reason, names] : groups) {
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-    out += "  " + list + ": " + reason + "\n";
+    out += "  ";
+    out += list;
+    out += ": ";
+    out += reason;
+    out += "\n";
   }
   return out;
 }

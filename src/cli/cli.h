@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,19 +30,34 @@ struct OutputFormat {
   bool csv = false;
 };
 
-using Renderer = std::function<std::string(const Json& result, const Json& request, const OutputFormat& fmt)>;
+using RenderFn = std::string (*)(const Json& result, const Json& request, const OutputFormat& fmt);
+using PrepareFn = Result<Json> (*)(Json request);
+using StatusFn = int (*)(const Json& result);
+using AddFn = void (*)(CLI::App& app);
 
-struct CliCommand {
-  std::string command;  // run_command name
-  CLI::App* app = nullptr;
-  std::deque<Opt> opts;  // deque: CLI11 keeps pointers to the storage
-  Renderer render;
-  std::vector<std::string> positional_keys;
+// A row of the CLI's one command table (cli_commands.cc), in the order `gpuplan --help` lists them. A
+// row of a library command takes its description from the library's command table
+// (command_description) and its options, positional arguments included, from data/options.yaml
+// (add_declared_options); the row adds only what the CLI alone knows: where the command sits and how
+// its result prints.
+struct CommandRow {
+  std::string_view path;     // the CLI's words: "mig pack" (the first word of two is a group, kGroups)
+  std::string_view command;  // the library command ("mig.pack"); empty for a CLI-own row (add)
+  RenderFn render = nullptr;
   // Optional: turns the request built from the options into the one sent (e.g. reads a file named by
   // an option; the library never reads files for a request).
-  std::function<Result<Json>(Json)> prepare;
+  PrepareFn prepare = nullptr;
   // Optional: the exit status of a successful result (e.g. 5 for an invalid MIG layout).
-  std::function<int(const Json& result)> status;
+  StatusFn status = nullptr;
+  // A CLI-own command that adds itself with its own options (serve; the market's HTTP client).
+  AddFn add = nullptr;
+};
+std::span<const CommandRow> command_rows();
+
+struct CliCommand {
+  const CommandRow* row = nullptr;  // command, render, prepare and status
+  CLI::App* app = nullptr;
+  std::deque<Opt> opts;  // deque: CLI11 keeps pointers to the storage
 
   // Adds --name (value), a positional when `positional`, or both.
   Opt& value(const std::string& name, const std::string& help, bool positional = false);
@@ -53,14 +69,9 @@ struct CliCommand {
   Result<Json> request() const;
 };
 
-// Each command family adds its subcommands.
-void add_catalog_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
-void add_mig_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
-void add_offer_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
-void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
-void add_perf_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
-void add_plan_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
-void add_model_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
+// Every row of command_rows(), in order: the groups, each library command's subcommand with its
+// declared options, and the CLI-own commands. `commands` gets one entry per library command.
+void add_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
 // Every option data/options.yaml declares for c.command, in declaration order: typed
 // (`--batch INT:[1..1048576]=1`), with its allowed words, default, help, and required/positional as
 // declared. The one way a command gets its options (cli_options.cc).
@@ -69,14 +80,32 @@ void add_declared_options(CliCommand& c);
 // --model takes a zoo id or the path of a config.json: the CLI reads the file and sends it inline.
 Result<Json> read_model_file(Json request);
 
-// `gpuplan serve` (cli_serve.cc): added like the others, run instead of a command when given.
+// Text renderers of the library commands, one per row (cli_<family>.cc).
+std::string render_catalog_list(const Json& result, const Json& request, const OutputFormat& fmt);
+std::string render_catalog_show(const Json& result, const Json& request, const OutputFormat& fmt);
+std::string render_compare(const Json& result, const Json& request, const OutputFormat& fmt);
+std::string render_mig_profiles(const Json& result, const Json& request, const OutputFormat& fmt);
+std::string render_mig_check(const Json& result, const Json& request, const OutputFormat& fmt);
+std::string render_mig_layouts(const Json& result, const Json& request, const OutputFormat& fmt);
+std::string render_mig_pack(const Json& result, const Json& request, const OutputFormat& fmt);
+std::string render_offers_list(const Json& result, const Json& request, const OutputFormat& fmt);
+std::string render_fit(const Json& result, const Json& request, const OutputFormat& fmt);
+std::string render_validate(const Json& result, const Json& request, const OutputFormat& fmt);
+std::string render_perf(const Json& result, const Json& request, const OutputFormat& fmt);
+std::string render_plan(const Json& result, const Json& request, const OutputFormat& fmt);
+std::string render_models_list(const Json& result, const Json& request, const OutputFormat& fmt);
+std::string render_vocabulary(const Json& result, const Json& request, const OutputFormat& fmt);
+// mig check: exit 5 (invalid layout) when the layout is invalid.
+int mig_check_status(const Json& result);
+
+// `gpuplan serve` (cli_serve.cc): a CLI-own row, run instead of a command when given.
 void add_serve_command(CLI::App& app);
 bool serve_requested();
 int run_serve(const Context& ctx);
 
 // The market's commands (cli_market.cc): nodes, offers create|delete (and offers list --server), rent,
-// rentals, usage, tenants, tokens (HTTP calls to --server), and admin init (the store itself). Added
-// after add_offer_commands (they extend `offers`).
+// rentals, usage, tenants, tokens (HTTP calls to --server), and admin init (the store itself). A
+// CLI-own row after `offers list` (they extend `offers`).
 void add_market_commands(CLI::App& app);
 bool market_requested();
 // Runs the parsed market command; errors go through `report` (the CLI's error printer).

@@ -7,9 +7,7 @@
 
 namespace gpuplan::cli {
 
-namespace {
-
-std::string render_list(const Json& result, const Json&, const OutputFormat& fmt) {
+std::string render_catalog_list(const Json& result, const Json&, const OutputFormat& fmt) {
   std::vector<std::string> header = {"id",          "name",       "arch",  "form", "memory_gb", "bandwidth_gbps",
                                      "bf16_tflops", "fp8_tflops", "tdp_w", "mig"};
   std::vector<std::vector<std::string>> rows;
@@ -28,7 +26,7 @@ std::string render_list(const Json& result, const Json&, const OutputFormat& fmt
   return out;
 }
 
-std::string render_show(const Json& r, const Json& request, const OutputFormat& fmt) {
+std::string render_catalog_show(const Json& r, const Json& request, const OutputFormat& fmt) {
   const bool explain = request.contains("explain") && request["explain"].get<bool>();
   std::ostringstream os;
   std::vector<std::string> header = {"figure", "value", "unit", "source", "checked", "how"};
@@ -193,36 +191,6 @@ std::string render_compare(const Json& r, const Json&, const OutputFormat& fmt) 
   }
   if (!why_not.empty()) out += "\nvalue.fits, why not:\n" + why_not;
   return out;
-}
-
-}  // namespace
-
-void add_catalog_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
-  CLI::App* catalog = app.add_subcommand("catalog", "GPUs and MIG profiles in the catalog, with sources");
-  catalog->require_subcommand(1);
-
-  auto list = std::make_unique<CliCommand>();
-  list->command = "catalog.list";
-  list->app = catalog->add_subcommand("list", "List GPUs (and with --include-mig, MIG profiles)");
-  add_declared_options(*list);
-  list->render = render_list;
-  commands.push_back(std::move(list));
-
-  auto show = std::make_unique<CliCommand>();
-  show->command = "catalog.show";
-  show->app = catalog->add_subcommand("show", "Every figure of a GPU or MIG profile, with unit, source and date");
-  add_declared_options(*show);
-  show->render = render_show;
-  commands.push_back(std::move(show));
-
-  auto cmp = std::make_unique<CliCommand>();
-  cmp->command = "compare";
-  cmp->app = app.add_subcommand("compare", "Compare GPUs and MIG profiles side by side");
-  // Value metrics: prices from offers, and with --model a workload's speed per dollar and per watt.
-  add_declared_options(*cmp);
-  cmp->prepare = read_model_file;
-  cmp->render = render_compare;
-  commands.push_back(std::move(cmp));
 }
 
 }  // namespace gpuplan::cli

@@ -21,6 +21,8 @@ std::string gib(const Json& bytes) {
   return buf;
 }
 
+}  // namespace
+
 std::string render_fit(const Json& r, const Json&, const OutputFormat& fmt) {
   std::vector<std::string> header = {"target",    "count",        "fits",      "capacity_gib",
                                      "total_gib", "headroom_gib", "max_batch", "max_context"};
@@ -92,8 +94,6 @@ std::string render_validate(const Json& r, const Json&, const OutputFormat& fmt)
   return os.str();
 }
 
-}  // namespace
-
 // --model takes a zoo id or the path of a config.json: the CLI reads the file and sends it inline.
 Result<Json> read_model_file(Json request) {
   if (!request.contains("model") || !request["model"].is_string()) return request;
@@ -130,24 +130,6 @@ Result<Json> read_model_file(Json request) {
   request["model"] = id.empty() ? "config.json" : id;
   request["config"] = std::move(config);
   return request;
-}
-
-void add_fit_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
-  auto fit = std::make_unique<CliCommand>();
-  fit->command = "fit";
-  fit->app =
-      app.add_subcommand("fit", "Will a workload fit? Memory per GPU, verdict, headroom, largest batch and context");
-  add_declared_options(*fit);
-  fit->render = render_fit;
-  fit->prepare = read_model_file;
-  commands.push_back(std::move(fit));
-
-  auto val = std::make_unique<CliCommand>();
-  val->command = "validate";
-  val->app = app.add_subcommand("validate", "Predict every published measurement in validation/ and report the error");
-  add_declared_options(*val);
-  val->render = render_validate;
-  commands.push_back(std::move(val));
 }
 
 }  // namespace gpuplan::cli

@@ -15,7 +15,9 @@ std::string layout_text(const Json& placements) {
   return out.empty() ? "(empty)" : out;
 }
 
-std::string render_profiles(const Json& r, const Json&, const OutputFormat& fmt) {
+}  // namespace
+
+std::string render_mig_profiles(const Json& r, const Json&, const OutputFormat& fmt) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& p : r["profiles"]) {
     std::string starts;
@@ -42,7 +44,7 @@ std::string render_profiles(const Json& r, const Json&, const OutputFormat& fmt)
   return os.str();
 }
 
-std::string render_check(const Json& r, const Json&, const OutputFormat&) {
+std::string render_mig_check(const Json& r, const Json&, const OutputFormat&) {
   std::ostringstream os;
   if (!r["valid"].get<bool>()) {
     os << "invalid (" << r["rule"].get<std::string>() << "): " << r["reason"].get<std::string>() << "\n";
@@ -56,7 +58,7 @@ std::string render_check(const Json& r, const Json&, const OutputFormat&) {
   return os.str();
 }
 
-std::string render_layouts(const Json& r, const Json& request, const OutputFormat& fmt) {
+std::string render_mig_layouts(const Json& r, const Json& request, const OutputFormat& fmt) {
   std::vector<std::string> dead_end(r["layouts"].size());
   if (r.contains("dead_ends")) {
     for (const auto& d : r["dead_ends"]) {
@@ -83,7 +85,7 @@ std::string render_layouts(const Json& r, const Json& request, const OutputForma
   return os.str();
 }
 
-std::string render_pack(const Json& r, const Json&, const OutputFormat& fmt) {
+std::string render_mig_pack(const Json& r, const Json&, const OutputFormat& fmt) {
   if (r.contains("export")) return r["export"]["text"].get<std::string>();
   std::vector<std::vector<std::string>> rows;
   for (const auto& g : r["gpus"]) {
@@ -128,40 +130,6 @@ std::string render_pack(const Json& r, const Json&, const OutputFormat& fmt) {
   return os.str();
 }
 
-}  // namespace
-
-void add_mig_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
-  CLI::App* mig = app.add_subcommand("mig", "Share GPUs with MIG: profiles, layout checks, fleet packing");
-  mig->require_subcommand(1);
-
-  auto profiles = std::make_unique<CliCommand>();
-  profiles->command = "mig.profiles";
-  profiles->app = mig->add_subcommand("profiles", "The MIG profile table of a GPU");
-  add_declared_options(*profiles);
-  profiles->render = render_profiles;
-  commands.push_back(std::move(profiles));
-
-  auto check = std::make_unique<CliCommand>();
-  check->command = "mig.check";
-  check->app = mig->add_subcommand("check", "Check a layout (3g.20gb@4,2g.10gb@0,1g.5gb); exit 5 when invalid");
-  add_declared_options(*check);
-  check->render = render_check;
-  check->status = [](const Json& r) { return r["valid"].get<bool>() ? 0 : exit_code(ErrorCode::kInvalidLayout); };
-  commands.push_back(std::move(check));
-
-  auto layouts = std::make_unique<CliCommand>();
-  layouts->command = "mig.layouts";
-  layouts->app = mig->add_subcommand("layouts", "Every valid combination of instances, with placements");
-  add_declared_options(*layouts);
-  layouts->render = render_layouts;
-  commands.push_back(std::move(layouts));
-
-  auto pack = std::make_unique<CliCommand>();
-  pack->command = "mig.pack";
-  pack->app = mig->add_subcommand("pack", "Place MIG requests on the fewest GPUs of a fleet");
-  add_declared_options(*pack);
-  pack->render = render_pack;
-  commands.push_back(std::move(pack));
-}
+int mig_check_status(const Json& r) { return r["valid"].get<bool>() ? 0 : exit_code(ErrorCode::kInvalidLayout); }
 
 }  // namespace gpuplan::cli

@@ -1,4 +1,4 @@
-// `gpuplan models list`: the built-in model zoo (the models.list command).
+// `gpuplan models list`: the built-in model zoo (the models.list command), and `gpuplan vocabulary`.
 #include "cli/cli.h"
 
 namespace gpuplan::cli {
@@ -13,7 +13,9 @@ std::string billions(const Json& count) {
   return fmt_value(Json(count.get<double>() / kParametersPerBillion));
 }
 
-std::string render_models(const Json& r, const Json&, const OutputFormat& fmt) {
+}  // namespace
+
+std::string render_models_list(const Json& r, const Json&, const OutputFormat& fmt) {
   std::vector<std::vector<std::string>> rows;
   if (fmt.csv) {
     // CSV keeps the exact counts and the whole source text.
@@ -42,33 +44,16 @@ std::string render_models(const Json& r, const Json&, const OutputFormat& fmt) {
   return out;
 }
 
-}  // namespace
-
-void add_model_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
-  CLI::App* models = app.add_subcommand("models", "The built-in model zoo");
-  models->require_subcommand(1);
-  auto list = std::make_unique<CliCommand>();
-  list->command = "models.list";
-  list->app = models->add_subcommand("list", "List the zoo's models: family, parameters and source");
-  list->render = render_models;
-  commands.push_back(std::move(list));
-
-  auto vocab = std::make_unique<CliCommand>();
-  vocab->command = "vocabulary";
-  vocab->app = app.add_subcommand(
-      "vocabulary", "Every option (type, range, default, help) and the names of tasks, formats, engines, MIG profiles");
-  vocab->render = [](const Json& r, const Json&, const OutputFormat& fmt) {
-    std::vector<std::vector<std::string>> rows;
-    for (const auto& [name, words] : r["vocabularies"].items()) {
-      std::string names;
-      for (const auto& w : words) names += (names.empty() ? "" : ", ") + w.get<std::string>();
-      rows.push_back({name, names});
-    }
-    if (fmt.csv) return render_csv({"vocabulary", "names"}, rows);
-    return render_table({"vocabulary", "names"}, rows) + "\n" + std::to_string(r["options"].size()) +
-           " options (--json lists each with its type, range, default, commands and help).\n";
-  };
-  commands.push_back(std::move(vocab));
+std::string render_vocabulary(const Json& r, const Json&, const OutputFormat& fmt) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [name, words] : r["vocabularies"].items()) {
+    std::string names;
+    for (const auto& w : words) names += (names.empty() ? "" : ", ") + w.get<std::string>();
+    rows.push_back({name, names});
+  }
+  if (fmt.csv) return render_csv({"vocabulary", "names"}, rows);
+  return render_table({"vocabulary", "names"}, rows) + "\n" + std::to_string(r["options"].size()) +
+         " options (--json lists each with its type, range, default, commands and help).\n";
 }
 
 }  // namespace gpuplan::cli

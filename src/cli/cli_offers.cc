@@ -3,9 +3,7 @@
 
 namespace gpuplan::cli {
 
-namespace {
-
-std::string render_offers(const Json& r, const Json&, const OutputFormat& fmt) {
+std::string render_offers_list(const Json& r, const Json&, const OutputFormat& fmt) {
   const bool spot = r["spot"].get<bool>();
   std::vector<std::string> header = {
       "offer",    "target", "gpus", "link", spot ? "spot_usd_h" : "usd_h", spot ? "spot_usd_gpu_h" : "usd_gpu_h",
@@ -28,19 +26,6 @@ std::string render_offers(const Json& r, const Json&, const OutputFormat& fmt) {
            s["reason"].get<std::string>() + "\n";
   }
   return out;
-}
-
-}  // namespace
-
-void add_offer_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
-  CLI::App* offers = app.add_subcommand("offers", "Providers' GPU offers and prices");
-  offers->require_subcommand(1);
-  auto list = std::make_unique<CliCommand>();
-  list->command = "offers.list";
-  list->app = offers->add_subcommand("list", "List offers, cheapest per GPU-hour first");
-  add_declared_options(*list);
-  list->render = render_offers;
-  commands.push_back(std::move(list));
 }
 
 }  // namespace gpuplan::cli

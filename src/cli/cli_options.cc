@@ -76,9 +76,9 @@ CLI::Validator describing(const std::string& description) {
 void add_declared_options(CliCommand& c) {
   auto table = option_table();
   if (!table) return;  // run_command reports the broken declaration; options_test catches it first
-  for (const OptionSpec* o : (*table)->of_command(c.command)) {
+  for (const OptionSpec* o : (*table)->of_command(c.row->command)) {
     if (!o->cli || o->type == OptionType::kObject) continue;
-    const bool positional = o->positional_in(c.command);
+    const bool positional = o->positional_in(c.row->command);
     Opt* opt = nullptr;
     switch (o->type) {
       case OptionType::kFlag:
@@ -102,7 +102,7 @@ void add_declared_options(CliCommand& c) {
       if (auto words = api::option_words(*o); words && !words->empty()) option->check(describing(words_label(*words)));
     }
     if (const std::string d = default_label(o->default_value); !d.empty()) option->default_str(d);
-    if (o->required_by(c.command)) option->required();
+    if (o->required_by(c.row->command)) option->required();
   }
 }
 

@@ -31,6 +31,8 @@ std::string banded(const Json& t, const char* key, const char* fmt, double scale
   return s;
 }
 
+}  // namespace
+
 std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
   const Json& w = r["workload"];
   const std::string task = w["task"].get<std::string>();
@@ -113,19 +115,6 @@ std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
         "published rows of that kind, gpuplan validate --kind perf); a band that excludes the figure is a known "
         "bias.\n";
   return os.str();
-}
-
-}  // namespace
-
-void add_perf_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
-  auto c = std::make_unique<CliCommand>();
-  c->command = "perf";
-  c->app = app.add_subcommand(
-      "perf", "How fast? Time to first token, per output token, throughput, serving, training step and MFU");
-  add_declared_options(*c);
-  c->render = render_perf;
-  c->prepare = read_model_file;
-  commands.push_back(std::move(c));
 }
 
 }  // namespace gpuplan::cli

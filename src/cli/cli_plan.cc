@@ -16,6 +16,8 @@ std::string num(const Json& v, const char* fmt, double scale = 1) {
   return buf;
 }
 
+}  // namespace
+
 std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
   const bool serve = r["goal"]["kind"] == "serve";
   std::vector<std::string> header =
@@ -97,18 +99,6 @@ std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
     }
   }
   return os.str();
-}
-
-}  // namespace
-
-void add_plan_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
-  auto c = std::make_unique<CliCommand>();
-  c->command = "plan";
-  c->app = app.add_subcommand("plan", "Where to rent it: the cheapest offer, count and layout that meets the goal");
-  add_declared_options(*c);
-  c->render = render_plan;
-  c->prepare = read_model_file;
-  commands.push_back(std::move(c));
 }
 
 }  // namespace gpuplan::cli

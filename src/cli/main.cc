@@ -22,15 +22,7 @@ int run(int argc, char** argv) {
   app.add_flag("--csv", fmt.csv, "Print tables as CSV");
 
   std::vector<std::unique_ptr<cli::CliCommand>> commands;
-  cli::add_catalog_commands(app, commands);
-  cli::add_mig_commands(app, commands);
-  cli::add_offer_commands(app, commands);
-  cli::add_fit_commands(app, commands);
-  cli::add_serve_command(app);
-  cli::add_perf_commands(app, commands);
-  cli::add_plan_commands(app, commands);
-  cli::add_model_commands(app, commands);
-  cli::add_market_commands(app);
+  cli::add_commands(app, commands);
   // Options given after the subcommand (`gpuplan catalog list --json`) reach the top level too.
   std::function<void(CLI::App*)> fall = [&](CLI::App* a) {
     a->fallthrough(true);
@@ -74,18 +66,19 @@ int run(int argc, char** argv) {
     auto built = c->request();
     if (!built) return report(built.error());
     Json request = std::move(built).value();
-    if (c->prepare) {
-      auto prepared = c->prepare(std::move(request));
+    const cli::CommandRow& row = *c->row;
+    if (row.prepare) {
+      auto prepared = row.prepare(std::move(request));
       if (!prepared) return report(prepared.error());
       request = std::move(prepared).value();
     }
-    auto result = run_command(ctx, c->command, request);
+    auto result = run_command(ctx, row.command, request);
     if (!result) return report(result.error());
     if (fmt.json)
       std::cout << result->dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
     else
-      std::cout << c->render(*result, request, fmt);
-    return c->status ? c->status(*result) : 0;
+      std::cout << row.render(*result, request, fmt);
+    return row.status ? row.status(*result) : 0;
   }
   std::cerr << app.help();
   return exit_code(ErrorCode::kUsage);

@@ -3,6 +3,11 @@
 // measured their own hardware overrides the PerfEfficiency ones with `--efficiency`.
 #pragma once
 
+#include <array>
+#include <cstddef>
+
+#include "gpuplan/workload.h"
+
 namespace gpuplan::perf {
 
 // --- matmuls ---------------------------------------------------------------------------------------
@@ -82,6 +87,51 @@ inline constexpr double kStepSecondsTgi = 1.5e-3;
 inline constexpr double kStepSecondsTensorrtLlm = 0.2e-3;
 inline constexpr double kStepSecondsNative = 0.3e-3;  // llama.cpp, ExLlamaV2
 inline constexpr double kStepSecondsEager = 1.0e-3;   // transformers, PyTorch, DeepSpeed, Megatron
+// What the performance model knows of each engine: a column per figure (the constants above, with their
+// reasons and sources), a row per Engine, in the enum's order (the vocabulary's engine table,
+// fit/vocabulary.cc; a static_assert below checks it). A new engine is one row here and one there.
+struct EnginePerf {
+  Engine engine;
+  double kernels_per_layer;  // kKernelsPerLayer*: kernels one transformer layer launches per forward pass
+  double step_seconds;       // kStepSeconds*: host work per decode step outside the kernels
+  // Fused norm / activation / residual kernels; an eager engine moves kEagerElementwiseFactor x the bytes.
+  bool fused_elementwise;
+  // Hopper-native attention kernels (TensorRT-LLM's FMHA, cuDNN's in Megatron-Core): not held to
+  // kFlashAttention2HopperFraction on a GPU with persistent GEMMs.
+  bool hopper_attention;
+  // Multiplies GGUF block-quantized weights on int8 tensor cores (llama.cpp's MMQ, PR #7676) instead of
+  // dequantizing to 16 bits, where the GPU has int8 tensor cores.
+  bool int8_block_matmul;
+  // Replays decode steps as CUDA graphs unless `cuda_graphs: false`: every engine but transformers'
+  // generate(), which launches each kernel from Python.
+  bool cuda_graphs;
+};
+inline constexpr EnginePerf kEnginePerfTable[] = {
+    // {engine, kernels_per_layer, step_seconds, fused_elementwise, hopper_attention, int8_block_matmul, cuda_graphs}
+    {Engine::kTransformers, kKernelsPerLayerEager, kStepSecondsEager, false, false, false, false},
+    {Engine::kPytorch, kKernelsPerLayerEager, kStepSecondsEager, false, false, false, true},
+    {Engine::kVllm, kKernelsPerLayerServing, kStepSecondsVllm, true, false, false, true},
+    {Engine::kTgi, kKernelsPerLayerServing, kStepSecondsTgi, true, false, false, true},
+    {Engine::kDeepspeed, kKernelsPerLayerEager, kStepSecondsEager, false, false, false, true},
+    {Engine::kLlamaCpp, kKernelsPerLayerLlamaCpp, kStepSecondsNative, true, false, true, true},
+    {Engine::kMegatron, kKernelsPerLayerMegatron, kStepSecondsEager, true, true, false, true},
+    {Engine::kTensorrtLlm, kKernelsPerLayerTensorrtLlm, kStepSecondsTensorrtLlm, true, true, false, true},
+    {Engine::kExllama, kKernelsPerLayerServing, kStepSecondsNative, true, false, false, true},
+    // "auto", the tuned engine: a serving engine's kernels and vLLM's host work.
+    {Engine::kAuto, kKernelsPerLayerServing, kStepSecondsVllm, true, false, false, true},
+};
+constexpr bool engine_perf_table_in_enum_order() {
+  for (size_t i = 0; i < std::size(kEnginePerfTable); ++i) {
+    if (static_cast<size_t>(kEnginePerfTable[i].engine) != i) return false;
+  }
+  return static_cast<size_t>(Engine::kAuto) + 1 == std::size(kEnginePerfTable);
+}
+static_assert(engine_perf_table_in_enum_order(), "kEnginePerfTable lists every Engine, in enum order");
+// The row of an engine: one index, no allocation (the perf inner loop reads it per prediction).
+constexpr const EnginePerf& engine_perf(Engine e) {
+  const auto i = static_cast<size_t>(e);
+  return kEnginePerfTable[i < std::size(kEnginePerfTable) ? i : 0];
+}
 // PerfEfficiency::step_seconds below zero: the engine's own figure above (`--efficiency step_ms=` sets one).
 inline constexpr double kEngineDefaultStepSeconds = -1.0;
 // Prefill work per request when a serving engine batches prompts into chunks of this many tokens

@@ -16,55 +16,6 @@ namespace {
 
 double dbl(int64_t v) { return static_cast<double>(v); }
 
-// Kernels one transformer layer costs per forward pass, by engine (constants.h says why each).
-double kernels_per_layer(Engine e) {
-  switch (e) {
-    case Engine::kTensorrtLlm:
-      return kKernelsPerLayerTensorrtLlm;
-    case Engine::kVllm:
-    case Engine::kTgi:
-    case Engine::kExllama:
-    case Engine::kAuto:
-      return kKernelsPerLayerServing;
-    case Engine::kLlamaCpp:
-      return kKernelsPerLayerLlamaCpp;
-    case Engine::kMegatron:
-      return kKernelsPerLayerMegatron;
-    case Engine::kTransformers:
-    case Engine::kPytorch:
-    case Engine::kDeepspeed:
-      return kKernelsPerLayerEager;
-  }
-  return kKernelsPerLayerServing;
-}
-
-// Engines with fused norm / activation / residual kernels.
-bool fused_elementwise(Engine e) {
-  return e != Engine::kTransformers && e != Engine::kPytorch && e != Engine::kDeepspeed;
-}
-
-// Host work per decode step outside the kernels: scheduling, sampling, detokenisation, Python.
-double step_overhead_seconds(Engine e) {
-  switch (e) {
-    case Engine::kVllm:
-    case Engine::kAuto:
-      return kStepSecondsVllm;
-    case Engine::kTgi:
-      return kStepSecondsTgi;
-    case Engine::kTensorrtLlm:
-      return kStepSecondsTensorrtLlm;
-    case Engine::kLlamaCpp:
-    case Engine::kExllama:
-      return kStepSecondsNative;
-    case Engine::kTransformers:
-    case Engine::kPytorch:
-    case Engine::kDeepspeed:
-    case Engine::kMegatron:
-      return kStepSecondsEager;
-  }
-  return kStepSecondsEager;
-}
-
 // Time accumulator that remembers which resource each operator was bound by.
 struct Cost {
   double compute = 0;   // seconds of operators bound by arithmetic
@@ -131,7 +82,7 @@ Rates make_rates(const PerfDevice& d, Engine engine, const PerfRun& run, const P
   if (run.weights.dequantize) r.gemm_flops *= eff.dequant_gemm_fraction;
   const double attn_peak = (p == Precision::kTf32 || p == Precision::kFp32) ? compute_peak(d, p) : peak_16bit(d);
   double attn_frac = eff.attention_peak_fraction;
-  if (d.persistent_gemm && engine != Engine::kTensorrtLlm && engine != Engine::kMegatron) {
+  if (d.persistent_gemm && !engine_perf(engine).hopper_attention) {
     attn_frac = std::min(attn_frac, kFlashAttention2HopperFraction);  // FlashAttention-2 on Hopper
   }
   r.attn_flops = attn_peak * attn_frac;
@@ -271,7 +222,8 @@ LayerCosts layer_costs(const PerfArch& a, const Workload& w, const PerfRun& run,
       (a.experts > 0 ? dbl(a.experts_per_token) * a.expert_params_per_layer / h / (a.gated_mlp ? 3.0 : 2.0) : 0);
   const double ew_bytes =
       tokens * ab * (kElementwiseHiddenPasses * h + kElementwiseIntermediatePasses * inter_active / tp);
-  lc.elementwise.memory += ew_bytes * (fused_elementwise(w.engine) ? 1.0 : kEagerElementwiseFactor) / r.bandwidth;
+  lc.elementwise.memory +=
+      ew_bytes * (engine_perf(w.engine).fused_elementwise ? 1.0 : kEagerElementwiseFactor) / r.bandwidth;
   // Tensor parallel: one all-reduce after attention, one after the MLP.
   if (w.tp > 1)
     lc.comm.comm +=
@@ -301,13 +253,13 @@ Cost forward_step(const PerfArch& a, const Workload& w, const PerfRun& run, cons
 }
 
 double engine_step_seconds(const Workload& w, const PerfEfficiency& eff) {
-  return eff.step_seconds >= 0 ? eff.step_seconds : step_overhead_seconds(w.engine);
+  return eff.step_seconds >= 0 ? eff.step_seconds : engine_perf(w.engine).step_seconds;
 }
 
 // One inference step as the user sees it: every pipeline stage in turn, plus the engine's host work.
 Cost inference_step(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const StepShape& s,
                     const PerfEfficiency& eff) {
-  Cost c = forward_step(a, w, run, r, s, kernels_per_layer(w.engine));
+  Cost c = forward_step(a, w, run, r, s, engine_perf(w.engine).kernels_per_layer);
   const double pp = std::max(1, w.pp);
   Cost out;
   out.add(c, pp);
@@ -389,9 +341,15 @@ Result<PerfEfficiency> parse_efficiency(std::string_view text, const PerfEfficie
     char* stop = nullptr;
     const double v = std::strtod(value.c_str(), &stop);
     if (value.empty() || stop != value.c_str() + value.size() || !(v >= found->min && v <= found->max)) {
-      return usage_error("efficiency '" + key + "' must be a number in [" + std::to_string(found->min) + ", " +
-                             std::to_string(found->max) + "], got '" + value + "'",
-                         "efficiency");
+      std::string message = "efficiency '" + key;
+      message += "' must be a number in [";
+      message += std::to_string(found->min);
+      message += ", ";
+      message += std::to_string(found->max);
+      message += "], got '";
+      message += value;
+      message += "'";
+      return usage_error(message, "efficiency");
     }
     e.*(found->field) = v * found->scale;
   }
@@ -534,7 +492,7 @@ PerfWeights perf_weights(WeightFormat format, const Model& model, const PerfDevi
     case WeightFormat::kQ4_K_M:
     case WeightFormat::kQ4_0:
       // llama.cpp multiplies quantized blocks on int8 tensor cores (MMQ, PR #7676); others dequantize.
-      pw.compute = engine == Engine::kLlamaCpp && device.peak(Precision::kInt8) > 0 ? Precision::kInt8 : half;
+      pw.compute = engine_perf(engine).int8_block_matmul && device.peak(Precision::kInt8) > 0 ? Precision::kInt8 : half;
       pw.dequantize = true;
       break;
     default:  // weight-only int8, LLM.int8, GPTQ, AWQ, NF4, FP4: dequantize to 16 bits inside the matmul
@@ -681,7 +639,7 @@ TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const Workloa
     micro.add(attn, 1 + attn_bwd + attn_recompute);
     micro.add(lc.elementwise, layers * (kTrainPasses + recompute));
     micro.add(lc.comm, layers * (kTrainTpAllReducePasses + recompute));
-    micro.overhead += layers * kernels_per_layer(w.engine) * (kTrainPasses + recompute) * r.kernel_seconds;
+    micro.overhead += layers * engine_perf(w.engine).kernels_per_layer * (kTrainPasses + recompute) * r.kernel_seconds;
     if (w.task == Task::kQlora) {
       // bitsandbytes dequantizes each 4-bit matrix to bf16 before every use (forward, backward, recompute).
       const double linear = (a.qkv_params_per_layer + a.out_params_per_layer + a.mlp_params_per_layer) / tp;

@@ -6,6 +6,7 @@
 #include "core/request.h"
 #include "gpuplan/formats.h"
 #include "gpuplan/options.h"
+#include "perf/constants.h"
 
 namespace gpuplan::perf {
 
@@ -17,7 +18,7 @@ const std::vector<std::string_view>& perf_request_keys() {
       k = (*table)->group_keys("workload");
       for (auto extra : (*table)->group_keys("perf")) k.push_back(extra);
     }
-    k.push_back("gpu");
+    k.emplace_back("gpu");
     return k;
   }();
   return keys;
@@ -67,7 +68,7 @@ Result<PerfSetup> parse_perf_setup(const Json& request) {
   p.dp = static_cast<int>(dp);  // 0: count / (tp x pp), set per target
   GPUPLAN_TRY(fsdp, req.boolean("fsdp"));
   p.fsdp = fsdp;
-  GPUPLAN_TRY(graphs, req.boolean("cuda_graphs", w.engine != Engine::kTransformers));
+  GPUPLAN_TRY(graphs, req.boolean("cuda_graphs", engine_perf(w.engine).cuda_graphs));
   p.cuda_graphs = graphs;
   s.batch_given = req.has("batch") || req.has("micro_batch");
   GPUPLAN_TRY(global, req.whole("global_batch"));

@@ -36,11 +36,6 @@ constexpr std::string_view kMarketCommand = "market";
 // Commands of the light lane (see Router::Lane).
 constexpr std::array kLightCommands = {"catalog.list", "catalog.show", "mig.profiles", "mig.layouts"};
 
-// Commands the API documents but a build may not have yet: asking for one is a 404 that says so.
-constexpr std::array kKnownCommands = {"catalog.list", "catalog.show", "compare",     "fit",       "perf",
-                                       "mig.profiles", "mig.check",    "mig.layouts", "mig.pack",  "plan",
-                                       "validate",     "offers.list",  "models.list", "vocabulary"};
-
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 std::vector<std::string> split_path(std::string_view path) {
@@ -156,6 +151,33 @@ const std::map<std::string, Asset, std::less<>>& assets() {
     return m;
   }();
   return *map;
+}
+
+// The commands a full build serves, with no list of their own (issue #12): the library's command table
+// and every operation web/openapi.json documents (`operationId` mig_check is the command mig.check; the
+// market's operations are routes, not commands). A router given fewer commands (a smaller build, a test)
+// tells "not in this build" (404 unknown_command) from "no such route" (404 not_found) by it.
+const std::vector<std::string>& known_commands() {
+  static const std::vector<std::string> known = [] {
+    std::vector<std::string> out = command_names();
+    const auto& a = assets();
+    const auto doc_file = a.find(std::string_view("/openapi.json"));
+    if (doc_file == a.end()) return out;
+    const Json doc = Json::parse(doc_file->second.contents, nullptr, false);
+    if (!doc.is_object() || !doc.contains("paths") || !doc["paths"].is_object()) return out;
+    for (const auto& item : doc["paths"]) {
+      if (!item.is_object()) continue;
+      for (const auto& op : item) {
+        if (!op.is_object() || !op.contains("operationId") || !op["operationId"].is_string()) continue;
+        if (op.value("x-gpuplan-market", false)) continue;
+        std::string command = op["operationId"].get<std::string>();
+        std::replace(command.begin(), command.end(), '_', '.');
+        if (std::find(out.begin(), out.end(), command) == out.end()) out.push_back(std::move(command));
+      }
+    }
+    return out;
+  }();
+  return known;
 }
 
 void add_security_headers(HttpResponse& res) {
@@ -493,7 +515,8 @@ HttpResponse Router::api(const HttpRequest& req, std::string_view path, const Ca
   const std::string command = command_for(segs, request);
   if (!has_command(command)) {
     auto is_known = [](const std::string& c) {
-      return std::find(kKnownCommands.begin(), kKnownCommands.end(), c) != kKnownCommands.end();
+      const auto& known = known_commands();
+      return std::find(known.begin(), known.end(), c) != known.end();
     };
     // A family's route (/models) names its list command (models.list) when the build lacks it.
     const std::string missing = is_known(command) ? command : command + ".list";
