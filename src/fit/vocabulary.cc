@@ -20,61 +20,62 @@ constexpr int v(E e) {
 
 // The engine table: name, other spellings, what it is, and the profiles it is modelled with. An engine
 // with no memory profile or no refusal rules of its own names the engine it borrows them from HERE, and
-// nowhere else. Every engine has its own performance profile (perf.cc: kernels per layer, host work).
+// nowhere else. Every engine has its own performance profile (perf/constants.h kEnginePerfTable: kernels per layer,
+// host work).
 struct EngineRow {
-  Engine engine;
   std::string_view name;
   std::string_view aliases;
   std::string_view help;
   EngineProfiles profiles;  // memory, serving rules, training rules
+  Engine engine;            // last: beside the profiles' three enums, no padding
 };
 using E = Engine;
 constexpr EngineRow kEngineTable[] = {
-    {E::kTransformers,
-     "transformers",
+    {"transformers",
      "hf huggingface accelerate",
      "Hugging Face transformers: generate(), Trainer/TRL + PEFT, Accelerate",
-     {E::kTransformers, E::kTransformers, E::kTransformers}},
-    {E::kPytorch,
-     "pytorch",
+     {E::kTransformers, E::kTransformers, E::kTransformers},
+     E::kTransformers},
+    {"pytorch",
      "torchtune",
      "plain PyTorch loops (torchtune, FSDP scripts)",
-     {E::kPytorch, E::kPytorch, E::kPytorch}},
-    {E::kVllm,
-     "vllm",
+     {E::kPytorch, E::kPytorch, E::kPytorch},
+     E::kPytorch},
+    {"vllm",
      "",
      "vLLM: paged KV cache in gpu_memory_utilization of the GPU, CUDA graphs",
-     {E::kVllm, E::kVllm, E::kVllm}},
-    {E::kTgi, "tgi", "", "Hugging Face Text Generation Inference", {E::kTgi, E::kTgi, E::kTgi}},
-    {E::kDeepspeed,
-     "deepspeed",
+     {E::kVllm, E::kVllm, E::kVllm},
+     E::kVllm},
+    {"tgi", "", "Hugging Face Text Generation Inference", {E::kTgi, E::kTgi, E::kTgi}, E::kTgi},
+    {"deepspeed",
      "",
      "DeepSpeed: ZeRO training, DeepSpeed-Inference",
-     {E::kDeepspeed, E::kDeepspeed, E::kDeepspeed}},
-    {E::kLlamaCpp,
-     "llama.cpp",
+     {E::kDeepspeed, E::kDeepspeed, E::kDeepspeed},
+     E::kDeepspeed},
+    {"llama.cpp",
      "llamacpp llama-cpp ollama",
      "llama.cpp and what embeds it (Ollama): GGUF formats",
-     {E::kLlamaCpp, E::kLlamaCpp, E::kLlamaCpp}},
-    {E::kMegatron, "megatron", "", "Megatron-LM / Megatron-Core training", {E::kMegatron, E::kMegatron, E::kMegatron}},
-    {E::kTensorrtLlm,
-     "tensorrt-llm",
+     {E::kLlamaCpp, E::kLlamaCpp, E::kLlamaCpp},
+     E::kLlamaCpp},
+    {"megatron", "", "Megatron-LM / Megatron-Core training", {E::kMegatron, E::kMegatron, E::kMegatron}, E::kMegatron},
+    {"tensorrt-llm",
      "trt-llm trtllm",
      "NVIDIA TensorRT-LLM",
-     {E::kTensorrtLlm, E::kTensorrtLlm, E::kTensorrtLlm}},
+     {E::kTensorrtLlm, E::kTensorrtLlm, E::kTensorrtLlm},
+     E::kTensorrtLlm},
     // ExLlama loads GPTQ/EXL2 checkpoints as transformers does: its memory and refusal rules.
-    {E::kExllama,
-     "exllama",
+    {"exllama",
      "",
      "ExLlamaV2 GPTQ/EXL2 inference; memory and rules of transformers",
-     {E::kTransformers, E::kTransformers, E::kTransformers}},
+     {E::kTransformers, E::kTransformers, E::kTransformers},
+     E::kExllama},
     // "auto": the perf model's tuned engine. Inference runs as a tuned serving engine (vLLM's refusal
     // rules, max_num_seqs), training as PyTorch; both are sized with the transformers memory profile.
-    {E::kAuto,
-     "auto",
+    {"auto",
      "",
      "a tuned engine: vLLM's rules for inference, transformers' for training; transformers memory profile",
-     {E::kTransformers, E::kVllm, E::kTransformers}},
+     {E::kTransformers, E::kVllm, E::kTransformers},
+     E::kAuto},
 };
 
 template <size_t N>
