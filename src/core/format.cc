@@ -24,9 +24,9 @@ Json sig(double v) {
 
 Json money(double v) { return std::isfinite(v) ? Json(round_to(v, kMoneyDecimals)) : Json(nullptr); }
 
-std::string format_g(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
+std::string format_g(double v, int significant_digits) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.*g", significant_digits, v);
   return buf;
 }
 

@@ -25,7 +25,8 @@ Json sig(double v);
 // A money amount as JSON: `kMoneyDecimals` decimals, null when not finite.
 Json money(double v);
 
-// printf's "%g" ("8", "7.5", "1e+06"): a number in a message.
-std::string format_g(double v);
+// printf's "%g" ("8", "7.5", "1e+06") at `significant_digits` (printf's default 6; 15 shows a double
+// as the user wrote it): a number in a message or a derivation.
+std::string format_g(double v, int significant_digits = 6);
 
 }  // namespace gpuplan

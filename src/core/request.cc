@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 #include "core/decimal.h"
+#include "core/format.h"
 
 namespace gpuplan {
 
@@ -167,11 +167,9 @@ Status Request::required_given(const OptionSpec& o) const {
 }
 
 namespace {
-std::string num_text(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.15g", v);
-  return buf;
-}
+// A number echoed in a message as the user wrote it (a double's 15 significant digits).
+constexpr int kEchoDigits = 15;
+std::string num_text(double v) { return format_g(v, kEchoDigits); }
 }  // namespace
 
 Result<double> Request::checked_number(const OptionSpec& o, bool whole_number) const {
