@@ -288,6 +288,14 @@ Status within_length(const OptionSpec& o, const std::string& s, const std::strin
                          std::to_string(o.max_length) + " bytes",
                      field);
 }
+// A strict request's list: a JSON array (`what` it holds, for the message) within its declared items.
+Status list_within_items(const OptionSpec& o, const Json& v, const char* what) {
+  if (!v.is_array()) return usage_error("'" + o.name + "' must be a list of " + what + ", got " + type_name(v), o.name);
+  if (o.max_items == 0 || v.size() <= o.max_items) return Status::Ok();
+  return limit_error("'" + o.name + "' has " + std::to_string(v.size()) + " items, more than its limit of " +
+                         std::to_string(o.max_items),
+                     o.name);
+}
 }  // namespace
 
 Result<std::string> Request::text(std::string_view key) const {
@@ -329,12 +337,7 @@ Result<std::vector<std::string>> Request::words(std::string_view key) const {
   if (strict()) {
     // Strictly: a JSON list of strings (no "a,b" text), within max_items and max_length.
     const Json& v = j_.at(o->name);
-    if (!v.is_array()) return usage_error("'" + o->name + "' must be a list of strings, got " + type_name(v), o->name);
-    if (o->max_items > 0 && v.size() > o->max_items) {
-      return limit_error("'" + o->name + "' has " + std::to_string(v.size()) + " items, more than its limit of " +
-                             std::to_string(o->max_items),
-                         o->name);
-    }
+    GPUPLAN_CHECK(list_within_items(*o, v, "strings"));
     for (const auto& item : v) {
       if (!item.is_string()) return usage_error("'" + o->name + "' must be a list of strings", o->name);
       GPUPLAN_CHECK(within_length(*o, item.get_ref<const std::string&>(), o->name));
@@ -362,12 +365,7 @@ Result<std::vector<Request>> Request::objects(std::string_view key) const {
   if (strict()) GPUPLAN_CHECK(required_given(*o));
   if (!has(o->name.c_str())) return out;
   const Json& v = j_.at(o->name);
-  if (!v.is_array()) return usage_error("'" + o->name + "' must be a list of objects, got " + type_name(v), o->name);
-  if (o->max_items > 0 && v.size() > o->max_items) {
-    return limit_error("'" + o->name + "' has " + std::to_string(v.size()) + " items, more than its limit of " +
-                           std::to_string(o->max_items),
-                       o->name);
-  }
+  GPUPLAN_CHECK(list_within_items(*o, v, "objects"));
   out.reserve(v.size());
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string field = o->name + "[" + std::to_string(i) + "]";
