@@ -193,7 +193,9 @@ Result<std::vector<PackRequest>> parse_requests(const Catalog& catalog, const st
       msg += ": " + entry + ": field 'count': more than " + std::to_string(kMaxRequestedInstances);
       msg += " instances requested in all (limit kMaxRequestedInstances; a fleet of at most ";
       msg += std::to_string(kMaxFleetGpus) + " GPUs holds at most " + std::to_string(kMaxInstancesPerGpu) + " each)";
-      return limit_error(msg, file + ": " + entry + ": count");
+      std::string field = file;
+      field += ": " + entry + ": count";
+      return limit_error(msg, field);
     }
     if (memory < 0) return yaml::data_error(file, n["memory_gb"], entry, "memory_gb", "must not be negative");
     if (compute < 0)

@@ -365,7 +365,7 @@ struct Server::Impl {
     c.keep_alive = req.keep_alive;
     Router::Plan plan = router.plan(req);
     if (plan.now) {
-      respond(c, std::move(*plan.now), false);
+      respond(c, *plan.now, false);
       return;
     }
     c.phase = Phase::kRunning;
@@ -388,7 +388,7 @@ struct Server::Impl {
       c.token.reset();
       HttpResponse busy = own_response(busy_response());
       if (head) busy.body.clear();
-      respond(c, std::move(busy), false);
+      respond(c, busy, false);
     }
   }
 
@@ -455,7 +455,7 @@ struct Server::Impl {
       if (it == conns.end()) continue;
       Conn& c = *it->second;
       if (c.phase != Phase::kRunning || c.job != done.job) continue;  // answered at the deadline already
-      respond(c, std::move(done.response), false);
+      respond(c, done.response, false);
     }
   }
 
