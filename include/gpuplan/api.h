@@ -31,6 +31,9 @@ Result<Json> run_command(const Context& ctx, std::string_view command, const Jso
 std::vector<std::string> command_names();
 // What a command does, in one line (the CLI's help for it); empty for a command run_command lacks.
 std::string command_description(std::string_view command);
+// Whether a command is a light read (catalog and MIG table lookups, well under a millisecond): the
+// server runs these on workers of their own. False for a command run_command lacks.
+bool command_is_light(std::string_view command);
 
 // {"error": {"code", "message", "field"}}: the JSON body of an error, for the server and --json.
 Json error_json(const Error& error);

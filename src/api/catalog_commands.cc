@@ -167,8 +167,9 @@ Result<Json> compare(const Context& ctx, const Json& body) {
 }  // namespace
 
 void register_catalog_commands(CommandTable& table) {
-  table.push_back({"catalog.list", "List GPUs (and with --include-mig, MIG profiles)", catalog_list});
-  table.push_back({"catalog.show", "Every figure of a GPU or MIG profile, with unit, source and date", catalog_show});
+  table.push_back({"catalog.list", "List GPUs (and with --include-mig, MIG profiles)", catalog_list, true});
+  table.push_back(
+      {"catalog.show", "Every figure of a GPU or MIG profile, with unit, source and date", catalog_show, true});
   table.push_back({"compare", "Compare GPUs and MIG profiles side by side", compare});
 }
 

@@ -68,6 +68,13 @@ std::string command_description(std::string_view command) {
   return "";
 }
 
+bool command_is_light(std::string_view command) {
+  for (const auto& c : table()) {
+    if (c.name == command) return c.light;
+  }
+  return false;
+}
+
 Json error_json(const Error& error) {
   Json e{{"code", error_code_name(error.code)}, {"message", error.message}};
   e["field"] = error.field.empty() ? Json(nullptr) : Json(error.field);

@@ -11,11 +11,14 @@ namespace gpuplan::api {
 
 using CommandFn = std::function<Result<Json>(const Context&, const Json&)>;
 // A row of the one command table: its name, what it does in one line (the CLI's help for it,
-// command_description), and the function. The CLI and the router find every command here.
+// command_description), the function, and whether it is a light read (command_is_light: a lookup in
+// the loaded catalog or MIG tables, well under a millisecond, so the server gives it its own lane).
+// The CLI and the router find every command here.
 struct Command {
   std::string name;
   std::string description;
   CommandFn fn;
+  bool light = false;
 };
 using CommandTable = std::vector<Command>;
 

@@ -245,9 +245,9 @@ Result<Json> mig_pack(const Context& ctx, const Json& body) {
 }  // namespace
 
 void register_mig_commands(CommandTable& table) {
-  table.push_back({"mig.profiles", "The MIG profile table of a GPU", mig_profiles});
+  table.push_back({"mig.profiles", "The MIG profile table of a GPU", mig_profiles, true});
   table.push_back({"mig.check", "Check a layout (3g.20gb@4,2g.10gb@0,1g.5gb); exit 5 when invalid", mig_check});
-  table.push_back({"mig.layouts", "Every valid combination of instances, with placements", mig_layouts});
+  table.push_back({"mig.layouts", "Every valid combination of instances, with placements", mig_layouts, true});
   table.push_back({"mig.pack", "Place MIG requests on the fewest GPUs of a fleet", mig_pack});
 }
 

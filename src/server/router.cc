@@ -33,8 +33,6 @@ constexpr int kLightWorkers = 2;
 constexpr std::size_t kLightQueue = 256;
 // What api() in planning mode names for a market route (not a command: market_routes.h answers it).
 constexpr std::string_view kMarketCommand = "market";
-// Commands of the light lane (see Router::Lane).
-constexpr std::array kLightCommands = {"catalog.list", "catalog.show", "mig.profiles", "mig.layouts"};
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
@@ -399,8 +397,7 @@ Router::Plan Router::plan(const HttpRequest& req) const {
           out.lane = Lane::kMarket;
           return out;
         }
-        const bool light = std::find(kLightCommands.begin(), kLightCommands.end(), command) != kLightCommands.end();
-        out.lane = light && req.body.size() <= kLightBodyBytes ? Lane::kLight : Lane::kHeavy;
+        out.lane = command_is_light(command) && req.body.size() <= kLightBodyBytes ? Lane::kLight : Lane::kHeavy;
       }
     } else {
       out.now = asset(req);
