@@ -291,9 +291,15 @@ Result<int64_t> tenant_charges(Tx& tx, const std::string& tenant, int64_t now) {
 
 // Every write that changes inventory, claims or offers bumps the one-row market_version in its own
 // transaction, so that each process's view of live offers (Market::Impl::offer_view) sees the change.
+// next_version answers the version the write moves the store to.
+Result<int64_t> next_version(Tx& tx) {
+  GPUPLAN_TRY(rows, tx.query("UPDATE market_version SET version = version + 1 WHERE id = 1 RETURNING version"));
+  if (rows.empty()) return Error{ErrorCode::kInternal, "market_version has no row (migration 0002)", ""};
+  return rows[0].integer(0);
+}
 Status bump_version(Tx& tx) {
-  GPUPLAN_TRY(n, tx.exec("UPDATE market_version SET version = version + 1 WHERE id = 1"));
-  (void)n;
+  GPUPLAN_TRY(v, next_version(tx));
+  (void)v;
   return Status::Ok();
 }
 Result<int64_t> read_version(Tx& tx) {
@@ -832,9 +838,8 @@ struct Market::Impl {
   // Inside the write transaction, after its last change: the version it moves the store from, and the
   // state of every GPU it touched as the transaction leaves it (claims, MIG instances).
   Status record_delta(Tx& tx, const std::set<std::string>& touched, Delta* d) {
-    GPUPLAN_TRY(bumped, tx.query("UPDATE market_version SET version = version + 1 WHERE id = 1 RETURNING version"));
-    if (bumped.empty()) return Error{ErrorCode::kInternal, "market_version has no row (migration 0002)", ""};
-    d->from_version = bumped[0].integer(0) - 1;
+    GPUPLAN_TRY(bumped, next_version(tx));
+    d->from_version = bumped - 1;
     d->gpus.clear();
     if (touched.empty()) return Status::Ok();
     std::vector<Value> ids;
