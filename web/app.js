@@ -1,4 +1,5 @@
-// The page: tabs as buttons, hash routes (#/catalog, #/gpu/<id>, #/compare?gpu=a,b, #/fit, #/mig, #/plan),
+// The page: tabs as buttons, hash routes (#/catalog, #/gpu/<id>, #/compare?gpu=a,b, #/fit, #/mig, #/plan,
+// #/rent?model=...&rate=..., #/provider),
 // each section rendered by its module the first time it is shown.
 import { commands, el } from './ui.js';
 import * as catalog from './catalog.js';
@@ -6,8 +7,10 @@ import * as compare from './compare.js';
 import * as fit from './fit.js';
 import * as mig from './mig.js';
 import * as plan from './plan.js';
+import * as rent from './rent.js';
+import * as provider from './provider.js';
 
-const sections = { catalog, compare, fit, mig, plan };
+const sections = { catalog, compare, fit, mig, plan, rent, provider };
 const started = new Set();
 
 function parseHash() {

@@ -134,7 +134,16 @@ async function run() {
   const targets = fit.data.targets || [];
   const refused = targets.filter((t) => t.refusal).length;
   status.textContent = `${targets.filter((t) => t.fits).length} of ${targets.length} targets fit${refused ? `; ${refused} cannot run the configuration` : ''}.`;
-  clear(results, ...render(fit.data, perf && perf.ok ? perf.data : null, perf && !perf.ok && !isUnavailable(perf) ? perf.error : null));
+  clear(results, rentThis(req), ...render(fit.data, perf && perf.ok ? perf.data : null, perf && !perf.ok && !isUnavailable(perf) ? perf.error : null));
+}
+
+// "Rent this": the Rent tab with this model and weights filled in (inference: an uploaded config has
+// no zoo id to carry, and training is not rented by rate).
+function rentThis(req) {
+  if (uploaded || taskInfo(vocab, req.task).training) return null;
+  const q = new URLSearchParams({ model: req.model });
+  if (req.weights) q.set('weights', req.weights);
+  return el('p', { class: 'rent-this' }, el('a', { href: `#/rent?${q}`, class: 'button', id: 'fit-rent-this', text: 'Rent this: live offers where it fits' }));
 }
 
 function render(d, perf, perfError) {

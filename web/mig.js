@@ -212,3 +212,30 @@ function packResult(d) {
   }
   return out;
 }
+
+// The MIG diagram without the editing: a GPU's memory slices in a row and the given blocks drawn over
+// the slices they take (the same grid and instance marks as the editor above). Used by the Rent tab (the
+// slice an offer sells) and the Provider tab (who holds which slice). blocks: [{name, detail, start,
+// size, free}] with start and size in memory slices.
+export function sliceDiagram(memorySlices, blocks, label) {
+  const n = Math.max(1, memorySlices);
+  const grid = el('div', { class: 'mig-grid slice-view', role: 'img', 'aria-label': label });
+  grid.style.gridTemplateColumns = `repeat(${n}, minmax(0, 1fr))`;
+  blocks.forEach((b, idx) => {
+    const start = Math.min(Math.max(0, b.start || 0), n - 1);
+    const span = Math.max(1, Math.min(b.size || 1, n - start));
+    const d = el('div', { class: `instance inst-${idx % 8}${b.free ? ' free-slice' : ''}`, title: b.title || undefined },
+      el('span', { class: 'inst-name', text: b.name }), b.detail ? el('span', { class: 'inst-detail', text: b.detail }) : null);
+    d.style.gridRow = '1';
+    d.style.gridColumn = `${start + 1} / span ${span}`;
+    grid.append(d);
+  });
+  for (let s = 0; s < n; ++s) {
+    const taken = blocks.some((b) => !b.free && s >= b.start && s < b.start + b.size);
+    const c = el('span', { class: `slot${taken ? ' used' : ''}`, 'aria-hidden': 'true', text: `${s}` });
+    c.style.gridRow = '2';
+    c.style.gridColumn = `${s + 1}`;
+    grid.append(c);
+  }
+  return grid;
+}

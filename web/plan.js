@@ -74,7 +74,16 @@ async function run() {
   if (!r.ok) { clear(out, errorBox(r.error)); status.textContent = 'No plan: see the error.'; return; }
   const plans = r.data.plans || [];
   status.textContent = `${plans.length} plans.`;
-  clear(out, ...render(r.data));
+  clear(out, rentThis(), ...render(r.data));
+}
+
+// "Rent this": the Rent tab with this serving workload filled in (live market offers only).
+function rentThis() {
+  if (form.querySelector('#plan-goal').value !== 'serve') return null;
+  const req = request();
+  const q = new URLSearchParams();
+  for (const k of ['model', 'weights', 'rate', 'input_tokens', 'output_tokens', 'ttft_slo', 'tpot_slo']) if (req[k] !== undefined) q.set(k, String(req[k]));
+  return el('p', { class: 'rent-this' }, el('a', { href: `#/rent?${q}`, class: 'button', id: 'plan-rent-this', text: 'Rent this: the live offers where it fits' }));
 }
 
 const money = (v) => (typeof v === 'number' ? `$${fmt(v, 4)}` : '–');

@@ -51,13 +51,19 @@ export function safeUrl(u) {
   return typeof u === 'string' && /^https?:\/\//i.test(u) ? u : null;
 }
 
-// The API. Resolves to {ok, status, data, error}; never throws.
+// The API. Resolves to {ok, status, data, error}; never throws. opts: signal, method (DELETE, or POST
+// without a body), auth (send the signed-in token: the market's endpoints).
 export async function api(path, body, opts = {}) {
   const init = { headers: { Accept: 'application/json' }, signal: opts.signal };
   if (body !== undefined) {
     init.method = 'POST';
     init.headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
+  }
+  if (opts.method) init.method = opts.method;
+  if (opts.auth) {
+    const t = token();
+    if (t) init.headers.Authorization = `Bearer ${t}`;
   }
   let res;
   try {
@@ -322,4 +328,78 @@ export function gpuPicker({ id, labelText, gpus, selected = [], onchange, includ
     set(list) { chosen.splice(0, chosen.length, ...list); draw(); },
     get: () => [...chosen],
   };
+}
+
+// The market's bearer token: kept in this tab's session storage only (never local storage, never a
+// cookie), so closing the tab signs out and no other tab or site reads it.
+const TOKEN_KEY = 'gpuplan.token';
+export function token() {
+  try { return sessionStorage.getItem(TOKEN_KEY) || ''; } catch { return ''; }
+}
+const tokenListeners = new Set();
+export function setToken(t) {
+  try {
+    if (t) sessionStorage.setItem(TOKEN_KEY, t);
+    else sessionStorage.removeItem(TOKEN_KEY);
+  } catch { /* storage disabled: the token lives for this page only */ }
+  for (const f of tokenListeners) f(t);
+}
+export function onToken(f) { tokenListeners.add(f); }
+
+// A sign-in box: a password field for the token, Sign in and Sign out, and what the server said.
+// `id` prefixes the element ids (one box per section); onchange runs after each sign-in or out.
+export function signInBox(id, onchange) {
+  const input = el('input', { id: `${id}-token`, type: 'password', autocomplete: 'off', spellcheck: 'false', placeholder: 'gpl_...' });
+  const state = el('span', { class: 'signin-state', role: 'status', 'aria-live': 'polite' });
+  const out = el('button', { type: 'button', id: `${id}-signout`, text: 'Sign out', onclick: () => { setToken(''); } });
+  const draw = () => {
+    const t = token();
+    state.textContent = t ? `Signed in (token ${t.split('_').slice(0, 2).join('_')}…, kept in this tab only).` : 'Not signed in.';
+    out.hidden = !t;
+  };
+  onToken(() => { draw(); onchange(); });
+  draw();
+  return el('form', { class: 'signin', 'aria-label': 'Sign in', onsubmit: (e) => {
+    e.preventDefault();
+    const v = input.value.trim();
+    input.value = '';
+    setToken(v);
+  } }, el('label', { for: `${id}-token`, text: 'API token ' }), input, ' ', el('button', { type: 'submit', text: 'Sign in' }), ' ', out, ' ', state);
+}
+
+// Money of the market: dollars with enough digits that a per-second charge moves visibly.
+export function dollars(v, digits = 2) {
+  return typeof v === 'number' && Number.isFinite(v) ? `$${v.toFixed(digits)}` : '–';
+}
+
+// A fresh idempotency key per click: a retried request never rents twice.
+export function freshKey() {
+  const b = new Uint8Array(16);
+  crypto.getRandomValues(b);
+  return `web-${[...b].map((x) => x.toString(16).padStart(2, '0')).join('')}`;
+}
+
+// An error slot beside a control: shows the API's error there and leaves everything else on the page.
+export function errorSlot(id) {
+  const node = el('div', { class: 'control-error', id, 'aria-live': 'assertive' });
+  return { node, show: (e) => clear(node, errorBox(e)), clear: () => clear(node) };
+}
+
+// One GPU or slice from the catalog (GET /gpus/{id}: its MIG table), fetched once per id.
+const detailCache = new Map();
+export async function gpuDetail(id) {
+  if (!detailCache.has(id)) detailCache.set(id, api(`/gpus/${encodeURIComponent(id)}`));
+  const r = await detailCache.get(id);
+  return r.ok ? r.data : null;
+}
+
+// Gives each cell of a table its column's header as data-label: on a phone the rows of a `stack`
+// table become cards, each value after its label (style.css), so nothing scrolls sideways.
+export function labelCells(table) {
+  const heads = [...table.querySelectorAll('thead th')].map((h) => h.textContent.trim());
+  for (const tr of table.querySelectorAll('tbody tr')) {
+    [...tr.children].forEach((c, i) => { if (heads[i]) c.dataset.label = heads[i]; });
+  }
+  table.classList.add('stack');
+  return table;
 }

@@ -189,6 +189,9 @@ test('fit and speed', async (page) => {
     return;
   }
   await page.waitForSelector('#panel-fit table.verdicts tbody tr', { timeout: 15000 });
+  // "Rent this" carries the model and weights to the Rent tab.
+  const rentHref = await page.getAttribute('#fit-rent-this', 'href');
+  expect(rentHref.startsWith('#/rent?') && rentHref.includes(`model=${await page.inputValue('#fit-model')}`) && rentHref.includes('weights='), `fit's Rent this link: ${rentHref}`);
   expect(await page.locator('#panel-fit svg.memory-chart line.capacity').count() >= 1, 'capacity lines');
   const before = await page.textContent('#panel-fit table.verdicts');
   await page.fill('#fit-batch', '64');
@@ -310,6 +313,8 @@ test('plan: offers and the recommended plan', async (page) => {
   expect(await page.locator('#panel-plan .plan-results table.plans tbody tr').count() >= 1, 'plans listed');
   expect((await page.textContent('#panel-plan .recommended')).includes('Why:'), 'the recommended plan with its reason');
   expect(await page.locator('#panel-plan svg.chart .pt').count() >= 1, 'cost against time points');
+  const planRent = new URLSearchParams((await page.getAttribute('#plan-rent-this', 'href')).split('?')[1]);
+  expect(planRent.get('model') === await page.inputValue('#plan-model') && planRent.get('rate') === await page.inputValue('#plan-rate'), `plan's Rent this link: ${planRent}`);
   await shot(page, 'plan');
   // Training: a deadline, and the chart is cost against time to finish.
   await page.selectOption('#plan-goal', 'train');
@@ -332,7 +337,7 @@ test('every section says so when its command is missing', async (page) => {
     body: JSON.stringify({ status: 'ok', commands: ['catalog.list', 'catalog.show'] }) }));
   await page.route('**/api/v1/compare', (route) => route.fulfill({ status: 404, contentType: 'application/json',
     body: JSON.stringify({ error: { code: 'unknown_command', message: "'compare' is not available in this build", field: 'command' } }) }));
-  for (const [section, sel] of [['fit', '#panel-fit'], ['mig', '#panel-mig'], ['plan', '#panel-plan'], ['compare', '#panel-compare']]) {
+  for (const [section, sel] of [['fit', '#panel-fit'], ['mig', '#panel-mig'], ['plan', '#panel-plan'], ['compare', '#panel-compare'], ['rent', '#panel-rent']]) {
     await open(page, `#/${section}`);
     await page.waitForSelector(`${sel} .notice.unavailable`);
     expect((await page.textContent(sel)).includes('not available in this build'), `${section} notice`);
@@ -361,7 +366,7 @@ test('keyboard: tabs with arrows, focus visible, sort by keyboard', async (page)
   expect(await page.evaluate(() => document.activeElement.id) === 'tab-compare', 'focus moves with the tab');
   expect(await page.isHidden('#panel-catalog'), 'other panels hidden');
   await page.keyboard.press('End');
-  await selected('#tab-plan', 'End');
+  await selected('#tab-provider', 'End');
   await page.keyboard.press('Home');
   await selected('#tab-catalog', 'Home');
   await page.focus('button.sort[data-key="tdp_w"]');
@@ -405,7 +410,7 @@ test('market: the offers view lists live market rows beside the files and marks 
 
 test('phone width: no sideways scrolling of the page', async (page) => {
   await page.setViewportSize({ width: 390, height: 844 });
-  for (const hash of ['#/catalog', '#/gpu/h100-80gb-sxm5', '#/compare?gpu=a100-40gb-sxm4,a40', '#/fit', '#/mig', '#/plan']) {
+  for (const hash of ['#/catalog', '#/gpu/h100-80gb-sxm5', '#/compare?gpu=a100-40gb-sxm4,a40', '#/fit', '#/mig', '#/plan', '#/rent', '#/provider']) {
     await open(page, hash);
     await page.waitForTimeout(300);
     const over = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
