@@ -271,7 +271,7 @@ async function syncPublishGpus() {
 async function maxPerGpu(gpu, profile) {
   if (!layoutsCache.has(gpu)) layoutsCache.set(gpu, api(`/mig/${encodeURIComponent(gpu)}/layouts`));
   const r = await layoutsCache.get(gpu);
-  if (!r.ok) return 0;
+  if (!r.ok) { layoutsCache.delete(gpu); return 0; }  // asked again next time: a dropped connection is not an answer
   return Math.max(0, ...(r.data.layouts || []).map((l) => l.filter((i) => i.profile === profile).length));
 }
 

@@ -52,7 +52,7 @@ export function safeUrl(u) {
 }
 
 // The API. Resolves to {ok, status, data, error}; never throws. opts: signal, method (DELETE, or POST
-// without a body), auth (send the signed-in token: the market's endpoints).
+// without a body), auth (send the signed-in token: the market's endpoints), bearer (this token instead).
 export async function api(path, body, opts = {}) {
   const init = { headers: { Accept: 'application/json' }, signal: opts.signal };
   if (body !== undefined) {
@@ -61,8 +61,8 @@ export async function api(path, body, opts = {}) {
     init.body = JSON.stringify(body);
   }
   if (opts.method) init.method = opts.method;
-  if (opts.auth) {
-    const t = token();
+  if (opts.auth || opts.bearer) {
+    const t = opts.bearer || token();
     if (t) init.headers.Authorization = `Bearer ${t}`;
   }
   let res;
@@ -352,6 +352,7 @@ export function signInBox(id, onchange) {
   const input = el('input', { id: `${id}-token`, type: 'password', autocomplete: 'off', spellcheck: 'false', placeholder: 'gpl_...' });
   const state = el('span', { class: 'signin-state', role: 'status', 'aria-live': 'polite' });
   const out = el('button', { type: 'button', id: `${id}-signout`, text: 'Sign out', onclick: () => { setToken(''); } });
+  const err = errorSlot(`${id}-signin-error`);
   const draw = () => {
     const t = token();
     state.textContent = t ? `Signed in (token ${t.split('_').slice(0, 2).join('_')}…, kept in this tab only).` : 'Not signed in.';
@@ -359,12 +360,18 @@ export function signInBox(id, onchange) {
   };
   onToken(() => { draw(); onchange(); });
   draw();
-  return el('form', { class: 'signin', 'aria-label': 'Sign in', onsubmit: (e) => {
+  // The token is tried on the caller's own usage (every tenant may read it) before it is kept: a
+  // mistyped one is refused here, beside the box, not later beside some other control.
+  return el('form', { class: 'signin', 'aria-label': 'Sign in', onsubmit: async (e) => {
     e.preventDefault();
     const v = input.value.trim();
+    if (!v) { err.show({ message: 'Paste an API token (gpl_...): `gpuplan tokens create` or make run prints one.', field: 'token' }); return; }
+    const r = await api('/usage', undefined, { bearer: v });
+    if (!r.ok && (r.status === 401 || r.status === 403)) { err.show(r.error); return; }
+    err.clear();
     input.value = '';
     setToken(v);
-  } }, el('label', { for: `${id}-token`, text: 'API token ' }), input, ' ', el('button', { type: 'submit', text: 'Sign in' }), ' ', out, ' ', state);
+  } }, el('label', { for: `${id}-token`, text: 'API token ' }), input, ' ', el('button', { type: 'submit', text: 'Sign in' }), ' ', out, ' ', state, err.node);
 }
 
 // Money of the market: dollars with enough digits that a per-second charge moves visibly.
@@ -390,6 +397,7 @@ const detailCache = new Map();
 export async function gpuDetail(id) {
   if (!detailCache.has(id)) detailCache.set(id, api(`/gpus/${encodeURIComponent(id)}`));
   const r = await detailCache.get(id);
+  if (!r.ok && r.status === 0) detailCache.delete(id);  // no answer (network): ask again next time
   return r.ok ? r.data : null;
 }
 
