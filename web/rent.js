@@ -172,6 +172,7 @@ function confirm(p, best) {
       el('code', { text: p.offer }), `) at `, el('strong', { class: 'frozen-price', text: `${dollars(p.cost_per_hour)} per hour` }), '.'),
     el('p', { text: 'This price is frozen for the life of the rental: later price changes do not touch it. It is billed per second while the rental runs; stop it to stop the bill.' }),
     el('p', {}, go, ' ', cancel), slot.node);
+  confirmBox.onkeydown = (e) => { if (e.key === 'Escape') { confirmBox.hidden = true; } };
   confirmBox.hidden = false;
   go.focus();
 }

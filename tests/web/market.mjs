@@ -186,6 +186,11 @@ async function flow(browser, width) {
     const confirmText = await renter.textContent('#rent-confirm');
     expect(confirmText.includes('$1.05 per hour') && confirmText.includes('frozen'), `the confirmation states the frozen price: ${confirmText}`);
     await fitsWidth(renter, 'rent confirmation');
+    await renter.keyboard.press('Escape');
+    await renter.waitForSelector('#rent-confirm', { state: 'hidden' });
+    expect(await renter.locator('#panel-rent table.rentals tbody tr').count() === 0, 'Escape rents nothing');
+    await cheapest.locator('button.rent-button').click();
+    await renter.waitForSelector('#rent-confirm:not([hidden])');
     await renter.click('#rent-confirm-go');
     await renter.waitForSelector('#panel-rent table.rentals tbody tr', { timeout: STEP_MS });
     const row = renter.locator('#panel-rent table.rentals tbody tr').first();
@@ -241,6 +246,29 @@ async function flow(browser, width) {
     expect((await prov.textContent('#prov-earnings')).startsWith('$0.0'), 'earnings shown');
     await shot(prov, 'provider-free-again');
     await fitsWidth(prov, 'provider after the stop');
+    at('provider adds, drains and removes a node');
+    await prov.fill('#node-name', `page-node-${width}`);
+    await prov.fill('#node-region', 'demo-eu');
+    await prov.selectOption('#node-gpu', 'h100-80gb-pcie');
+    await prov.fill('#node-count', '2');
+    await prov.selectOption('#node-mig', 'none');
+    await prov.fill('#node-uuid', `GPU-PAGE-${width}-`);
+    await prov.click('#node-add');
+    await prov.waitForFunction(() => document.querySelectorAll('#panel-provider .provider-gpu').length === 12, null, { timeout: STEP_MS });
+    const card = prov.locator(`#panel-provider article.node-card:has(h4:text-is("page-node-${width}"))`);
+    expect((await card.locator('.node-state').textContent()) === 'ready', 'the new node is ready');
+    await fitsWidth(prov, 'provider with a new node');
+    await card.locator('button.node-drain').click();
+    await prov.waitForFunction((n) => [...document.querySelectorAll('#panel-provider article.node-card')]
+      .find((c) => c.querySelector('h4').textContent === n)?.querySelector('.node-state').textContent === 'draining', `page-node-${width}`, { timeout: STEP_MS });
+    // The same name again is refused beside Add node; the nodes stay.
+    await prov.fill('#node-name', `page-node-${width}`);
+    await prov.click('#node-add');
+    await prov.waitForSelector('#node-add-error .notice.error', { timeout: STEP_MS });
+    expect(await prov.locator('#panel-provider .provider-gpu').count() === 12, 'the nodes stay after an error');
+    await shot(prov, 'provider-node-draining');
+    await prov.locator(`#panel-provider article.node-card:has(h4:text-is("page-node-${width}")) button.node-remove`).click();
+    await prov.waitForFunction(() => document.querySelectorAll('#panel-provider .provider-gpu').length === 10, null, { timeout: STEP_MS });
     if (width === WIDTHS[0]) {
       at('plan-based rent on a server that declares it');
       await planRent(context, demo, published);
