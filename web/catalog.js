@@ -79,6 +79,30 @@ export async function route(panel, r) {
   if (h) h.focus();
 }
 
+// What the server's market has of this GPU or slice now (issue #14: `available_now`, count and lowest
+// price per hour per region), or "not available now" with when it last was. Said only where the
+// server answers the field (an older server, or one without a market, does not).
+// TODO(lead, #14 h-mplan): the field's shape is read tolerantly (a list of {region, count, price_per_hour}
+// or an object by region; last_available_at_ms beside it); keep one once the back end has landed.
+function availableNow(g) {
+  if (!g || !Object.prototype.hasOwnProperty.call(g, 'available_now')) return null;
+  const a = g.available_now;
+  const list = Array.isArray(a) ? a : a && Array.isArray(a.regions) ? a.regions
+    : a && typeof a === 'object' ? Object.entries(a).filter(([, v]) => v && typeof v === 'object').map(([region, v]) => ({ region, ...v })) : [];
+  const count = (x) => Number(x.count ?? x.available ?? 0);
+  const price = (x) => x.lowest_price_per_hour ?? x.min_price_per_hour ?? x.price_per_hour;
+  const live = list.filter((x) => count(x) > 0);
+  const last = g.last_available_at_ms ?? (a && !Array.isArray(a) ? a.last_available_at_ms : undefined);
+  if (!live.length) {
+    return el('p', { class: 'available-now none', role: 'status' }, el('strong', { text: 'Not available now' }),
+      typeof last === 'number' ? ` (last available ${new Date(last).toISOString().replace('T', ' ').slice(0, 16)} UTC)` : '', '.');
+  }
+  return el('div', { class: 'available-now' }, el('strong', { text: 'Available now on this server\'s market: ' }),
+    el('ul', { class: 'plain' }, live.map((x) => el('li', {}, `${x.region || 'any region'}: ${fmt(count(x))} available`,
+      typeof price(x) === 'number' ? ` from $${price(x).toFixed(2)} per hour` : ''))),
+    el('a', { class: 'button', href: '#/rent', text: 'Rent: the live offers where your model fits' }));
+}
+
 function gpuPage(g) {
   const facts = [['Id', g.id], ['Vendor', g.vendor], ['Architecture', g.architecture], ['Chip', g.chip],
     ['Form factor', g.form_factor], ['Host interface', g.interface], ['Lifecycle', g.lifecycle],
@@ -87,6 +111,7 @@ function gpuPage(g) {
     el('h2', { tabindex: -1, text: g.name }),
     g.parent ? el('p', {}, 'A MIG slice of ', el('a', { href: `#/gpu/${g.parent}`, text: g.parent }), '. Memory and SMs come from the MIG table; bandwidth and throughput are the slice\'s share of the parent, marked derived.') : null,
     el('dl', { class: 'facts' }, facts.filter(([, v]) => v).map(([k, v]) => [el('dt', { text: k }), el('dd', { text: v })])),
+    availableNow(g),
     el('p', { class: 'actions' },
       el('a', { class: 'button', href: `#/compare?gpu=${encodeURIComponent(g.id)}`, text: 'Compare with others' }), ' ',
       el('a', { class: 'button', href: `#/fit?gpu=${encodeURIComponent(g.id)}`, text: 'What fits on it?' }),

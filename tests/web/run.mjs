@@ -147,6 +147,25 @@ test('catalog: a GPU page with every figure, source, date and conflicts', async 
   await page.waitForFunction(() => document.querySelector('.catalog-detail h2')?.textContent.includes('3g.20gb'));
   expect((await page.textContent('.catalog-detail')).includes('A MIG slice of'), 'MIG slice page');
   await shot(page, 'gpu-a100-40gb-sxm4-3g.20gb');
+  // Issue #14: where the server answers `available_now`, the GPU page says what is free and from what
+  // price, or "not available now" with when it last was (faked here: this server has no market).
+  for (const [extra, want] of [[{ available_now: [{ region: 'demo-eu', count: 3, lowest_price_per_hour: 1.1 }] }, /demo-eu: 3 available from \$1\.10 per hour/],
+    [{ available_now: [], last_available_at_ms: Date.UTC(2026, 0, 2, 3, 4) }, /Not available now \(last available 2026-01-02 03:04 UTC\)/]]) {
+    await page.route('**/api/v1/gpus/a100-40gb-sxm4?explain=true', async (route) => {
+      const r = await route.fetch();
+      await route.fulfill({ response: r, body: JSON.stringify({ ...(await r.json()), ...extra }) });
+    });
+    await page.goto(`${base}#/gpu/a100-40gb-sxm4`);
+    await page.reload();
+    await page.waitForSelector('.catalog-detail .available-now');
+    const said = await page.textContent('.catalog-detail .available-now');
+    expect(want.test(said), `available now: ${said}`);
+    await page.unroute('**/api/v1/gpus/a100-40gb-sxm4?explain=true');
+  }
+  await page.goto(`${base}#/gpu/a100-40gb-sxm4`);
+  await page.reload();
+  await page.waitForSelector('.catalog-detail h2');
+  expect(await page.locator('.catalog-detail .available-now').count() === 0, 'nothing said where the server does not answer available_now');
   await page.goto(`${base}#/gpu/no-such-gpu-xyz`);
   await page.waitForSelector('.catalog-detail .notice.error');
   expect((await page.textContent('.catalog-detail .notice.error')).includes('no-such-gpu-xyz'), 'unknown GPU error');
