@@ -367,7 +367,7 @@ export function signInBox(id, onchange) {
     const v = input.value.trim();
     if (!v) { err.show({ message: 'Paste an API token (gpl_...): `gpuplan tokens create` or make run prints one.', field: 'token' }); return; }
     const r = await api('/usage', undefined, { bearer: v });
-    if (!r.ok && (r.status === 401 || r.status === 403)) { err.show(r.error); return; }
+    if (!r.ok) { err.show(r.error); return; }  // a wrong token, or a server without a market
     err.clear();
     input.value = '';
     setToken(v);
