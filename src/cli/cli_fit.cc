@@ -119,7 +119,8 @@ std::string render_validate(const Json& r, const Json&, const OutputFormat& fmt)
   os << render_table(header, rows, {false, false, true, true, false, true, false, false});
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "\nComparable rows: %d (%d skipped). Numeric: %d, within 10%%: %d (%.1f%%), within 25%%: %d, "
+                "\nAll comparable rows, used and held-out: %d (%d skipped). Numeric: %d, within 10%%: %d (%.1f%%), "
+                "within 25%%: %d, "
                 "median error %.1f%%, max error %.1f%% (%s).\nVerdicts (fits / out of memory): %d of %d right.\n",
                 s["comparable_rows"].get<int>(), s["skipped_rows"].get<int>(), s["numeric_rows"].get<int>(),
                 s["within_10_percent"].get<int>(), s["within_10_percent_share"].get<double>() * 100,
