@@ -59,8 +59,44 @@ std::string render_fit(const Json& r, const Json&, const OutputFormat& fmt) {
   return os.str();
 }
 
+namespace {
+
+std::string percent_text(const Json& share) {
+  if (!share.is_number()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f%%", share.get<double>() * 100);
+  return buf;
+}
+
+std::string one_decimal(const Json& v) {
+  if (!v.is_number()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v.get<double>());
+  return buf;
+}
+
+// "3 of 4": verdicts right, or "-" without verdict rows.
+std::string verdict_text(const Json& s) {
+  if (s["verdict_rows"].get<int>() == 0) return "-";
+  return std::to_string(s["verdicts_right"].get<int>()) + " of " + std::to_string(s["verdict_rows"].get<int>());
+}
+
+// One summary line of the per-kind and per-group tables: counts, median, shares, verdicts.
+std::vector<std::string> summary_cells(const Json& s) {
+  const int numeric = s["numeric_rows"].get<int>();
+  return {std::to_string(s["comparable_rows"].get<int>() - s["skipped_rows"].get<int>()),
+          numeric ? one_decimal(s["median_error_percent"]) : "-",
+          numeric ? percent_text(s["within_10_percent_share"]) : "-",
+          numeric ? percent_text(s["within_25_percent_share"]) : "-", verdict_text(s)};
+}
+
+std::string design_text(const Json& d) { return d == "held_out" ? "held-out" : "used"; }
+
+}  // namespace
+
 std::string render_validate(const Json& r, const Json&, const OutputFormat& fmt) {
-  std::vector<std::string> header = {"id", "metric", "measured", "predicted", "unit", "error_%", "comparable"};
+  std::vector<std::string> header = {"id",   "metric",  "measured",   "predicted",
+                                     "unit", "error_%", "comparable", "design"};
   std::vector<std::vector<std::string>> rows;
   for (const auto& row : r["rows"]) {
     std::string err = "-";
@@ -75,15 +111,16 @@ std::string render_validate(const Json& r, const Json&, const OutputFormat& fmt)
     }
     rows.push_back({row["id"].get<std::string>(), row["metric"].get<std::string>(), fmt_value(row["measured"]),
                     fmt_value(row["predicted"]), row["unit"].get<std::string>(), err,
-                    row["comparable"].get<bool>() ? "yes" : "no"});
+                    row["comparable"].get<bool>() ? "yes" : "no", design_text(row["design"])});
   }
   if (fmt.csv) return render_csv(header, rows);
   const Json& s = r["summary"];
   std::ostringstream os;
-  os << render_table(header, rows, {false, false, true, true, false, true, false});
+  os << render_table(header, rows, {false, false, true, true, false, true, false, false});
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "\nComparable rows: %d (%d skipped). Numeric: %d, within 10%%: %d (%.1f%%), within 25%%: %d, "
+                "\nAll comparable rows, used and held-out: %d (%d skipped). Numeric: %d, within 10%%: %d (%.1f%%), "
+                "within 25%%: %d, "
                 "median error %.1f%%, max error %.1f%% (%s).\nVerdicts (fits / out of memory): %d of %d right.\n",
                 s["comparable_rows"].get<int>(), s["skipped_rows"].get<int>(), s["numeric_rows"].get<int>(),
                 s["within_10_percent"].get<int>(), s["within_10_percent_share"].get<double>() * 100,
@@ -91,6 +128,34 @@ std::string render_validate(const Json& r, const Json&, const OutputFormat& fmt)
                 s["max_error_percent"].get<double>(), s["max_error_row"].get<std::string>().c_str(),
                 s["verdicts_right"].get<int>(), s["verdict_rows"].get<int>());
   os << buf;
+  // Per metric kind: used rows (they shaped the model) and held-out rows (never read while designing
+  // it) apart, with the kind's 80% band and the share of rows inside it.
+  std::vector<std::vector<std::string>> kinds;
+  for (const auto& k : r["by_metric_kind"]) {
+    std::vector<std::string> cells = {k["metric_kind"].get<std::string>(), design_text(k["design"])};
+    for (auto& c : summary_cells(k)) cells.push_back(std::move(c));
+    std::string band = "-";
+    if (k.contains("band")) {
+      std::snprintf(buf, sizeof buf, "%.3g-%.3g", k["band"]["low"].get<double>(), k["band"]["high"].get<double>());
+      band = buf;
+    }
+    cells.push_back(band);
+    cells.push_back(k["banded_rows"].get<int>() ? percent_text(k["band_coverage"]) : "-");
+    kinds.push_back(std::move(cells));
+  }
+  os << "\nBy metric kind (comparable rows; used = shaped the model, held-out = not read while designing it)\n"
+     << render_table({"kind", "design", "rows", "median_%", "within_10", "within_25", "verdicts", "band_80", "in_band"},
+                     kinds, {false, false, true, true, true, true, true, true, true});
+  std::vector<std::vector<std::string>> groups;
+  for (const auto& g : r["by_source_group"]) {
+    std::vector<std::string> cells = {g["metric_kind"].get<std::string>(), g["source_group"].get<std::string>(),
+                                      design_text(g["design"])};
+    for (auto& c : summary_cells(g)) cells.push_back(std::move(c));
+    groups.push_back(std::move(cells));
+  }
+  os << "\nBy source group\n"
+     << render_table({"kind", "source", "design", "rows", "median_%", "within_10", "within_25", "verdicts"}, groups,
+                     {false, false, false, true, true, true, true, true});
   return os.str();
 }
 

@@ -111,9 +111,8 @@ std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
   }
   const std::string reasons = reason_lines(r["targets"], false);
   if (!reasons.empty()) os << "\nNo figures (\"-\") where it does not run:\n" << reasons;
-  os << "\nIn parentheses: where measurements fell relative to the model's predictions (10th-90th percentile over the\n"
-        "published rows of that kind, gpuplan validate --kind perf); a band that excludes the figure is a known "
-        "bias.\n";
+  os << "\nIn parentheses: the 80% band, where 80% of the published rows of that kind that shaped the model fell\n"
+        "(data/error_bands.yaml; gpuplan validate prints each band's coverage on used and held-out rows).\n";
   return os.str();
 }
 

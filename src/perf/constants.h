@@ -239,14 +239,5 @@ inline constexpr double kCnnInferActivationPasses = 3;
 // GEMM with small channel counts in early layers): NVIDIA's RN50 v1.5 reference reaches ~0.5 of the
 // fp16 peak inside its conv kernels (DeepLearningExamples ConvNets performance notes).
 inline constexpr double kConvPeakFraction = 0.5;
-// --- error band ------------------------------------------------------------------------------------
-// 10th and 90th percentile of measured / predicted rate (time metrics inverted) over the comparable rows
-// of validation/perf.yaml, per metric kind (docs/model.md, "Validation"; 14 decode, 9 prefill, 18
-// throughput, 15 training, 9 microbenchmark rows). Updated when the model or the rows change.
-inline constexpr double kBandDecodeLow = 0.86, kBandDecodeHigh = 1.05;
-inline constexpr double kBandPrefillLow = 0.77, kBandPrefillHigh = 0.94;
-inline constexpr double kBandThroughputLow = 0.77, kBandThroughputHigh = 1.21;
-inline constexpr double kBandTrainingLow = 0.78, kBandTrainingHigh = 1.17;
-inline constexpr double kBandMicrobenchLow = 0.98, kBandMicrobenchHigh = 1.09;
 
 }  // namespace gpuplan::perf

@@ -727,20 +727,4 @@ double predict_stream_bandwidth_gbps(const PerfDevice& d, const PerfEfficiency& 
   return d.bandwidth_bytes_per_second * eff.bandwidth_fraction / 1e9;
 }
 
-PerfBand perf_band(PerfMetricKind kind) {
-  switch (kind) {
-    case PerfMetricKind::kDecode:
-      return {kBandDecodeLow, kBandDecodeHigh};
-    case PerfMetricKind::kPrefill:
-      return {kBandPrefillLow, kBandPrefillHigh};
-    case PerfMetricKind::kThroughput:
-      return {kBandThroughputLow, kBandThroughputHigh};
-    case PerfMetricKind::kTraining:
-      return {kBandTrainingLow, kBandTrainingHigh};
-    case PerfMetricKind::kMicrobench:
-      return {kBandMicrobenchLow, kBandMicrobenchHigh};
-  }
-  return {};
-}
-
 }  // namespace gpuplan

@@ -21,7 +21,8 @@ struct PerfRowPrediction {
 PerfRowPrediction predict_perf_row(const Catalog& catalog, const Json& row);
 
 // Every row predicted by the one validation loop (run_validation(catalog, "perf")), and the summary
-// the accuracy bound is held on: comparable rows within 25% and the median absolute error, in percent.
+// the accuracy bound is held on, over the rows that shaped the model (design: used): comparable rows
+// within 25% and the median absolute error, in percent.
 struct PerfValidation {
   Json rows = Json::array();
   int comparable = 0, predicted = 0, skipped = 0, within_25 = 0, within_10 = 0;

@@ -3,13 +3,17 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <functional>
+#include <map>
 
 #include "catalog/yaml_util.h"
 #include "core/format.h"
 #include "gpuplan/cancel.h"
 #include "gpuplan/embedded.h"
 #include "gpuplan/units.h"
+#include "perf/error_bands.h"
 #include "validate/memory_rows.h"
 #include "validate/perf_rows.h"
 
@@ -26,6 +30,15 @@ constexpr int kPercentDecimals = 2;
 constexpr int kShareDecimals = 4;
 // A verdict (bool) row is predicted true above this (the predictors answer 0 or 1).
 constexpr double kVerdictThreshold = 0.5;
+// The share of a kind's used rows its band is calibrated to hold (issue #17: an 80 % band).
+constexpr double kBandCoverage = 0.8;
+// Decimals of a band in data/error_bands.yaml: q and the ratios to 4 (0.01 %), rounded outwards.
+constexpr int kBandDecimals = 4;
+constexpr double kBandScale = 1e4;
+// A row's `design`: it shaped the model (used) or was set aside before the mechanism it tests was
+// written and never read while designing it (held_out). docs/data-format.md, "Validation".
+constexpr const char* kDesignUsed = "used";
+constexpr const char* kDesignHeldOut = "held_out";
 
 // The performance model predicts in base units and says what bounds the row.
 RowPrediction predict_perf_kind(const Catalog& catalog, const Json& row) {
@@ -53,6 +66,34 @@ double measured_of(const Json& row) {
   return row["measured"].is_number() ? row["measured"].get<double>() : 0;
 }
 
+bool is_time_unit(const std::string& unit) { return unit == "seconds" || unit == "ms"; }
+
+// The metric kind a row's error is reported (and its band calibrated) under: the memory model's
+// weights, peak (allocated / reserved), kv_cache, capacity (max context / batch) and verdict, the
+// performance model's decode, prefill, throughput, training and microbench (perf_band's kinds).
+std::string metric_kind_of(const ValidationKind& k, const Json& row) {
+  const std::string m = row.value("metric", "");
+  if (std::string_view(k.name) == "memory") {
+    if (m == "weights_bytes") return "weights";
+    if (m == "total_bytes" || m == "reserved_bytes") return "peak";
+    if (m == "kv_cache_bytes" || m == "kv_cache_tokens") return "kv_cache";
+    if (m == "max_context" || m == "max_batch") return "capacity";
+    if (m == "fits") return "verdict";
+    return "other";
+  }
+  if (m == "decode_tokens_per_second" || m == "tpot_seconds") return "decode";
+  if (m == "ttft_seconds" || m == "prefill_tokens_per_second") return "prefill";
+  if (m == "throughput_tokens_per_second") return "throughput";
+  if (m == "train_tokens_per_second" || m == "train_samples_per_second" || m == "mfu") return "training";
+  if (m == "gemm_tflops" || m == "bandwidth_gbps") return "microbench";
+  if (m == "step_seconds") {
+    const bool infer =
+        row.contains("workload") && row["workload"].is_object() && row["workload"].value("task", "infer") == "infer";
+    return infer ? "throughput" : "training";
+  }
+  return "other";
+}
+
 // One row predicted and compared: its id, unit and measured value, the prediction in the row's unit
 // and the error in percent (or the verdict and whether it is right), or "skipped" with why.
 Json compare_row(const Catalog& catalog, const ValidationKind& k, const Json& row) {
@@ -63,6 +104,13 @@ Json compare_row(const Catalog& catalog, const ValidationKind& k, const Json& ro
            {"unit", unit},
            {"comparable", row.value("comparable", true)}};
   if (row.contains("not_comparable_because")) out["not_comparable_because"] = row["not_comparable_because"];
+  out["design"] = row.value("design", kDesignUsed);
+  for (const char* key : {"held_out_for", "collected"}) {
+    if (row.contains(key)) out[key] = row[key];
+  }
+  out["metric_kind"] = metric_kind_of(k, row);
+  out["source_group"] =
+      row.contains("source_group") ? row.value("source_group", "") : source_group(row.value("source", ""));
   out["measured"] = row.contains("measured") ? row["measured"] : Json(nullptr);
   const RowPrediction pr = k.predict(catalog, row);
   const std::optional<double> factor = base_unit_factor(unit);
@@ -83,6 +131,15 @@ Json compare_row(const Catalog& catalog, const ValidationKind& k, const Json& ro
     out["predicted"] = round_to(pr.value / *factor, kPredictedDecimals);
     out["error_percent"] =
         base != 0 ? Json(round_to((pr.value - base) / base * 100.0, kPercentDecimals)) : Json(nullptr);
+    if (base > 0 && pr.value > 0) {
+      const double log_error = std::log(base / pr.value);  // ln(measured / predicted)
+      out["log_error"] = round_to(log_error, kBandDecimals);
+      if (auto b = perf::error_band(out["metric_kind"].get<std::string>())) {
+        // A time's band is the same interval of times: measured / predicted in [1/high, 1/low].
+        const double ratio = is_time_unit(unit) ? pr.value / base : base / pr.value;
+        out["in_band"] = ratio >= b->low && ratio <= b->high;
+      }
+    }
   }
   if (!pr.note.empty()) out["note"] = pr.note;
   out["source"] = row.value("source", "");
@@ -102,6 +159,13 @@ Status run_kind(const Catalog& catalog, const ValidationKind& k, Json& rows) {
   for (const auto& rn : root["rows"]) {
     if (cancel_requested()) return cancelled_error();
     GPUPLAN_TRY(row, yaml::to_json(rn, k.file));
+    const std::string design = row.value("design", kDesignUsed);
+    if (design != kDesignUsed && design != kDesignHeldOut)
+      return yaml::data_error(k.file, rn, row.value("id", "row"), "design",
+                              "must be used or held_out, got '" + design + "'");
+    if (design == kDesignHeldOut && (!row.contains("held_out_for") || !row.contains("collected")))
+      return yaml::data_error(k.file, rn, row.value("id", "row"), "held_out_for",
+                              "a held_out row names the mechanism it tests (held_out_for) and when it was collected");
     rows.push_back(compare_row(catalog, k, row));
   }
   return Status::Ok();
@@ -124,13 +188,14 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-Json summarize(const Json& rows, const std::string& kind) {
+Json summarize_if(const Json& rows, const std::function<bool(const Json&)>& select) {
   int selected = 0, numeric = 0, within10 = 0, within25 = 0, verdicts = 0, right = 0, skipped = 0, comparable = 0;
+  int banded = 0, in_band = 0;
   double max_err = 0;
   std::string max_id;
   std::vector<double> errs;
   for (const auto& r : rows) {
-    if (!kind.empty() && r["kind"] != kind) continue;
+    if (!select(r)) continue;
     ++selected;
     if (!r["comparable"].get<bool>()) continue;
     ++comparable;
@@ -150,6 +215,10 @@ Json summarize(const Json& rows, const std::string& kind) {
     within25 += e <= kFairErrorPercent ? 1 : 0;
     errs.push_back(e);
     if (e > max_err) max_err = e, max_id = r["id"].get<std::string>();
+    if (r.contains("in_band")) {
+      ++banded;
+      in_band += r["in_band"].get<bool>() ? 1 : 0;
+    }
   }
   return Json{{"rows", selected},
               {"comparable_rows", comparable},
@@ -164,7 +233,129 @@ Json summarize(const Json& rows, const std::string& kind) {
               {"max_error_row", max_id},
               {"verdict_rows", verdicts},
               {"verdicts_right", right},
-              {"verdict_accuracy", verdicts ? share(right, verdicts) : 1.0}};
+              {"verdicts_wrong", verdicts - right},
+              {"verdict_accuracy", verdicts ? share(right, verdicts) : 1.0},
+              {"banded_rows", banded},
+              {"in_band", in_band},
+              {"band_coverage", banded ? Json(share(in_band, banded)) : Json(nullptr)}};
+}
+
+Json summarize(const Json& rows, const std::string& kind) {
+  return summarize_if(rows, [&](const Json& r) { return kind.empty() || r["kind"] == kind; });
+}
+
+std::string source_group(const std::string& url) {
+  std::string rest = url;
+  const size_t scheme = rest.find("://");
+  if (scheme != std::string::npos) rest = rest.substr(scheme + 3);
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= rest.size() && parts.size() < 3) {
+    const size_t slash = rest.find('/', start);
+    const std::string part = rest.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    if (!part.empty()) parts.push_back(part);
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  if (parts.empty()) return "unknown";
+  std::string host = parts[0];
+  for (char& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (host.rfind("www.", 0) == 0) host = host.substr(4);
+  // A repository is its owner and name, lower-cased; llama.cpp moved from ggerganov to ggml-org.
+  if (host == "github.com" && parts.size() >= 3) {
+    std::string repo = parts[1] + "/" + parts[2];
+    for (char& c : repo) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return repo == "ggerganov/llama.cpp" ? "ggml-org/llama.cpp" : repo;
+  }
+  // A paper is its own source; a site with many unrelated pages is grouped by its first two segments.
+  if ((host == "arxiv.org" || host == "huggingface.co") && parts.size() >= 3)
+    return host + "/" + parts[1] + "/" + parts[2];
+  return host;
+}
+
+Json calibrate_bands(const Json& rows) {
+  std::map<std::string, std::vector<double>> by_kind;
+  for (const auto& r : rows) {
+    if (r.value("design", kDesignUsed) != kDesignUsed || !r["comparable"].get<bool>() || !r.contains("log_error"))
+      continue;
+    by_kind[r["metric_kind"].get<std::string>()].push_back(std::fabs(r["log_error"].get<double>()));
+  }
+  Json out = Json::array();
+  for (auto& [kind, errs] : by_kind) {
+    if (kind == "other" || kind == "verdict") continue;
+    std::sort(errs.begin(), errs.end());
+    // The smallest q that at least kBandCoverage of the rows lie within: the ceil(0.8 n)-th value.
+    const size_t n = errs.size();
+    const size_t index = static_cast<size_t>(std::ceil(kBandCoverage * static_cast<double>(n))) - 1;
+    // Half a unit of the rows' rounding (log_error has kBandDecimals) added before rounding up.
+    const double q = std::ceil((errs[std::min(index, n - 1)] + 0.5 / kBandScale) * kBandScale) / kBandScale;
+    out.push_back(Json{{"kind", kind},
+                       {"rows", n},
+                       {"log_half_width", q},
+                       {"low", std::floor(std::exp(-q) * kBandScale) / kBandScale},
+                       {"high", std::ceil(std::exp(q) * kBandScale) / kBandScale}});
+  }
+  return out;
+}
+
+std::string error_bands_yaml(const Json& calibrated, const std::string& date) {
+  std::string text =
+      "# data/error_bands.yaml -- the error band of every estimate gpuplan prints, per metric kind.\n"
+      "# GENERATED: do not edit by hand. A band is q = the 80th percentile of |ln(measured / predicted)|\n"
+      "# over the comparable validation rows of its kind that shaped the model (design: used), printed\n"
+      "# as [estimate x low, estimate x high] with low = e^-q (rounded down) and high = e^q (rounded up).\n"
+      "# Held-out rows never set a band; `gpuplan validate` prints each band's coverage on both sets.\n"
+      "# The perf model's five kinds are required (perf_band); memory kinds are measured by validate.\n"
+      "source: \"gpuplan validate over validation/memory.yaml and validation/perf.yaml (design: used rows)\"\n"
+      "date: " +
+      date +
+      "\n"
+      "regenerate: \"GPUPLAN_UPDATE_BANDS=1 ./build/tests/gpuplan_tests "
+      "--gtest_filter='ErrorBands.TableIsCalibrated'\"\n"
+      "coverage: 0.8\n"
+      "bands:\n";
+  for (const auto& b : calibrated) {
+    text += "  - kind: " + b["kind"].get<std::string>() + "\n    rows: " + std::to_string(b["rows"].get<int>()) +
+            "\n    log_half_width: " + format_g(b["log_half_width"].get<double>()) +
+            "\n    low: " + format_g(b["low"].get<double>()) + "\n    high: " + format_g(b["high"].get<double>()) +
+            "\n";
+  }
+  return text;
+}
+
+Json group_summaries(const Json& rows) {
+  Json by_design = Json::object();
+  for (const char* d : {kDesignUsed, kDesignHeldOut})
+    by_design[d] = summarize_if(rows, [&](const Json& r) { return r["design"] == d; });
+  // Per metric kind and per source group, used and held-out rows apart, in the order of the files.
+  std::vector<std::string> metric_kinds, groups;
+  for (const auto& r : rows) {
+    const std::string mk = r["metric_kind"].get<std::string>(), g = r["source_group"].get<std::string>();
+    if (std::find(metric_kinds.begin(), metric_kinds.end(), mk) == metric_kinds.end()) metric_kinds.push_back(mk);
+    if (std::find(groups.begin(), groups.end(), g) == groups.end()) groups.push_back(g);
+  }
+  Json by_metric_kind = Json::array(), by_group = Json::array();
+  for (const auto& mk : metric_kinds) {
+    for (const char* d : {kDesignUsed, kDesignHeldOut}) {
+      Json s = summarize_if(rows, [&](const Json& r) { return r["metric_kind"] == mk && r["design"] == d; });
+      if (s["rows"].get<int>() == 0) continue;
+      Json entry{{"metric_kind", mk}, {"design", d}};
+      if (auto b = perf::error_band(mk)) entry["band"] = Json{{"low", b->low}, {"high", b->high}};
+      entry.update(s);
+      by_metric_kind.push_back(entry);
+    }
+    for (const auto& g : groups) {
+      for (const char* d : {kDesignUsed, kDesignHeldOut}) {
+        Json s = summarize_if(
+            rows, [&](const Json& r) { return r["metric_kind"] == mk && r["source_group"] == g && r["design"] == d; });
+        if (s["rows"].get<int>() == 0) continue;
+        Json entry{{"metric_kind", mk}, {"source_group", g}, {"design", d}};
+        entry.update(s);
+        by_group.push_back(entry);
+      }
+    }
+  }
+  return Json{{"summary_by_design", by_design}, {"by_metric_kind", by_metric_kind}, {"by_source_group", by_group}};
 }
 
 Result<Json> run_validation(const Catalog& catalog, const std::string& kind) {
@@ -181,7 +372,15 @@ Result<Json> run_validation(const Catalog& catalog, const std::string& kind) {
   Json summary = summarize(rows, "");
   Json by_kind = Json::object();
   for (const auto& k : kinds) by_kind[k.get<std::string>()] = summarize(rows, k.get<std::string>());
-  return Json{{"kinds", kinds}, {"rows", rows}, {"summary", summary}, {"summary_by_kind", by_kind}};
+  Json groups = group_summaries(rows);
+  return Json{{"kinds", kinds},
+              {"rows", rows},
+              {"summary", summary},
+              {"summary_by_kind", by_kind},
+              {"summary_by_design", groups["summary_by_design"]},
+              {"by_metric_kind", groups["by_metric_kind"]},
+              {"by_source_group", groups["by_source_group"]},
+              {"calibrated_bands", calibrate_bands(rows)}};
 }
 
 }  // namespace gpuplan::validate

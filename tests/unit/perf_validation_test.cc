@@ -1,5 +1,6 @@
-// The accuracy bound of the performance model, held on validation/perf.yaml: at least 80% of the
-// comparable rows within 25% and a median absolute error under 15%. Rows the model cannot predict
+// The accuracy bound of the performance model, held on the rows of validation/perf.yaml that shaped
+// it (design: used; held-out rows are reported by `validate`): at least 80% of the comparable rows
+// within 25% and a median absolute error under 15%. Rows the model cannot predict
 // (models outside the zoo) are skipped and reported, never counted as right.
 #include <gtest/gtest.h>
 
