@@ -2,7 +2,7 @@
 // memory bar per target with its capacity line, the verdict, the largest batch and context, and the
 // speed when this build has `perf`. Recomputes (debounced) as the inputs change.
 import { add, api, bytes, clear, commands, debounce, declaredDefault, el, errorBox, fmt, gpuList, gpuPicker, isUnavailable,
-  liveStatus, patternDefs, patternFill, readFile, seconds, svg, taskInfo, unavailable, vocabulary, words } from './ui.js';
+  liveStatus, chartPatterns, readFile, seconds, svg, taskInfo, unavailable, vocabulary, words } from './ui.js';
 
 const COMPONENTS = [
   ['weights_bytes', 'Weights'], ['kv_cache_bytes', 'KV cache'], ['activations_bytes', 'Activations'],
@@ -201,11 +201,12 @@ function memoryChart(d, targets) {
   const scale = (v) => ((width - left - right) * v) / max;
   const legendH = 30;
   const body = [];
+  const pat = chartPatterns();
   const used = COMPONENTS.filter(([k]) => targets.some((t) => (stackOf(t)[k] || 0) > 0));
   used.forEach(([k, name], i) => {
     const x = (i % 4) * 185;
     const y = Math.floor(i / 4) * 18;
-    body.push(svg('rect', { x, y, width: 14, height: 12, fill: patternFill(i), class: `comp comp-${i}` }),
+    body.push(svg('rect', { x, y, width: 14, height: 12, fill: pat.fill(i), class: `comp comp-${i}` }),
       svg('text', { x: x + 18, y: y + 11, class: 'chart-label', text: name }));
   });
   const top = legendH + Math.floor((used.length - 1) / 4) * 18;
@@ -217,7 +218,7 @@ function memoryChart(d, targets) {
       const v = stackOf(t)[k] || 0;
       if (v <= 0) return;
       const w = scale(v);
-      body.push(svg('rect', { x, y, width: Math.max(w, 0.5), height: barH, fill: patternFill(i), class: `comp comp-${i}` },
+      body.push(svg('rect', { x, y, width: Math.max(w, 0.5), height: barH, fill: pat.fill(i), class: `comp comp-${i}` },
         svg('title', { text: `${name}: ${bytes(v)}` })));
       x += w;
     });
@@ -230,5 +231,5 @@ function memoryChart(d, targets) {
   const h = top + targets.length * (barH + gap) + 10;
   return el('figure', { class: 'chart-box' }, el('figcaption', { text: 'Memory needed per target; the thick vertical line is the capacity' }),
     svg('svg', { viewBox: `0 0 ${width} ${h}`, class: 'chart memory-chart', role: 'img', 'aria-label': targets.map((t) => `${t.target}: ${t.fits ? 'fits' : t.refusal ? 'cannot run' : 'does not fit'}, needs ${bytes(t.total_bytes)} of ${bytes(t.capacity_bytes)}`).join('; ') },
-      patternDefs(), ...body));
+      pat.defs, ...body));
 }

@@ -1,6 +1,6 @@
 // Plan: where to rent it. Offers (the shipped snapshot or an uploaded file), the recommended plan
 // with its reasons, every plan considered, and a chart of cost against time.
-import { add, api, clear, commands, declaredDefault, el, errorBox, fmt, gpuList, isUnavailable, liveStatus, patternDefs, readFile, seconds, sortableTable, svg, taskInfo, unavailable, vocabulary, words } from './ui.js';
+import { add, api, clear, commands, declaredDefault, el, errorBox, fmt, gpuList, isUnavailable, liveStatus, readFile, seconds, sortableTable, svg, taskInfo, unavailable, vocabulary, words } from './ui.js';
 
 let form, out, status, vocab, offersText = null, offersName = '', trainTask;
 
@@ -163,7 +163,7 @@ function costTimeChart(plans, pareto) {
       : svg('circle', { cx: sx(q.x), cy: sy(q.y), r: 5, class: 'pt meet' }, title));
   }
   return el('figure', { class: 'chart-box' }, el('figcaption', { text: `Cost against time (${ax.yl} against ${ax.xl}): circles meet the goal, squares miss it; the dashed line is the Pareto front` }),
-    svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img', 'aria-label': `Cost against time for ${pts.length} plans` }, patternDefs(), ...body));
+    svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img', 'aria-label': `Cost against time for ${pts.length} plans` }, ...body));
 }
 
 // The offers gpuplan plans over: the shipped snapshot (or the server's --offers file) and, on a server

@@ -199,10 +199,15 @@ export function download(name, text, type = 'text/plain') {
 }
 
 // Fill patterns that tell series apart without colour (each also has its own shade and a label).
+// Every chart gets its own pattern ids (a per-chart prefix): a url(#id) fill resolves to the first
+// element with that id in the document, and a copy in a hidden panel draws nothing (issue #18).
 export const PATTERNS = ['solid', 'hatch', 'dots', 'cross', 'vert', 'back', 'grid', 'dense'];
-export function patternDefs() {
+let chartsDrawn = 0;  // numbers each chart's pattern ids
+// {defs, fill(i)}: the <defs> to put in one chart's SVG and the fill of its series i.
+export function chartPatterns() {
+  const prefix = `pat${++chartsDrawn}-`;
   const defs = svg('defs');
-  const mk = (id, ...shapes) => defs.append(svg('pattern', { id: `pat-${id}`, width: 8, height: 8, patternUnits: 'userSpaceOnUse' },
+  const mk = (id, ...shapes) => defs.append(svg('pattern', { id: `${prefix}${id}`, width: 8, height: 8, patternUnits: 'userSpaceOnUse' },
     svg('rect', { width: 8, height: 8, class: `pat-bg pat-bg-${id}` }), ...shapes));
   mk('solid');
   mk('hatch', svg('path', { d: 'M-2,2 l4,-4 M0,8 l8,-8 M6,10 l4,-4', class: 'pat-fg' }));
@@ -212,10 +217,7 @@ export function patternDefs() {
   mk('back', svg('path', { d: 'M-2,6 l4,4 M0,0 l8,8 M6,-2 l4,4', class: 'pat-fg' }));
   mk('grid', svg('path', { d: 'M0,0 h8 v8 M0,0 v8', class: 'pat-fg' }));
   mk('dense', svg('path', { d: 'M0,2 h8 M0,6 h8', class: 'pat-fg' }));
-  return defs;
-}
-export function patternFill(i) {
-  return `url(#pat-${PATTERNS[i % PATTERNS.length]})`;
+  return { defs, fill: (i) => `url(#${prefix}${PATTERNS[i % PATTERNS.length]})` };
 }
 
 // A horizontal bar chart: one group per metric, one bar per series, each bar labelled with its value.
@@ -224,6 +226,7 @@ export function barChart(title, metrics, series) {
   const barH = 18, gap = 6, groupGap = 22, left = 210, width = 720, right = 110;
   let y = 10;
   const body = [];
+  const pat = chartPatterns();
   for (const m of metrics) {
     const max = Math.max(...m.values.filter((v) => typeof v === 'number'), 0);
     body.push(svg('text', { x: 0, y: y + 12, class: 'chart-metric', text: `${m.name}${m.unit ? ` (${m.unit})` : ''}` }));
@@ -232,7 +235,7 @@ export function barChart(title, metrics, series) {
       const w = typeof v === 'number' && max > 0 ? Math.max(1, ((width - left - right) * v) / max) : 0;
       body.push(svg('text', { x: left - 8, y: y + barH - 5, class: 'chart-label', 'text-anchor': 'end', text: series[i] }));
       if (typeof v === 'number') {
-        body.push(svg('rect', { x: left, y, width: w, height: barH, fill: patternFill(i), class: `bar series-${i % PATTERNS.length}` },
+        body.push(svg('rect', { x: left, y, width: w, height: barH, fill: pat.fill(i), class: `bar series-${i % PATTERNS.length}` },
           svg('title', { text: `${series[i]}: ${fmt(v)} ${m.unit || ''}` })));
         body.push(svg('text', { x: left + w + 6, y: y + barH - 5, class: 'chart-value', text: fmt(v) }));
       } else {
@@ -243,7 +246,7 @@ export function barChart(title, metrics, series) {
     y += groupGap - gap;
   }
   return svg('svg', { viewBox: `0 0 ${width} ${y}`, class: 'chart', role: 'img', 'aria-label': title },
-    svg('title', { text: title }), patternDefs(), ...body);
+    svg('title', { text: title }), pat.defs, ...body);
 }
 
 // A status line that screen readers announce.

@@ -438,9 +438,34 @@ test('phone width: no sideways scrolling of the page', async (page) => {
   }
 });
 
+// Issue #18's page bugs, each reproduced here first.
+test('charts: the Fit chart keeps its patterns after Compare (pattern ids unique per chart)', async (page) => {
+  if (!have('fit')) return;
+  await open(page, '#/compare?gpu=a100-40gb-sxm4,a40');
+  await page.waitForSelector('#panel-compare svg.chart rect.bar');
+  await page.click('#tab-fit');
+  await page.waitForSelector('#panel-fit svg.memory-chart rect.comp', { timeout: 15000 });
+  // Each bar's fill names a pattern that document.getElementById finds inside the bar's own SVG (the first
+  // element with an id wins: a copy in a hidden panel drew the visible bars blank).
+  const bad = await page.evaluate(() => [...document.querySelectorAll('#panel-fit svg.memory-chart rect.comp')].map((r) => {
+    const m = /^url\(#([^)]+)\)$/.exec(r.getAttribute('fill') || '');
+    const target = m && document.getElementById(m[1]);
+    return !m ? `no pattern fill: ${r.getAttribute('fill')}` : !target ? `${m[1]} not found`
+      : target.closest('svg') !== r.closest('svg') ? `${m[1]} resolves to another chart's pattern` : null;
+  }).filter(Boolean));
+  expect(bad.length === 0, `fit chart bars: ${[...new Set(bad)].join('; ')}`);
+  const ids = await page.evaluate(() => [...document.querySelectorAll('svg pattern[id]')].map((p) => p.id));
+  expect(new Set(ids).size === ids.length, `pattern ids repeated across charts: ${ids.length} ids, ${new Set(ids).size} distinct`);
+});
+
 let failed = 0;
+let ran = 0;
 const started = Date.now();
+// WEB_ONLY=<regex> runs the tests whose names match (while working on one).
+const only = process.env.WEB_ONLY ? new RegExp(process.env.WEB_ONLY) : null;
 for (const t of tests) {
+  if (only && !only.test(t.name)) continue;
+  ++ran;
   const page = await browser.newPage();
   watch(page, t.name);
   const before = problems.length;
@@ -460,5 +485,5 @@ proc.kill('SIGTERM');
 market.proc.kill('SIGTERM');
 rmSync(userDataDir, { recursive: true, force: true });
 rmSync(market.dir, { recursive: true, force: true });
-console.log(`${tests.length - failed} of ${tests.length} browser tests passed in ${((Date.now() - started) / 1000).toFixed(1)} s; screenshots in ${shotDir}`);
+console.log(`${ran - failed} of ${ran} browser tests passed in ${((Date.now() - started) / 1000).toFixed(1)} s; screenshots in ${shotDir}`);
 process.exit(failed ? 1 : 0);
