@@ -311,23 +311,42 @@ export function gpuPicker({ id, labelText, gpus, selected = [], onchange, includ
   const draw = () => clear(chips, chosen.map((gid) => el('li', { class: 'chip' }, el('span', { text: gid }),
     el('button', { type: 'button', class: 'chip-remove', 'aria-label': `Remove ${gid}`, text: '×',
       onclick: () => { chosen.splice(chosen.indexOf(gid), 1); draw(); onchange([...chosen]); } }))));
-  const add = () => {
-    const v = input.value.trim();
-    if (!v) return;
-    const match = gpus.find((g) => g.id === v) || gpus.find((g) => g.name.toLowerCase() === v.toLowerCase());
-    const gid = match ? match.id : v;  // the server resolves aliases and reports unknown names
+  // What the catalog says of a typed name (GET /gpus/{name}): an id the list holds is taken as is; any
+  // other name is resolved by the server first, so an ambiguous or unknown one is refused here, beside
+  // the input, with its candidates, and nothing chosen or shown is wiped (issue #18).
+  const problem = el('div', { class: 'control-error', id: `${id}-error`, 'aria-live': 'assertive' });
+  const choose = (gid) => {
+    clear(problem);
     if (!chosen.includes(gid)) chosen.push(gid);
     input.value = '';
     msg.textContent = `Added ${gid}.`;
     draw();
     onchange([...chosen]);
   };
+  let asked = 0;  // the latest lookup: an older answer arriving late is dropped
+  const add = async () => {
+    const v = input.value.trim();
+    if (!v) return;
+    const known = gpus.find((g) => g.id === v) || gpus.find((g) => g.name.toLowerCase() === v.toLowerCase());
+    if (known) { choose(known.id); return; }
+    const mine = ++asked;
+    msg.textContent = `Looking up ${v}…`;
+    const r = await api(`/gpus/${v.split('/').map(encodeURIComponent).join('/')}`);
+    if (mine !== asked) return;
+    msg.textContent = '';
+    if (r.ok && r.data && r.data.id) { choose(r.data.id); return; }
+    if (r.status === 0 || r.status >= 500 || !r.error) { choose(v); return; }  // no answer: the command says what is wrong
+    // The candidates are the catalog's ids that the server's message names (it lists them in order).
+    const named = r.error.code === 'ambiguous' ? gpus.filter((g) => new RegExp(`(^|[\\s:,])${g.id.replace(/[.+]/g, '\\$&')}([,;]|$)`).test(r.error.message)) : [];
+    clear(problem, errorBox(r.error), named.length ? el('p', { class: 'candidates' }, 'Did you mean: ',
+      named.map((g) => el('button', { type: 'button', class: 'candidate', title: g.name, text: g.id, onclick: () => choose(g.id) }))) : null);
+  };
   input.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); add(); } });
   input.addEventListener('change', () => { if (gpus.some((g) => g.id === input.value.trim())) add(); });
   draw();
   return {
     node: el('div', { class: 'picker' }, el('label', { for: id, text: labelText }), ' ', input, datalist, ' ',
-      el('button', { type: 'button', text: 'Add', onclick: add, 'aria-label': `Add to ${labelText}` }), msg, chips),
+      el('button', { type: 'button', text: 'Add', onclick: add, 'aria-label': `Add to ${labelText}` }), msg, problem, chips),
     set(list) { chosen.splice(0, chosen.length, ...list); draw(); },
     get: () => [...chosen],
   };

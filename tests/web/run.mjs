@@ -81,7 +81,8 @@ console.log(`server ${base}, commands: ${health.commands.join(', ')}`);
 const problems = [];
 function watch(page, name) {
   page.on('pageerror', (e) => problems.push(`${name}: page error: ${e.message}`));
-  page.on('console', (m) => { if (m.type() === 'error' && !m.text().includes('404')) problems.push(`${name}: console: ${m.text()}`); });
+  // A 404 or 409 (an unknown or ambiguous name looked up) is an answer the page shows, not a fault.
+  page.on('console', (m) => { if (m.type() === 'error' && !/status of 40[49]/.test(m.text()) && !m.text().includes('404')) problems.push(`${name}: console: ${m.text()}`); });
   page.on('request', (r) => { if (!r.url().startsWith(base) && !r.url().startsWith(market.base) && !r.url().startsWith('data:') && !r.url().startsWith('blob:')) problems.push(`${name}: request to ${r.url()}`); });
 }
 
@@ -456,6 +457,38 @@ test('charts: the Fit chart keeps its patterns after Compare (pattern ids unique
   expect(bad.length === 0, `fit chart bars: ${[...new Set(bad)].join('; ')}`);
   const ids = await page.evaluate(() => [...document.querySelectorAll('svg pattern[id]')].map((p) => p.id));
   expect(new Set(ids).size === ids.length, `pattern ids repeated across charts: ${ids.length} ids, ${new Set(ids).size} distinct`);
+});
+
+test('pickers: an ambiguous name shows its candidates beside the input and keeps the results', async (page) => {
+  await open(page, '#/compare?gpu=a100-40gb-sxm4,a40');
+  const heads = () => page.locator('#panel-compare table.compare-table thead th').count();
+  await page.waitForSelector('#panel-compare table.compare-table');
+  for (const [name, some] of [['a100', 'a100-40gb-pcie'], ['A100 80GB', 'a100-80gb-pcie']]) {
+    await page.fill('#cmp-gpu', name);
+    await page.press('#cmp-gpu', 'Enter');
+    await page.waitForSelector('#panel-compare .picker .notice.error', { timeout: 10000 });
+    const said = await page.textContent('#panel-compare .picker');
+    expect(!said.includes('Added'), `"${name}" is not added: ${said}`);
+    expect(said.includes(name), `the message names what was typed: ${said}`);
+    const candidates = await page.locator('#panel-compare .picker button.candidate').allTextContents();
+    expect(candidates.includes(some) && candidates.includes('a100-80gb-sxm4'), `"${name}" lists its candidates: ${candidates}`);
+    expect(await heads() === 3, 'the comparison shown is kept');
+    expect(await page.locator('#panel-compare .compare-results svg.chart rect.bar').count() >= 4, 'the charts are kept');
+    expect(await page.inputValue('#cmp-gpu') === name, 'the typed name stays in the input to correct');
+  }
+  await page.click('#panel-compare .picker button.candidate:text-is("a100-80gb-sxm4")');
+  await page.waitForFunction(() => document.querySelectorAll('#panel-compare table.compare-table thead th').length === 4);
+  expect(await page.locator('#panel-compare .picker .notice.error').count() === 0, 'the message goes once a candidate is chosen');
+  // A name the catalog knows by another spelling is added under its id.
+  await page.fill('#cmp-gpu', 'H100 SXM');
+  await page.press('#cmp-gpu', 'Enter');
+  await page.waitForFunction(() => document.querySelectorAll('#panel-compare table.compare-table thead th').length === 5);
+  expect((await page.locator('#panel-compare .chips li span').allTextContents()).includes('h100-80gb-sxm5'), 'added by its id');
+  // An unknown name is refused beside the input too, the results kept.
+  await page.fill('#cmp-gpu', 'no-such-gpu-xyz');
+  await page.press('#cmp-gpu', 'Enter');
+  await page.waitForSelector('#panel-compare .picker .notice.error');
+  expect(await heads() === 5, 'an unknown name wipes nothing');
 });
 
 let failed = 0;
