@@ -276,8 +276,15 @@ test('MIG: build a layout by clicking, see validity and reason', async (page) =>
   await page.click('#panel-mig .slot[data-slot="5"]');
   await page.waitForSelector('#panel-mig .mig-verdict .invalid');
   expect((await page.textContent('#panel-mig .mig-verdict')).length > 12, 'a reason is given');
+  // The refused click is not kept: the diagram keeps the accepted 3g.20gb@4, the reason beside the input.
+  expect(await page.locator('#panel-mig button.instance').count() === 1, 'the refused instance is not drawn');
+  expect((await page.textContent('#mig-layout-error')).includes('3g.20gb@5'), 'the reason names the refused instance');
   await shot(page, 'mig-invalid');
+  await page.click('#panel-mig .slot[data-slot="0"]');
+  await page.waitForSelector('#panel-mig .mig-verdict .valid');
+  expect(await page.locator('#panel-mig button.instance').count() === 2, 'two instances placed');
   await page.click('#panel-mig button.instance >> nth=1');
+  await page.waitForFunction(() => document.querySelectorAll('#panel-mig button.instance').length === 1);
   await page.waitForSelector('#panel-mig .mig-verdict .valid');
   await shot(page, 'mig');
   // A typed layout with compute instances goes to mig.check as typed (the page has no grammar of its
@@ -489,6 +496,37 @@ test('pickers: an ambiguous name shows its candidates beside the input and keeps
   await page.press('#cmp-gpu', 'Enter');
   await page.waitForSelector('#panel-compare .picker .notice.error');
   expect(await heads() === 5, 'an unknown name wipes nothing');
+});
+
+test('MIG: an overlapping or over-budget layout is refused beside the input with the server\'s reason', async (page) => {
+  if (!have('mig.check')) return;
+  await open(page, '#/mig?gpu=a100-80gb-sxm4');
+  await page.waitForSelector('#panel-mig .mig-grid');
+  await page.fill('#mig-layout', '3g.40gb@0');
+  await page.click('#panel-mig button:has-text("Check")');
+  await page.waitForSelector('#panel-mig .mig-verdict .valid');
+  for (const bad of ['4g.40gb@0,4g.40gb@4', '3g.40gb@0,3g.40gb@2', '7g.80gb@0,1g.10gb@0']) {
+    const answer = await (await fetch(`${base}api/v1/mig/check`, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ gpu: 'a100-80gb-sxm4', layout: bad }) })).json();
+    expect(answer.valid === false, `the server refuses ${bad}`);
+    await page.fill('#mig-layout', bad);
+    await page.click('#panel-mig button:has-text("Check")');
+    await page.waitForFunction((r) => document.querySelector('#mig-layout-error')?.textContent.includes(r), answer.reason, { timeout: 10000 })
+      .catch(() => {});
+    const beside = await page.textContent('#mig-layout-error');
+    expect(beside.includes(answer.reason), `${bad}: the server's reason beside the input: ${beside}`);
+    const used = /Compute slices used: (\d+) of (\d+)/.exec(await page.textContent('#panel-mig .compute-label'));
+    expect(used && Number(used[1]) <= Number(used[2]), `${bad}: the diagram never uses more than the GPU has: ${used && used[0]}`);
+    const drawn = await page.locator('#panel-mig button.instance').evaluateAll((bs) => bs.map((b) => b.getAttribute('aria-label')));
+    expect(drawn.length === 1 && drawn[0].includes('3g.40gb at slot 0'), `${bad}: the diagram keeps the layout accepted before: ${drawn}`);
+    expect(await page.inputValue('#mig-layout') === bad, `${bad}: the refused text stays in the input to correct`);
+  }
+  await shot(page, 'mig-refused');
+  await page.fill('#mig-layout', '3g.40gb@0,3g.40gb@4');
+  await page.click('#panel-mig button:has-text("Check")');
+  await page.waitForSelector('#panel-mig .mig-verdict .valid');
+  expect((await page.textContent('#mig-layout-error')) === '', 'the reason goes once the layout is accepted');
+  expect(await page.locator('#panel-mig button.instance').count() === 2, 'the accepted layout is drawn');
 });
 
 let failed = 0;
