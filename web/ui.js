@@ -149,6 +149,11 @@ export function fmt(v, digits = 4) {
   return Number(v.toPrecision(digits)).toLocaleString('en-US', { maximumFractionDigits: 6 });
 }
 
+// A figure by its key: a year (release_year) is written as a year, never with a thousands separator.
+export function fmtFigure(key, v) {
+  return /(^|_)year$/.test(key) && Number.isInteger(v) ? String(v) : fmt(v);
+}
+
 const GiB = 1024 ** 3;
 export function bytes(v) {
   if (typeof v !== 'number') return '–';

@@ -529,6 +529,32 @@ test('MIG: an overlapping or over-budget layout is refused beside the input with
   expect(await page.locator('#panel-mig button.instance').count() === 2, 'the accepted layout is drawn');
 });
 
+test('figures: years as years, no serving "Total" repeating the hourly price, the plan form before the offers', async (page) => {
+  await open(page, '#/compare?gpu=a100-40gb-sxm4,a40');
+  await page.waitForSelector('#panel-compare table.compare-table');
+  const year = (await page.locator('#panel-compare table.compare-table tr:has(th:text-is("release year")) td').allTextContents()).map((t) => t.trim());
+  expect(year.length === 2 && year.every((y) => /^\d{4}\b/.test(y)), `release years written as years: ${year}`);
+  if (!have('plan')) return;
+  await open(page, '#/plan');
+  const order = await page.evaluate(() => {
+    const form = document.querySelector('#panel-plan form.workload');
+    const offers = document.querySelector('#panel-plan section.offers');
+    return form && offers ? form.compareDocumentPosition(offers) & Node.DOCUMENT_POSITION_FOLLOWING : -1;
+  });
+  expect(order > 0, 'the plan form comes before the offers table');
+  await page.click('#panel-plan form.workload button[type="submit"]');
+  await page.waitForSelector('#panel-plan .plan-results table.plans', { timeout: 20000 });
+  const headsServe = await page.locator('#panel-plan table.plans thead th').allTextContents();
+  expect(!headsServe.includes('Total'), `a serving plan has no Total column (it repeated the hourly price): ${headsServe}`);
+  expect(/no total/i.test(await page.textContent('#panel-plan table.plans caption')), 'the caption says why there is no total');
+  expect(!(await page.textContent('#panel-plan .recommended')).includes('in total'), 'the recommended serving plan states no total');
+  await page.selectOption('#plan-goal', 'train');
+  await page.fill('#plan-train', '1e9');
+  await page.click('#panel-plan form.workload button[type="submit"]');
+  await page.waitForFunction(() => document.querySelector('#panel-plan figcaption')?.textContent.includes('time to finish'), null, { timeout: 30000 });
+  expect((await page.locator('#panel-plan table.plans thead th').allTextContents()).includes('Total'), 'a training plan keeps its Total');
+});
+
 let failed = 0;
 let ran = 0;
 const started = Date.now();
