@@ -194,8 +194,14 @@ function render(d, perf, perfError) {
 
 // One stacked bar per target (same workload, so the same stack unless a target splits it) and a
 // vertical line at the target's capacity. Patterns and a legend tell the parts apart without colour.
+// Room for a target's label left of its bar: CHAR_UNITS per character at the charts' 12 px font (a
+// slice id such as a100-80gb-sxm4/3g.40gb is ~7.1 units a character) plus LABEL_PAD to the bar.
+const CHAR_UNITS = 7.6, LABEL_PAD = 16, BARS_UNITS = 520;
+const targetLabel = (t) => `${t.target}${(t.count || 1) > 1 ? ` ×${t.count}` : ''}`;
 function memoryChart(d, targets) {
-  const left = 150, width = 900, right = 230, barH = 22, gap = 12;
+  // The labels' column grows with the longest one (a fixed 150 cut "a100-80gb-sxm4/3g.40gb" at the edge).
+  const left = Math.max(150, Math.ceil(Math.max(...targets.map((t) => targetLabel(t).length)) * CHAR_UNITS) + LABEL_PAD);
+  const right = 230, width = left + BARS_UNITS + right, barH = 22, gap = 12;
   const stackOf = (t) => t.memory || d.memory || {};
   const max = Math.max(...targets.map((t) => Math.max(t.capacity_bytes || 0, t.total_bytes || stackOf(t).total_bytes || 0)), 1) * 1.05;
   const scale = (v) => ((width - left - right) * v) / max;
@@ -213,7 +219,7 @@ function memoryChart(d, targets) {
   targets.forEach((t, row) => {
     const y = top + row * (barH + gap);
     let x = left;
-    body.push(svg('text', { x: left - 8, y: y + barH - 6, 'text-anchor': 'end', class: 'chart-label', text: `${t.target}${(t.count || 1) > 1 ? ` ×${t.count}` : ''}` }));
+    body.push(svg('text', { x: left - 8, y: y + barH - 6, 'text-anchor': 'end', class: 'chart-label', text: targetLabel(t) }));
     used.forEach(([k, name], i) => {
       const v = stackOf(t)[k] || 0;
       if (v <= 0) return;

@@ -126,7 +126,7 @@ function render(d) {
       el('th', { scope: 'row' }, p.offer || '', marketMarks(p)), el('td', { text: p.provider || '' }), el('td', { text: p.region || '' }), el('td', { text: p.target || '' }),
       ['gpus', 'tp', 'pp', 'replicas', 'batch'].map((k) => el('td', { class: 'num', text: fmt(p[k]) })),
       el('td', { class: 'num', text: money(p.cost_per_hour) }), finite ? el('td', { class: 'num', text: money(p.cost_total) }) : null, el('td', { class: 'num', text: money(p.cost_per_million_tokens) }),
-      el('td', { class: 'num', text: p.seconds_total > 0 ? seconds(p.seconds_total) : typeof p.tpot_seconds === 'number' ? `${seconds(p.tpot_seconds)}/token` : '–' }),
+      el('td', { class: 'num time', text: p.seconds_total > 0 ? seconds(p.seconds_total) : typeof p.tpot_seconds === 'number' ? `${seconds(p.tpot_seconds)}/token` : '–' }),
       el('td', { text: p.meets_goal === false ? '✗ no' : '✓ yes' }), el('td', { text: p.reason || '' })))))));
   return res;
 }
@@ -156,7 +156,8 @@ function costTimeChart(plans, pareto) {
     svg('text', { x: (L + W) / 2, y: H - 10, 'text-anchor': 'middle', class: 'chart-label', text: ax.xl }),
     svg('text', { x: 14, y: (T + H - B) / 2, class: 'chart-label', transform: `rotate(-90 14 ${(T + H - B) / 2})`, 'text-anchor': 'middle', text: ax.yl })];
   for (let i = 0; i <= 4; ++i) {
-    body.push(svg('text', { x: sx((xmax * i) / 4), y: H - B + 16, 'text-anchor': 'middle', class: 'tick', text: seconds((xmax * i) / 4) }),
+    // The last tick ends at the axis' end ('middle' put half of "83.1 m" past the SVG's edge).
+    body.push(svg('text', { x: sx((xmax * i) / 4), y: H - B + 16, 'text-anchor': i === 4 ? 'end' : 'middle', class: 'tick', text: seconds((xmax * i) / 4) }),
       svg('text', { x: L - 6, y: sy((ymax * i) / 4) + 4, 'text-anchor': 'end', class: 'tick', text: fmt((ymax * i) / 4, 3) }));
   }
   const front = pareto.map((p) => ({ x: ax.x(p), y: ax.y(p) })).filter((q) => typeof q.x === 'number' && typeof q.y === 'number' && q.x > 0).sort((a, b) => a.x - b.x);

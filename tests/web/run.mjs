@@ -555,6 +555,74 @@ test('figures: years as years, no serving "Total" repeating the hourly price, th
   expect((await page.locator('#panel-plan table.plans thead th').allTextContents()).includes('Total'), 'a training plan keeps its Total');
 });
 
+// Every <text> of every chart shown, and every header of a figures table, whole inside its box (a label
+// cut at the SVG's edge, or a header cut by its table's scrolling box, reads as something else).
+async function clipped(page) {
+  return page.evaluate(() => {
+    const out = [];
+    const visible = (n) => n.getClientRects().length > 0;
+    for (const s of document.querySelectorAll('main svg, [role="tabpanel"] svg')) {
+      if (!visible(s) || s.closest('button')) continue;
+      const b = s.getBoundingClientRect();
+      for (const t of s.querySelectorAll('text')) {
+        const r = t.getBoundingClientRect();
+        if (r.width === 0 || !t.textContent.trim()) continue;
+        const slack = 0.5;  // sub-pixel rounding of text boxes
+        if (r.left < b.left - slack || r.right > b.right + slack || r.top < b.top - slack || r.bottom > b.bottom + slack) {
+          out.push(`"${t.textContent.trim()}" in ${s.getAttribute('class') || 'svg'} (${Math.round(r.left - b.left)}..${Math.round(r.right - b.left)} of ${Math.round(b.width)} px wide, ${Math.round(r.top - b.top)}..${Math.round(r.bottom - b.top)} of ${Math.round(b.height)} high)`);
+        }
+      }
+    }
+    for (const th of document.querySelectorAll('[role="tabpanel"] table th')) {
+      if (!visible(th)) continue;
+      const wrap = th.closest('.table-wrap') || th.closest('table').parentElement;
+      const w = wrap.getBoundingClientRect(), r = th.getBoundingClientRect();
+      if (r.right > w.right + 0.5 || r.left < w.left - 0.5) out.push(`header "${th.textContent.trim()}" cut by its table's box (${Math.round(r.left - w.left)}..${Math.round(r.right - w.left)} of ${Math.round(w.width)} px)`);
+    }
+    return out;
+  });
+}
+
+test('charts: no label clipped in any chart, every tab at 1400 px', async (page) => {
+  await page.setViewportSize({ width: 1400, height: 900 });
+  const found = [];
+  const look = async (where) => { await page.waitForTimeout(200); for (const c of await clipped(page)) found.push(`${where}: ${c}`); };
+  await open(page, '#/compare?gpu=a100-40gb-sxm4,a40,a100-80gb-sxm4/3g.40gb,h100-80gb-sxm5');
+  await page.waitForSelector('#panel-compare svg.chart rect.bar');
+  await look('compare');
+  await open(page, '#/gpu/a100-80gb-sxm4/3g.40gb');
+  await page.waitForSelector('.catalog-detail h2');
+  await look('MIG slice page');
+  await open(page, '#/gpu/a100-40gb-sxm4');
+  await page.waitForSelector('.catalog-detail h2');
+  await look('GPU page');
+  if (have('fit')) {
+    await open(page, '#/fit?gpu=a100-80gb-sxm4/3g.40gb,a100-80gb-sxm4/1g.10gb,a100-40gb-sxm4,h100-80gb-sxm5');
+    await page.waitForSelector('#panel-fit svg.memory-chart rect.comp', { timeout: 15000 });
+    await look('fit');
+  }
+  if (have('mig.check')) {
+    await open(page, '#/mig?gpu=a100-80gb-sxm4');
+    await page.waitForSelector('#panel-mig .mig-grid');
+    await look('mig');
+  }
+  if (have('plan')) {
+    await open(page, '#/plan');
+    await page.click('#panel-plan form.workload button[type="submit"]');
+    await page.waitForSelector('#panel-plan svg.chart .pt', { timeout: 20000 });
+    await look('plan (serving)');
+    await page.selectOption('#plan-goal', 'train');
+    await page.fill('#plan-train', '1e9');
+    await page.click('#panel-plan form.workload button[type="submit"]');
+    await page.waitForFunction(() => document.querySelector('#panel-plan figcaption')?.textContent.includes('time to finish'), null, { timeout: 30000 });
+    await look('plan (training)');
+  }
+  await open(page, '#/rent', market.base);
+  await page.waitForTimeout(500);
+  await look('rent');
+  expect(found.length === 0, `clipped labels:\n${found.join('\n')}`);
+});
+
 let failed = 0;
 let ran = 0;
 const started = Date.now();
