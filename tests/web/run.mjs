@@ -536,6 +536,8 @@ test('figures: years as years, no serving "Total" repeating the hourly price, th
   expect(year.length === 2 && year.every((y) => /^\d{4}\b/.test(y)), `release years written as years: ${year}`);
   if (!have('plan')) return;
   await open(page, '#/plan');
+  await page.waitForSelector('#panel-plan form.workload');
+  await page.waitForSelector('#panel-plan section.offers', { state: 'attached' });
   const order = await page.evaluate(() => {
     const form = document.querySelector('#panel-plan form.workload');
     const offers = document.querySelector('#panel-plan section.offers');
