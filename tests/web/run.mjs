@@ -455,13 +455,25 @@ test('charts: the Fit chart keeps its patterns after Compare (pattern ids unique
   await page.waitForSelector('#panel-fit svg.memory-chart rect.comp', { timeout: 15000 });
   // Each bar's fill names a pattern that document.getElementById finds inside the bar's own SVG (the first
   // element with an id wins: a copy in a hidden panel drew the visible bars blank).
-  const bad = await page.evaluate(() => [...document.querySelectorAll('#panel-fit svg.memory-chart rect.comp')].map((r) => {
+  const unresolved = (sel) => page.evaluate((q) => [...document.querySelectorAll(q)].map((r) => {
     const m = /^url\(#([^)]+)\)$/.exec(r.getAttribute('fill') || '');
     const target = m && document.getElementById(m[1]);
     return !m ? `no pattern fill: ${r.getAttribute('fill')}` : !target ? `${m[1]} not found`
       : target.closest('svg') !== r.closest('svg') ? `${m[1]} resolves to another chart's pattern` : null;
-  }).filter(Boolean));
+  }).filter(Boolean), sel);
+  let bad = await unresolved('#panel-fit svg.memory-chart rect.comp');
   expect(bad.length === 0, `fit chart bars: ${[...new Set(bad)].join('; ')}`);
+  // And back: Compare's bars after Fit drew its own chart (and a new comparison after that).
+  await page.click('#tab-compare');
+  await page.waitForSelector('#panel-compare svg.chart rect.bar');
+  bad = await unresolved('#panel-compare svg.chart rect.bar');
+  expect(bad.length === 0, `compare bars after Fit: ${[...new Set(bad)].join('; ')}`);
+  await page.click('button[aria-label="Remove a40"]');
+  await page.waitForFunction(() => document.querySelectorAll('#panel-compare table.compare-table thead th').length === 2);
+  await page.click('#tab-fit');
+  await page.waitForSelector('#panel-fit svg.memory-chart rect.comp');
+  bad = await unresolved('#panel-fit svg.memory-chart rect.comp');
+  expect(bad.length === 0, `fit chart bars after a new comparison: ${[...new Set(bad)].join('; ')}`);
   const ids = await page.evaluate(() => [...document.querySelectorAll('svg pattern[id]')].map((p) => p.id));
   expect(new Set(ids).size === ids.length, `pattern ids repeated across charts: ${ids.length} ids, ${new Set(ids).size} distinct`);
 });
@@ -619,9 +631,14 @@ test('charts: no label clipped in any chart, every tab at 1400 px', async (page)
     await page.waitForFunction(() => document.querySelector('#panel-plan figcaption')?.textContent.includes('time to finish'), null, { timeout: 30000 });
     await look('plan (training)');
   }
-  await open(page, '#/rent', market.base);
-  await page.waitForTimeout(500);
-  await look('rent');
+  await open(page, '#/catalog');
+  await page.locator('#panel-catalog table.sortable tbody tr').first().waitFor();
+  await look('catalog');
+  for (const tab of ['rent', 'provider']) {  // not signed in: their tables are HTML (no SVG), checked by header
+    await open(page, `#/${tab}`, market.base);
+    await page.waitForTimeout(500);
+    await look(tab);
+  }
   expect(found.length === 0, `clipped labels:\n${found.join('\n')}`);
 });
 
