@@ -1,5 +1,5 @@
 // Compare: GPUs and MIG slices side by side, with bar charts drawn here (SVG, patterns and labels).
-import { add, api, barChart, clear, el, errorBox, fmt, gpuList, gpuPicker, isUnavailable, label, liveStatus, unavailable, unitOf } from './ui.js';
+import { add, api, barChart, clear, el, errorBox, fmt, fmtFigure, gpuList, gpuPicker, isUnavailable, label, liveStatus, unavailable, unitOf } from './ui.js';
 
 let picker, results, status;
 let lastKey = '';
@@ -95,7 +95,7 @@ function render(d) {
         const v = kind === 'spec' ? x.specs[k] : ((kind === 'value' ? x.value : x.derived) || {})[k];
         const diffKey = kind === 'spec' ? k : `${kind}.${k}`;
         const diff = i > 0 && x.diff_percent_vs_first ? x.diff_percent_vs_first[diffKey] : undefined;
-        return el('td', { class: typeof v === 'number' ? 'num' : '' }, v === undefined || v === null ? el('span', { class: 'muted', text: 'not listed' }) : fmt(v),
+        return el('td', { class: typeof v === 'number' ? 'num' : '' }, v === undefined || v === null ? el('span', { class: 'muted', text: 'not listed' }) : fmtFigure(k, v),
           typeof diff === 'number' ? el('span', { class: 'diff', text: ` (${diff > 0 ? '+' : ''}${fmt(diff, 3)}%)` }) : null);
       })))))));
   return out;

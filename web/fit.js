@@ -2,7 +2,7 @@
 // memory bar per target with its capacity line, the verdict, the largest batch and context, and the
 // speed when this build has `perf`. Recomputes (debounced) as the inputs change.
 import { add, api, bytes, clear, commands, debounce, declaredDefault, el, errorBox, fmt, gpuList, gpuPicker, isUnavailable,
-  liveStatus, patternDefs, patternFill, readFile, seconds, svg, taskInfo, unavailable, vocabulary, words } from './ui.js';
+  liveStatus, chartPatterns, readFile, seconds, svg, taskInfo, unavailable, vocabulary, words } from './ui.js';
 
 const COMPONENTS = [
   ['weights_bytes', 'Weights'], ['kv_cache_bytes', 'KV cache'], ['activations_bytes', 'Activations'],
@@ -194,30 +194,37 @@ function render(d, perf, perfError) {
 
 // One stacked bar per target (same workload, so the same stack unless a target splits it) and a
 // vertical line at the target's capacity. Patterns and a legend tell the parts apart without colour.
+// Room for a target's label left of its bar: CHAR_UNITS per character at the charts' 12 px font (a
+// slice id such as a100-80gb-sxm4/3g.40gb is ~7.1 units a character) plus LABEL_PAD to the bar.
+const CHAR_UNITS = 7.6, LABEL_PAD = 16, BARS_UNITS = 520;
+const targetLabel = (t) => `${t.target}${(t.count || 1) > 1 ? ` ×${t.count}` : ''}`;
 function memoryChart(d, targets) {
-  const left = 150, width = 900, right = 230, barH = 22, gap = 12;
+  // The labels' column grows with the longest one (a fixed 150 cut "a100-80gb-sxm4/3g.40gb" at the edge).
+  const left = Math.max(150, Math.ceil(Math.max(...targets.map((t) => targetLabel(t).length)) * CHAR_UNITS) + LABEL_PAD);
+  const right = 230, width = left + BARS_UNITS + right, barH = 22, gap = 12;
   const stackOf = (t) => t.memory || d.memory || {};
   const max = Math.max(...targets.map((t) => Math.max(t.capacity_bytes || 0, t.total_bytes || stackOf(t).total_bytes || 0)), 1) * 1.05;
   const scale = (v) => ((width - left - right) * v) / max;
   const legendH = 30;
   const body = [];
+  const pat = chartPatterns();
   const used = COMPONENTS.filter(([k]) => targets.some((t) => (stackOf(t)[k] || 0) > 0));
   used.forEach(([k, name], i) => {
     const x = (i % 4) * 185;
     const y = Math.floor(i / 4) * 18;
-    body.push(svg('rect', { x, y, width: 14, height: 12, fill: patternFill(i), class: `comp comp-${i}` }),
+    body.push(svg('rect', { x, y, width: 14, height: 12, fill: pat.fill(i), class: `comp comp-${i}` }),
       svg('text', { x: x + 18, y: y + 11, class: 'chart-label', text: name }));
   });
   const top = legendH + Math.floor((used.length - 1) / 4) * 18;
   targets.forEach((t, row) => {
     const y = top + row * (barH + gap);
     let x = left;
-    body.push(svg('text', { x: left - 8, y: y + barH - 6, 'text-anchor': 'end', class: 'chart-label', text: `${t.target}${(t.count || 1) > 1 ? ` ×${t.count}` : ''}` }));
+    body.push(svg('text', { x: left - 8, y: y + barH - 6, 'text-anchor': 'end', class: 'chart-label', text: targetLabel(t) }));
     used.forEach(([k, name], i) => {
       const v = stackOf(t)[k] || 0;
       if (v <= 0) return;
       const w = scale(v);
-      body.push(svg('rect', { x, y, width: Math.max(w, 0.5), height: barH, fill: patternFill(i), class: `comp comp-${i}` },
+      body.push(svg('rect', { x, y, width: Math.max(w, 0.5), height: barH, fill: pat.fill(i), class: `comp comp-${i}` },
         svg('title', { text: `${name}: ${bytes(v)}` })));
       x += w;
     });
@@ -230,5 +237,5 @@ function memoryChart(d, targets) {
   const h = top + targets.length * (barH + gap) + 10;
   return el('figure', { class: 'chart-box' }, el('figcaption', { text: 'Memory needed per target; the thick vertical line is the capacity' }),
     svg('svg', { viewBox: `0 0 ${width} ${h}`, class: 'chart memory-chart', role: 'img', 'aria-label': targets.map((t) => `${t.target}: ${t.fits ? 'fits' : t.refusal ? 'cannot run' : 'does not fit'}, needs ${bytes(t.total_bytes)} of ${bytes(t.capacity_bytes)}`).join('; ') },
-      patternDefs(), ...body));
+      pat.defs, ...body));
 }

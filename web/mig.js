@@ -4,7 +4,10 @@
 import { add, api, clear, commands, download, el, errorBox, fmt, gpuList, isUnavailable, liveStatus, readFile, unavailable } from './ui.js';
 
 let gpuSelect, table = null, gpuId = '', instances = [], chosen = null;
-let palette, diagram, layoutInput, verdict, status, haveCheck = false, checkSeq = 0;
+let palette, diagram, layoutInput, layoutError, verdict, status, haveCheck = false, checkSeq = 0;
+// The instances of the last layout mig.check accepted: a refused layout (overlapping, over the compute
+// budget, a start the driver does not allow) is not drawn; the diagram goes back to these (issue #18).
+let accepted = [];
 
 export async function init(panel, r) {
   const have = await commands();
@@ -17,6 +20,7 @@ export async function init(panel, r) {
   layoutInput = el('input', { id: 'mig-layout', autocomplete: 'off', spellcheck: 'false', placeholder: 'profile@start,profile@start,... (or build it from the palette)' });
   layoutInput.addEventListener('change', () => check(layoutInput.value));
   verdict = el('div', { class: 'mig-verdict', role: 'status', 'aria-live': 'polite' });
+  layoutError = el('span', { id: 'mig-layout-error', class: 'layout-error', role: 'alert' });
   add(panel, 
     el('h2', { text: 'Share a GPU with MIG' }),
     el('p', { class: 'lead', text: 'A MIG instance takes whole memory slices at a start slot the driver allows, and a number of compute slices. Choose a profile, then a start slot; select a placed instance to remove it.' }),
@@ -24,7 +28,7 @@ export async function init(panel, r) {
     palette, diagram,
     el('p', {}, el('label', { for: 'mig-layout', text: 'Layout ' }), layoutInput, ' ',
       el('button', { type: 'button', text: 'Check', onclick: () => check(layoutInput.value) }), ' ',
-      el('button', { type: 'button', text: 'Clear', onclick: () => { instances = []; draw(); check(); } })),
+      el('button', { type: 'button', text: 'Clear', onclick: () => { instances = []; draw(); check(); } }), ' ', layoutError),
     haveCheck ? verdict : unavailable('Checking a layout (POST /api/v1/mig/check)'),
     status,
     packSection(have.includes('mig.pack')));
@@ -48,6 +52,8 @@ async function load(id) {
   if (!r.ok || !r.data.mig) { clear(diagram, errorBox(r.error || { message: `${id} has no MIG table` })); return; }
   table = r.data.mig;
   instances = [];
+  accepted = [];
+  layoutError.textContent = '';
   chosen = null;
   clear(palette, el('span', { class: 'palette-label', text: 'Profile: ' }), table.profiles.map((p) => el('button', {
     type: 'button', class: 'profile', 'aria-pressed': 'false', 'data-profile': p.name,
@@ -74,9 +80,10 @@ function layoutText() {
 
 const fromApi = (p) => ({ profile: p.profile, start: p.start === null || p.start === undefined ? null : p.start, ci: p.compute_instances || null });
 
-function draw() {
+// keepText: leave the layout box as typed (a refused layout stays there to be corrected).
+function draw(keepText = false) {
   if (!table) return;
-  layoutInput.value = layoutText();
+  if (!keepText) layoutInput.value = layoutText();
   const n = table.memory_slices;
   const p = chosen ? profile(chosen) : null;
   const starts = new Set(p ? (p.placements || []).map((x) => x.start) : []);
@@ -130,19 +137,34 @@ async function check(typed) {
   const text = typed === undefined ? layoutText() : typed.trim();
   if (!haveCheck) { if (typed === undefined) draw(); return; }
   const seq = ++checkSeq;
-  if (!text) { instances = []; draw(); clear(verdict, el('p', { text: 'Empty layout: choose a profile and a start slot.' })); return; }
+  if (!text) { instances = []; accepted = []; layoutError.textContent = ''; draw(); clear(verdict, el('p', { text: 'Empty layout: choose a profile and a start slot.' })); return; }
   const r = await api('/mig/check', { gpu: gpuId, layout: text });
   if (seq !== checkSeq) return;
   if (isUnavailable(r)) { clear(verdict, unavailable('Checking a layout', r.error)); return; }
+  // Refused (an unknown profile, or the driver would not accept it): the reason beside the input, the
+  // text kept there, the diagram back at the last accepted layout.
+  const refuse = (reason) => {
+    instances = accepted.map((i) => ({ ...i }));
+    draw(true);
+    layoutInput.value = text;
+    layoutError.textContent = `✗ Refused: ${reason}`;
+  };
   if (!r.ok) {
+    refuse(r.error.message);
     clear(verdict, el('p', { class: 'invalid' }, el('strong', { text: '✗ Invalid: ' }), r.error.message));
     return;
   }
   const d = r.data;
   const entries = Array.isArray(d.entries) ? d.entries : [];
   const placed = d.valid && Array.isArray(d.placements) && d.placements.length === entries.length;
-  instances = (placed ? d.placements : entries).map(fromApi);
-  draw();
+  if (d.valid) {
+    instances = (placed ? d.placements : entries).map(fromApi);
+    accepted = instances.map((i) => ({ ...i }));
+    layoutError.textContent = '';
+    draw();
+  } else {
+    refuse(`${d.reason || 'the driver would refuse it'}${d.rule ? ` (rule: ${d.rule})` : ''}`);
+  }
   clear(verdict,
     d.valid ? el('p', { class: 'valid' }, el('strong', { text: '✓ Valid.' }), ' The driver accepts this layout.',
       d.stranded ? ` Left unused: ${d.stranded.memory_slices} memory and ${d.stranded.compute_slices} compute slices.` : '')

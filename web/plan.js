@@ -1,14 +1,16 @@
 // Plan: where to rent it. Offers (the shipped snapshot or an uploaded file), the recommended plan
 // with its reasons, every plan considered, and a chart of cost against time.
-import { add, api, clear, commands, declaredDefault, el, errorBox, fmt, gpuList, isUnavailable, liveStatus, patternDefs, readFile, seconds, sortableTable, svg, taskInfo, unavailable, vocabulary, words } from './ui.js';
+import { add, api, clear, commands, declaredDefault, el, errorBox, fmt, gpuList, isUnavailable, liveStatus, readFile, seconds, sortableTable, svg, taskInfo, unavailable, vocabulary, words } from './ui.js';
 
 let form, out, status, vocab, offersText = null, offersName = '', trainTask;
 
 export async function init(panel) {
   const have = await commands();
-  add(panel, el('h2', { text: 'Where to rent it' }), offersSection(have.includes('offers.list')), el('h3', { text: 'Plan' }));
+  // The plan form first (what a renter came for), the offers it plans over after it.
+  add(panel, el('h2', { text: 'Where to rent it' }), el('h3', { text: 'Plan' }));
+  const offersBox = offersSection(have.includes('offers.list'));
   if (!have.includes('plan')) {
-    add(panel, unavailable('Plan (POST /api/v1/plan)'));
+    add(panel, unavailable('Plan (POST /api/v1/plan)'), offersBox);
     return;
   }
   const models = await api('/models');
@@ -52,7 +54,7 @@ export async function init(panel) {
       el('label', { class: 'check' }, el('input', { type: 'checkbox', id: 'plan-spot', name: 'spot' }), ' Allow spot'),
       el('label', {}, 'Show ', num('plan-top', 'top', 10, { step: 1, min: 1 }), ' plans')),
     el('button', { type: 'submit', text: 'Plan' }));
-  add(panel, el('p', { class: 'lead', text: 'For each offer gpuplan sizes the deployment (count, tensor and pipeline degree, replicas, batch), keeps what meets the goal and ranks by cost or time. Every rejected offer says why.' }), form, status, out);
+  add(panel, el('p', { class: 'lead', text: 'For each offer gpuplan sizes the deployment (count, tensor and pipeline degree, replicas, batch), keeps what meets the goal and ranks by cost or time. Every rejected offer says why.' }), form, status, out, offersBox);
 }
 
 function request() {
@@ -92,6 +94,9 @@ function render(d) {
   const plans = d.plans || [];
   const best = d.best || plans.find((p) => p.meets_goal !== false);
   const res = [];
+  // A total needs an end: a training job has one (seconds_total); a service runs until stopped, and the
+  // library's cost_total for it is one hour's price, so serving plans show no Total column.
+  const finite = plans.some((p) => p.seconds_total > 0);
   if (typeof d.configurations === 'number') {
     res.push(el('p', { class: 'muted', text: `${fmt(d.configurations)} configurations over ${fmt(d.offers_considered)} offers considered${d.now ? ` (prices as of their capture dates; today ${d.now})` : ''}.` }));
   }
@@ -101,7 +106,7 @@ function render(d) {
       el('p', {}, el('strong', { text: `${best.provider || ''} ${best.offer || ''}`.trim() }), marketMarks(best), best.region ? ` in ${best.region}` : '', `: ${best.gpus || 1} × ${best.target}`,
         best.tp ? `, tensor parallel ${best.tp}` : '', best.pp > 1 ? `, pipeline ${best.pp}` : '', best.replicas ? `, ${best.replicas} replica(s)` : '', best.batch ? `, batch ${best.batch}` : ''),
       el('ul', {},
-        el('li', { text: `Cost: ${money(best.cost_per_hour)} per hour${typeof best.cost_total === 'number' ? `, ${money(best.cost_total)} in total` : ''}${typeof best.cost_per_million_tokens === 'number' ? `, ${money(best.cost_per_million_tokens)} per million tokens` : ''}` }),
+        el('li', { text: `Cost: ${money(best.cost_per_hour)} per hour${finite && typeof best.cost_total === 'number' ? `, ${money(best.cost_total)} in total` : ''}${typeof best.cost_per_million_tokens === 'number' ? `, ${money(best.cost_per_million_tokens)} per million tokens` : ''}` }),
         typeof best.seconds_total === 'number' && best.seconds_total > 0 ? el('li', { text: `Time: ${seconds(best.seconds_total)}` }) : null,
         best.ttft_seconds > 0 ? el('li', { text: `Latency: first token ${seconds(best.ttft_seconds)}, then ${seconds(best.tpot_seconds)} per token; ${fmt(best.tokens_per_second)} tokens/s` }) : null,
         best.capacity_requests_per_second > 0 ? el('li', { text: `Capacity: ${fmt(best.capacity_requests_per_second)} requests/s` }) : null,
@@ -115,13 +120,13 @@ function render(d) {
       el('ul', {}, d.rejected.map((r) => el('li', {}, el('code', { text: r.offer }), r.target ? ` (${r.target})` : '', `: ${r.reason}`)))));
   }
   res.push(el('div', { class: 'table-wrap' }, el('table', { class: 'data plans' },
-    el('caption', { text: 'Plans considered' }),
-    el('thead', {}, el('tr', {}, ['Offer', 'Provider', 'Region', 'Target', 'GPUs', 'TP', 'PP', 'Replicas', 'Batch', 'Per hour', 'Total', 'Per M tokens', 'Time', 'Meets goal', 'Reason'].map((h) => el('th', { scope: 'col', text: h })))),
+    el('caption', { text: finite ? 'Plans considered' : 'Plans considered (no total: a service runs until stopped, so its cost is per hour and per million tokens)' }),
+    el('thead', {}, el('tr', {}, ['Offer', 'Provider', 'Region', 'Target', 'GPUs', 'TP', 'PP', 'Replicas', 'Batch', 'Per hour', finite ? 'Total' : null, 'Per M tokens', 'Time', 'Meets goal', 'Reason'].filter(Boolean).map((h) => el('th', { scope: 'col', text: h })))),
     el('tbody', {}, plans.map((p) => el('tr', {},
       el('th', { scope: 'row' }, p.offer || '', marketMarks(p)), el('td', { text: p.provider || '' }), el('td', { text: p.region || '' }), el('td', { text: p.target || '' }),
       ['gpus', 'tp', 'pp', 'replicas', 'batch'].map((k) => el('td', { class: 'num', text: fmt(p[k]) })),
-      el('td', { class: 'num', text: money(p.cost_per_hour) }), el('td', { class: 'num', text: money(p.cost_total) }), el('td', { class: 'num', text: money(p.cost_per_million_tokens) }),
-      el('td', { class: 'num', text: p.seconds_total > 0 ? seconds(p.seconds_total) : typeof p.tpot_seconds === 'number' ? `${seconds(p.tpot_seconds)}/token` : '–' }),
+      el('td', { class: 'num', text: money(p.cost_per_hour) }), finite ? el('td', { class: 'num', text: money(p.cost_total) }) : null, el('td', { class: 'num', text: money(p.cost_per_million_tokens) }),
+      el('td', { class: 'num time', text: p.seconds_total > 0 ? seconds(p.seconds_total) : typeof p.tpot_seconds === 'number' ? `${seconds(p.tpot_seconds)}/token` : '–' }),
       el('td', { text: p.meets_goal === false ? '✗ no' : '✓ yes' }), el('td', { text: p.reason || '' })))))));
   return res;
 }
@@ -151,7 +156,8 @@ function costTimeChart(plans, pareto) {
     svg('text', { x: (L + W) / 2, y: H - 10, 'text-anchor': 'middle', class: 'chart-label', text: ax.xl }),
     svg('text', { x: 14, y: (T + H - B) / 2, class: 'chart-label', transform: `rotate(-90 14 ${(T + H - B) / 2})`, 'text-anchor': 'middle', text: ax.yl })];
   for (let i = 0; i <= 4; ++i) {
-    body.push(svg('text', { x: sx((xmax * i) / 4), y: H - B + 16, 'text-anchor': 'middle', class: 'tick', text: seconds((xmax * i) / 4) }),
+    // The last tick ends at the axis' end ('middle' put half of "83.1 m" past the SVG's edge).
+    body.push(svg('text', { x: sx((xmax * i) / 4), y: H - B + 16, 'text-anchor': i === 4 ? 'end' : 'middle', class: 'tick', text: seconds((xmax * i) / 4) }),
       svg('text', { x: L - 6, y: sy((ymax * i) / 4) + 4, 'text-anchor': 'end', class: 'tick', text: fmt((ymax * i) / 4, 3) }));
   }
   const front = pareto.map((p) => ({ x: ax.x(p), y: ax.y(p) })).filter((q) => typeof q.x === 'number' && typeof q.y === 'number' && q.x > 0).sort((a, b) => a.x - b.x);
@@ -163,7 +169,7 @@ function costTimeChart(plans, pareto) {
       : svg('circle', { cx: sx(q.x), cy: sy(q.y), r: 5, class: 'pt meet' }, title));
   }
   return el('figure', { class: 'chart-box' }, el('figcaption', { text: `Cost against time (${ax.yl} against ${ax.xl}): circles meet the goal, squares miss it; the dashed line is the Pareto front` }),
-    svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img', 'aria-label': `Cost against time for ${pts.length} plans` }, patternDefs(), ...body));
+    svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img', 'aria-label': `Cost against time for ${pts.length} plans` }, ...body));
 }
 
 // The offers gpuplan plans over: the shipped snapshot (or the server's --offers file) and, on a server

@@ -149,6 +149,11 @@ export function fmt(v, digits = 4) {
   return Number(v.toPrecision(digits)).toLocaleString('en-US', { maximumFractionDigits: 6 });
 }
 
+// A figure by its key: a year (release_year) is written as a year, never with a thousands separator.
+export function fmtFigure(key, v) {
+  return /(^|_)year$/.test(key) && Number.isInteger(v) ? String(v) : fmt(v);
+}
+
 const GiB = 1024 ** 3;
 export function bytes(v) {
   if (typeof v !== 'number') return '–';
@@ -199,10 +204,15 @@ export function download(name, text, type = 'text/plain') {
 }
 
 // Fill patterns that tell series apart without colour (each also has its own shade and a label).
+// Every chart gets its own pattern ids (a per-chart prefix): a url(#id) fill resolves to the first
+// element with that id in the document, and a copy in a hidden panel draws nothing (issue #18).
 export const PATTERNS = ['solid', 'hatch', 'dots', 'cross', 'vert', 'back', 'grid', 'dense'];
-export function patternDefs() {
+let chartsDrawn = 0;  // numbers each chart's pattern ids
+// {defs, fill(i)}: the <defs> to put in one chart's SVG and the fill of its series i.
+export function chartPatterns() {
+  const prefix = `pat${++chartsDrawn}-`;
   const defs = svg('defs');
-  const mk = (id, ...shapes) => defs.append(svg('pattern', { id: `pat-${id}`, width: 8, height: 8, patternUnits: 'userSpaceOnUse' },
+  const mk = (id, ...shapes) => defs.append(svg('pattern', { id: `${prefix}${id}`, width: 8, height: 8, patternUnits: 'userSpaceOnUse' },
     svg('rect', { width: 8, height: 8, class: `pat-bg pat-bg-${id}` }), ...shapes));
   mk('solid');
   mk('hatch', svg('path', { d: 'M-2,2 l4,-4 M0,8 l8,-8 M6,10 l4,-4', class: 'pat-fg' }));
@@ -212,10 +222,7 @@ export function patternDefs() {
   mk('back', svg('path', { d: 'M-2,6 l4,4 M0,0 l8,8 M6,-2 l4,4', class: 'pat-fg' }));
   mk('grid', svg('path', { d: 'M0,0 h8 v8 M0,0 v8', class: 'pat-fg' }));
   mk('dense', svg('path', { d: 'M0,2 h8 M0,6 h8', class: 'pat-fg' }));
-  return defs;
-}
-export function patternFill(i) {
-  return `url(#pat-${PATTERNS[i % PATTERNS.length]})`;
+  return { defs, fill: (i) => `url(#${prefix}${PATTERNS[i % PATTERNS.length]})` };
 }
 
 // A horizontal bar chart: one group per metric, one bar per series, each bar labelled with its value.
@@ -224,6 +231,7 @@ export function barChart(title, metrics, series) {
   const barH = 18, gap = 6, groupGap = 22, left = 210, width = 720, right = 110;
   let y = 10;
   const body = [];
+  const pat = chartPatterns();
   for (const m of metrics) {
     const max = Math.max(...m.values.filter((v) => typeof v === 'number'), 0);
     body.push(svg('text', { x: 0, y: y + 12, class: 'chart-metric', text: `${m.name}${m.unit ? ` (${m.unit})` : ''}` }));
@@ -232,7 +240,7 @@ export function barChart(title, metrics, series) {
       const w = typeof v === 'number' && max > 0 ? Math.max(1, ((width - left - right) * v) / max) : 0;
       body.push(svg('text', { x: left - 8, y: y + barH - 5, class: 'chart-label', 'text-anchor': 'end', text: series[i] }));
       if (typeof v === 'number') {
-        body.push(svg('rect', { x: left, y, width: w, height: barH, fill: patternFill(i), class: `bar series-${i % PATTERNS.length}` },
+        body.push(svg('rect', { x: left, y, width: w, height: barH, fill: pat.fill(i), class: `bar series-${i % PATTERNS.length}` },
           svg('title', { text: `${series[i]}: ${fmt(v)} ${m.unit || ''}` })));
         body.push(svg('text', { x: left + w + 6, y: y + barH - 5, class: 'chart-value', text: fmt(v) }));
       } else {
@@ -243,7 +251,7 @@ export function barChart(title, metrics, series) {
     y += groupGap - gap;
   }
   return svg('svg', { viewBox: `0 0 ${width} ${y}`, class: 'chart', role: 'img', 'aria-label': title },
-    svg('title', { text: title }), patternDefs(), ...body);
+    svg('title', { text: title }), pat.defs, ...body);
 }
 
 // A status line that screen readers announce.
@@ -308,23 +316,42 @@ export function gpuPicker({ id, labelText, gpus, selected = [], onchange, includ
   const draw = () => clear(chips, chosen.map((gid) => el('li', { class: 'chip' }, el('span', { text: gid }),
     el('button', { type: 'button', class: 'chip-remove', 'aria-label': `Remove ${gid}`, text: '×',
       onclick: () => { chosen.splice(chosen.indexOf(gid), 1); draw(); onchange([...chosen]); } }))));
-  const add = () => {
-    const v = input.value.trim();
-    if (!v) return;
-    const match = gpus.find((g) => g.id === v) || gpus.find((g) => g.name.toLowerCase() === v.toLowerCase());
-    const gid = match ? match.id : v;  // the server resolves aliases and reports unknown names
+  // What the catalog says of a typed name (GET /gpus/{name}): an id the list holds is taken as is; any
+  // other name is resolved by the server first, so an ambiguous or unknown one is refused here, beside
+  // the input, with its candidates, and nothing chosen or shown is wiped (issue #18).
+  const problem = el('div', { class: 'control-error', id: `${id}-error`, 'aria-live': 'assertive' });
+  const choose = (gid) => {
+    clear(problem);
     if (!chosen.includes(gid)) chosen.push(gid);
     input.value = '';
     msg.textContent = `Added ${gid}.`;
     draw();
     onchange([...chosen]);
   };
+  let asked = 0;  // the latest lookup: an older answer arriving late is dropped
+  const add = async () => {
+    const v = input.value.trim();
+    if (!v) return;
+    const known = gpus.find((g) => g.id === v) || gpus.find((g) => g.name.toLowerCase() === v.toLowerCase());
+    if (known) { choose(known.id); return; }
+    const mine = ++asked;
+    msg.textContent = `Looking up ${v}…`;
+    const r = await api(`/gpus/${v.split('/').map(encodeURIComponent).join('/')}`);
+    if (mine !== asked) return;
+    msg.textContent = '';
+    if (r.ok && r.data && r.data.id) { choose(r.data.id); return; }
+    if (r.status === 0 || r.status >= 500 || !r.error) { choose(v); return; }  // no answer: the command says what is wrong
+    // The candidates are the catalog's ids that the server's message names (it lists them in order).
+    const named = r.error.code === 'ambiguous' ? gpus.filter((g) => new RegExp(`(^|[\\s:,])${g.id.replace(/[.+]/g, '\\$&')}([,;]|$)`).test(r.error.message)) : [];
+    clear(problem, errorBox(r.error), named.length ? el('p', { class: 'candidates' }, 'Did you mean: ',
+      named.map((g) => el('button', { type: 'button', class: 'candidate', title: g.name, text: g.id, onclick: () => choose(g.id) }))) : null);
+  };
   input.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); add(); } });
   input.addEventListener('change', () => { if (gpus.some((g) => g.id === input.value.trim())) add(); });
   draw();
   return {
     node: el('div', { class: 'picker' }, el('label', { for: id, text: labelText }), ' ', input, datalist, ' ',
-      el('button', { type: 'button', text: 'Add', onclick: add, 'aria-label': `Add to ${labelText}` }), msg, chips),
+      el('button', { type: 'button', text: 'Add', onclick: add, 'aria-label': `Add to ${labelText}` }), msg, problem, chips),
     set(list) { chosen.splice(0, chosen.length, ...list); draw(); },
     get: () => [...chosen],
   };
