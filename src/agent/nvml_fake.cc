@@ -160,11 +160,29 @@ class FakeNvml final : public NvmlBackend {
     }
     return kSuccess;
   }
-  const FakeGpu* gpu(Device d) const {
-    const auto i = reinterpret_cast<uintptr_t>(d);
-    return i >= 1 && i <= f_.gpus.size() ? &f_.gpus[i - 1] : nullptr;
+  // Handles are the addresses of the fixture's GPUs and instances (opaque to the reader, never null).
+  static Device handle_of(const FakeGpu& g) { return reinterpret_cast<Device>(const_cast<FakeGpu*>(&g)); }
+  static GpuInstanceHandle handle_of(const GpuInstance& i) {
+    return reinterpret_cast<GpuInstanceHandle>(const_cast<GpuInstance*>(&i));
   }
-  static int index_of(Device d) { return static_cast<int>(reinterpret_cast<uintptr_t>(d)) - 1; }
+  const FakeGpu* gpu(Device d) const {
+    const int i = index_of(d);
+    return i >= 0 ? &f_.gpus[static_cast<size_t>(i)] : nullptr;
+  }
+  int index_of(Device d) const {
+    for (size_t i = 0; i < f_.gpus.size(); ++i) {
+      if (handle_of(f_.gpus[i]) == d) return static_cast<int>(i);
+    }
+    return -1;
+  }
+  const GpuInstance* instance(GpuInstanceHandle h) const {
+    for (const FakeGpu& g : f_.gpus) {
+      for (const GpuInstance& i : g.info.instances) {
+        if (handle_of(i) == h) return &i;
+      }
+    }
+    return nullptr;
+  }
   const Fixture& fixture() const { return f_; }
 
  private:
@@ -195,14 +213,14 @@ Return fake_count(unsigned int* n) {
 Return fake_handle(unsigned int i, Device* d) {
   if (Return r = g_fake->fault("nvmlDeviceGetHandleByIndex_v2", static_cast<int>(i)); r != kSuccess) return r;
   if (i >= g_fake->fixture().gpus.size()) return kErrorInvalidArgument;
-  *d = reinterpret_cast<Device>(static_cast<uintptr_t>(i) + 1);
+  *d = FakeNvml::handle_of(g_fake->fixture().gpus[i]);
   return kSuccess;
 }
 template <typename Field>
 Return fake_text(const char* call, Device d, char* buf, unsigned int len, Field field) {
   const FakeGpu* g = g_fake->gpu(d);
   if (g == nullptr) return kErrorInvalidArgument;
-  if (Return r = g_fake->fault(call, FakeNvml::index_of(d)); r != kSuccess) return r;
+  if (Return r = g_fake->fault(call, g_fake->index_of(d)); r != kSuccess) return r;
   return copy_out(field(*g), buf, len);
 }
 Return fake_uuid(Device d, char* buf, unsigned int len) {
@@ -214,14 +232,14 @@ Return fake_name(Device d, char* buf, unsigned int len) {
 Return fake_pci(Device d, PciInfo* pci) {
   const FakeGpu* g = g_fake->gpu(d);
   if (g == nullptr) return kErrorInvalidArgument;
-  if (Return r = g_fake->fault("nvmlDeviceGetPciInfo_v3", FakeNvml::index_of(d)); r != kSuccess) return r;
+  if (Return r = g_fake->fault("nvmlDeviceGetPciInfo_v3", g_fake->index_of(d)); r != kSuccess) return r;
   *pci = PciInfo{};
   return copy_out(g->info.pci_bus_id, pci->bus_id, kPciBusIdSize);
 }
 Return fake_memory(Device d, Memory* m) {
   const FakeGpu* g = g_fake->gpu(d);
   if (g == nullptr) return kErrorInvalidArgument;
-  if (Return r = g_fake->fault("nvmlDeviceGetMemoryInfo", FakeNvml::index_of(d)); r != kSuccess) return r;
+  if (Return r = g_fake->fault("nvmlDeviceGetMemoryInfo", g_fake->index_of(d)); r != kSuccess) return r;
   m->total = static_cast<unsigned long long>(g->info.memory_bytes);
   m->free = m->total;
   m->used = 0;
@@ -230,7 +248,7 @@ Return fake_memory(Device d, Memory* m) {
 Return fake_mig_mode(Device d, unsigned int* current, unsigned int* pending) {
   const FakeGpu* g = g_fake->gpu(d);
   if (g == nullptr) return kErrorInvalidArgument;
-  if (Return r = g_fake->fault("nvmlDeviceGetMigMode", FakeNvml::index_of(d)); r != kSuccess) return r;
+  if (Return r = g_fake->fault("nvmlDeviceGetMigMode", g_fake->index_of(d)); r != kSuccess) return r;
   *current = *pending = g->info.mig_mode == "enabled" ? kMigEnabled : 0;
   return kSuccess;
 }
@@ -238,7 +256,7 @@ Return fake_mig_mode(Device d, unsigned int* current, unsigned int* pending) {
 Return fake_profile_info(Device d, unsigned int pid, GpuInstanceProfileInfo* info) {
   const FakeGpu* g = g_fake->gpu(d);
   if (g == nullptr) return kErrorInvalidArgument;
-  if (Return r = g_fake->fault("nvmlDeviceGetGpuInstanceProfileInfo", FakeNvml::index_of(d)); r != kSuccess) {
+  if (Return r = g_fake->fault("nvmlDeviceGetGpuInstanceProfileInfo", g_fake->index_of(d)); r != kSuccess) {
     return r;
   }
   if (pid >= g->profiles.size()) return kErrorNotSupported;
@@ -254,24 +272,21 @@ Return fake_profile_info(Device d, unsigned int pid, GpuInstanceProfileInfo* inf
 Return fake_instances(Device d, unsigned int pid, GpuInstanceHandle* out, unsigned int* count) {
   const FakeGpu* g = g_fake->gpu(d);
   if (g == nullptr) return kErrorInvalidArgument;
-  if (Return r = g_fake->fault("nvmlDeviceGetGpuInstances", FakeNvml::index_of(d)); r != kSuccess) return r;
+  if (Return r = g_fake->fault("nvmlDeviceGetGpuInstances", g_fake->index_of(d)); r != kSuccess) return r;
   unsigned n = 0;
   for (size_t k = 0; k < g->info.instances.size() && n < kMaxInstancesPerProfile; ++k) {
     if (pid < g->profiles.size() && g->info.instances[k].profile == g->profiles[pid]) {
-      // Handle: GPU index x 64 + instance index + 1 (never null).
-      out[n++] = reinterpret_cast<GpuInstanceHandle>(static_cast<uintptr_t>(FakeNvml::index_of(d)) * 64 + k + 1);
+      out[n++] = FakeNvml::handle_of(g->info.instances[k]);
     }
   }
   *count = n;
   return kSuccess;
 }
 Return fake_instance_info(GpuInstanceHandle h, GpuInstanceInfo* info) {
-  const auto v = reinterpret_cast<uintptr_t>(h) - 1;
-  const size_t gi = v / 64, k = v % 64;
-  const auto& gpus = g_fake->fixture().gpus;
-  if (gi >= gpus.size() || k >= gpus[gi].info.instances.size()) return kErrorInvalidArgument;
+  const GpuInstance* i = g_fake->instance(h);
+  if (i == nullptr) return kErrorInvalidArgument;
   *info = GpuInstanceInfo{};
-  info->placement.start = static_cast<unsigned>(gpus[gi].info.instances[k].start);
+  info->placement.start = static_cast<unsigned>(i->start);
   return kSuccess;
 }
 
@@ -297,7 +312,7 @@ Api FakeNvml::table() const {
 
 Result<std::unique_ptr<NvmlBackend>> open_fake_nvml(const std::string& file) {
   GPUPLAN_TRY(f, parse_fixture(file));
-  return std::unique_ptr<NvmlBackend>(std::make_unique<FakeNvml>(std::move(f), file));
+  return std::unique_ptr<NvmlBackend>(std::make_unique<FakeNvml>(f, file));
 }
 
 }  // namespace gpuplan::agent

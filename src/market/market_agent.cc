@@ -569,7 +569,7 @@ Result<int64_t> Market::mark_lost_nodes() {
                                 "token_sha256 IS NOT NULL AND last_heartbeat_at < ?1 ORDER BY node_id",
                                 params(deadline)));
     for (const Row& n : nodes) {
-      const std::string node_id = n.text(0);
+      const std::string& node_id = n.text(0);
       const int64_t last = n.integer(1);
       GPUPLAN_TRY(u, tx.exec("UPDATE node_agents SET lost_at = ?2 WHERE node_id = ?1", params(node_id, now)));
       (void)u;
