@@ -310,6 +310,91 @@ inline constexpr int64_t kMaxMinBillableSeconds = 30LL * 24 * 3600;   // 30 days
 inline constexpr size_t kMaxNameBytes = 128;                          // names, regions, uuids, keys
 inline constexpr size_t kMaxListRows = 10'000;                        // rows one list call returns (then kLimit)
 
+// --- the node agent (issue #15; src/market/market_agent.cc; docs/market.md, "The node agent") -------------
+// An agent's identity: the node its token is bound to. Not a Principal: an agent token opens only the
+// agent's endpoints (/api/v1/agent/*), for its own node; everywhere else it is 403.
+struct AgentPrincipal {
+  std::string node_id;
+  std::string provider_id;
+};
+// The one-time enrolment token `gpuplan nodes add` prints: "gpe_<node id>_<64 hex digits>", single use,
+// expiring; the store keeps its SHA-256 digest.
+struct EnrollmentToken {
+  std::string node_id;
+  std::string token;
+  int64_t expires_at_ms = 0;
+};
+// What enrolment gives the agent: its token "gpa_<id>_<64 hex digits>" (digest stored), shown once.
+struct AgentToken {
+  std::string node_id;
+  std::string token;
+  int64_t heartbeat_seconds = 0;
+};
+struct InventoryInstance {
+  std::string profile;  // "3g.40gb"
+  int start = 0;        // placement start (memory slice)
+};
+struct InventoryGpu {
+  std::string uuid;
+  std::string name;        // as NVML names it ("NVIDIA H100 80GB HBM3"); resolved through the catalog
+  std::string pci_bus_id;  // "00000000:17:00.0"
+  int64_t memory_bytes = 0;
+  std::string mig_mode;  // "enabled", "disabled" or "" (not supported / feature off)
+  std::vector<InventoryInstance> instances;
+};
+// A full snapshot: what the node has now. GPUs the node had and the snapshot lacks are gone.
+struct Inventory {
+  int64_t seq = 0;  // the agent's report counter: a report older than the last accepted is fenced (stale)
+  std::string boot_id;
+  std::string driver_version;
+  std::vector<std::string> features_off;  // NVML features the agent turned off (a symbol missing, NOT_SUPPORTED)
+  std::vector<InventoryGpu> gpus;
+};
+struct InventoryGpuResult {
+  std::string uuid;
+  std::string target;             // canonical catalog id; empty when unknown
+  std::string unsellable_reason;  // empty: sellable
+};
+struct InventoryResult {
+  std::string node_id;
+  int64_t seq = 0;
+  std::vector<InventoryGpuResult> gpus;
+  int64_t resumed = 0;  // lost rentals running again (same boot id, their GPU and instance back)
+  int64_t lost = 0;     // rentals whose GPU or MIG instance vanished (billing ended at the last heartbeat)
+  int64_t ended = 0;    // rentals ended as lost (a new boot id): claims freed
+};
+struct RunningReport {
+  std::string rental_id;
+  int64_t generation = 0;  // the rental's version the agent acted on
+};
+struct Heartbeat {
+  int64_t seq = 0;
+  std::string boot_id;
+  std::vector<RunningReport> running;
+};
+// One placement of a rental that should be on the node (a rental on two GPUs is two rows).
+struct DesiredRental {
+  std::string rental_id;
+  int64_t generation = 0;  // the rental's version: names derived from (id, generation) are idempotent
+  RentalState state = RentalState::kRunning;
+  std::string gpu_uuid;
+  std::string profile;  // empty: the whole GPU
+  int placement = 0;    // MIG placement start (0 for a whole GPU)
+};
+struct HeartbeatAnswer {
+  std::vector<DesiredRental> desired;
+  int64_t heartbeat_seconds = 0;
+  std::vector<std::string> ignored;  // reported rental ids that are not on this node (or not live)
+  bool stale = false;                // a generation older than the rental's: nothing was recorded (HTTP 409 `stale`)
+  std::string stale_reason;
+};
+inline constexpr int64_t kHeartbeatSeconds = 10;                 // the interval the server asks for (issue #15)
+inline constexpr int kMissedHeartbeatsForLoss = 3;               // then the node is lost: 30 s
+inline constexpr int64_t kEnrollmentTtlMs = 24LL * 3600 * 1000;  // a day to install the agent
+inline constexpr size_t kMaxInstancesPerGpu = 8;                 // 7 1g slices is the most MIG makes; 8 leaves room
+inline constexpr size_t kMaxRunningReports = 128;                // 16 GPUs x 7 slices, rounded up
+inline constexpr size_t kMaxFeaturesOff = 32;                    // the agent's NVML whitelist has fewer entries
+
 enum class Handoff {
   kImmediate,  // rent/start go reserved -> starting -> running at once (billing starts): this issue's default
   kManual,     // rent/start stop at reserved; the provider calls mark_running()
@@ -407,6 +492,26 @@ class Market {
   // Terminates live rentals past ends_at and stops running rentals of tenants whose charges reached
   // their credit limit. Returns how many rentals it changed.
   Result<int64_t> tick();
+
+  // --- the node agent (src/market/market_agent.cc) ---
+  // The provider (write role) of the node: a fresh one-time enrolment token (an older unused one stops
+  // working). add_node's HTTP route calls it, so `gpuplan nodes add` prints one.
+  Result<EnrollmentToken> issue_enrollment(const Principal& p, std::string_view node_id);
+  // Public (the token is the credential): trades a valid, unused, unexpired enrolment token for the node's
+  // agent token (a previous agent token of the node stops working). kUnauthenticated otherwise.
+  Result<AgentToken> enroll_agent(std::string_view enrollment_token, std::string_view boot_id);
+  // "Bearer gpa_..." or the bare token: kUnauthenticated when not a valid agent token.
+  Result<AgentPrincipal> authenticate_agent(std::string_view bearer) const;
+  // Whether `bearer` has the agent token's shape (the router answers 403, not 401, on other endpoints).
+  static bool looks_like_agent_token(std::string_view bearer);
+  // Reconciles the node's GPUs with a full snapshot; kConflict field "seq" when older than the last.
+  Result<InventoryResult> put_inventory(const AgentPrincipal& a, const Inventory& inventory);
+  // Records a heartbeat and answers what should run. kConflict field "seq" (stale), field "boot_id"
+  // (another boot: PUT the inventory first). A stale generation answers `stale` with the desired list.
+  Result<HeartbeatAnswer> heartbeat(const AgentPrincipal& a, const Heartbeat& hb);
+  // tick() calls it: nodes whose agent missed kMissedHeartbeatsForLoss heartbeats become lost (their
+  // running rentals lost, billed up to the last heartbeat). Returns how many rentals it changed.
+  Result<int64_t> mark_lost_nodes();
 
   struct Impl;
 

@@ -103,6 +103,11 @@ void add_serve_command(CLI::App& app);
 bool serve_requested();
 int run_serve(const Context& ctx);
 
+// `gpuplan agent` (cli_agent.cc): the node agent (src/agent/), a CLI-own row run instead of a command.
+void add_agent_command(CLI::App& app);
+bool agent_requested();
+int run_agent(const OutputFormat& fmt, const std::function<int(Error)>& report);
+
 // The market's commands (cli_market.cc): nodes, offers create|delete (and offers list --server), rent,
 // rentals, usage, tenants, tokens (HTTP calls to --server), and admin init (the store itself). A
 // CLI-own row after `offers list` (they extend `offers`).

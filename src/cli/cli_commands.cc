@@ -37,6 +37,7 @@ constexpr CommandRow kCommandRows[] = {
     {.path = "fit", .command = "fit", .render = render_fit, .prepare = read_model_file},
     {.path = "validate", .command = "validate", .render = render_validate},
     {.path = "serve", .command = "", .add = add_serve_command},
+    {.path = "agent", .command = "", .add = add_agent_command},  // the node agent (src/agent/): an HTTP client
     {.path = "perf", .command = "perf", .render = render_perf, .prepare = read_model_file},
     {.path = "plan", .command = "plan", .render = render_plan, .prepare = read_model_file},
     {.path = "models list", .command = "models.list", .render = render_models_list},

@@ -341,7 +341,14 @@ void add_market_commands(CLI::App& app) {
           return call("POST", "/nodes", &body);
         },
         [](const Json& r) {
-          return render_nodes(Json{{"nodes", Json::array({r})}});
+          std::string out = render_nodes(Json{{"nodes", Json::array({r})}});
+          if (r.contains("enrollment_token") && r["enrollment_token"].is_string()) {
+            // Shown once: `gpuplan agent --enroll TOKEN` on the node trades it for the agent's token.
+            out += "enrollment token (one use, 24 h): " + r["enrollment_token"].get<std::string>() +
+                   "\n  on the node: gpuplan agent --server URL --enroll TOKEN --token-file "
+                   "/var/lib/gpuplan/agent.token\n";
+          }
+          return out;
         });
     CLI::App* l = nodes->add_subcommand("list", "List the provider's nodes");
     add(

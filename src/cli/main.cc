@@ -55,6 +55,7 @@ int run(int argc, char** argv) {
   };
 
   if (cli::market_requested()) return cli::run_market(fmt, report);
+  if (cli::agent_requested()) return cli::run_agent(fmt, report);  // no catalog: the server resolves names
 
   auto catalog = Catalog::load(catalog_dirs);
   if (!catalog) return report(catalog.error());

@@ -18,6 +18,7 @@
 #include "gpuplan/catalog.h"
 #include "gpuplan/mig.h"
 #include "market/db.h"
+#include "market/market_internal.h"
 
 // GPUPLAN_CHECK around a call whose lambda argument uses GPUPLAN_CHECK itself would shadow its variable.
 #define MARKET_RUN(expr)                                        \
@@ -374,6 +375,10 @@ int profile_index(const MigTable& table, std::string_view name) {
   return -1;
 }
 
+// A condition on `n` (nodes): the node's agent has not been marked lost (market_agent.cc; no agent: not lost).
+constexpr const char* kNodeNotLost =
+    "NOT EXISTS (SELECT 1 FROM node_agents a WHERE a.node_id = n.id AND a.lost_at IS NOT NULL)";
+
 uint32_t mask_of(int start, int size) { return size >= 32 ? ~0u : (((1u << size) - 1u) << start); }
 
 // Everything placement needs, in one consistent read: the provider's nodes ("" = all), GPUs, claims,
@@ -393,13 +398,16 @@ Result<Snapshot> load_snapshot(Tx& tx, const Catalog& catalog, const std::string
   add(provider, "n.provider_id");
   add(region, "n.region");
   add(gpu_id, "g.catalog_id");
-  if (ready_only) where += std::string(where.empty() ? " WHERE " : " AND ") + "n.state = 'ready'";
-  GPUPLAN_TRY(rows,
-              tx.query("SELECT n.id, n.provider_id, n.name, n.region, n.interconnect, n.state, g.id, g.idx, g.uuid, "
-                       "g.catalog_id, g.mig_policy, g.mig_layout, g.mem_slices FROM nodes n JOIN gpus g ON "
-                       "g.node_id = n.id" +
-                           where + " ORDER BY n.created_at, n.id, g.idx",
-                       v));
+  // The agent's word (migration 0004): a GPU its inventory marked unsellable is never placed on, and a lost
+  // node sells nothing (it reads as draining) until it reports again (market_agent.cc).
+  where += std::string(where.empty() ? " WHERE " : " AND ") + "g.unsellable_reason IS NULL";
+  if (ready_only) where += " AND n.state = 'ready' AND " + std::string(kNodeNotLost);
+  GPUPLAN_TRY(rows, tx.query("SELECT n.id, n.provider_id, n.name, n.region, n.interconnect, CASE WHEN " +
+                                 std::string(kNodeNotLost) +
+                                 " THEN n.state ELSE 'draining' END, g.id, g.idx, g.uuid, g.catalog_id, g.mig_policy, "
+                                 "g.mig_layout, g.mem_slices FROM nodes n JOIN gpus g ON g.node_id = n.id" +
+                                 where + " ORDER BY n.created_at, n.id, g.idx",
+                             v));
   std::map<std::string, size_t, std::less<>> gpu_index;
   for (const Row& row : rows) {
     if (snap.nodes.empty() || snap.nodes.back().id != row.text(0)) {
@@ -1640,8 +1648,10 @@ Status Market::remove_node(const Principal& p, std::string_view node_id) {
                       "id");
     }
     const std::string id(node_id);
+    GPUPLAN_TRY(agent, tx.exec("DELETE FROM node_agents WHERE node_id = ?1", params(id)));
     GPUPLAN_TRY(a, tx.exec("DELETE FROM gpus WHERE node_id = ?1", params(id)));
     GPUPLAN_TRY(b, tx.exec("DELETE FROM nodes WHERE id = ?1", params(id)));
+    (void)agent;
     (void)a;
     (void)b;
     return bump_version(tx);
@@ -2049,10 +2059,11 @@ Result<Earnings> Market::earnings(const Principal& p) const {
 }
 
 Result<int64_t> Market::tick() {
-  int64_t changed = 0;
+  GPUPLAN_TRY(lost, mark_lost_nodes());  // market_agent.cc: three missed heartbeats
+  int64_t changed = lost;
   const int64_t now = impl_->now();
   MARKET_RUN(with_tx(*impl_->db, TxMode::kWrite, [&](Tx& tx) -> Status {
-    changed = 0;
+    changed = lost;
     GPUPLAN_TRY(ended, tx.query(std::string("SELECT ") + kRentalCols + kRentalFrom +
                                     "WHERE r.ends_at IS NOT NULL AND r.ends_at <= ?1 AND r.state NOT IN ('terminated', "
                                     "'failed', 'terminating')",
@@ -2079,9 +2090,32 @@ Result<int64_t> Market::tick() {
         ++changed;
       }
     }
-    return changed > 0 ? bump_version(tx) : Status::Ok();
+    return changed > lost ? bump_version(tx) : Status::Ok();
   }));
   return changed;
 }
+
+// --- what market_agent.cc uses of the logic here (src/market/market_internal.h) -----------------------------
+namespace internal {
+const Catalog& catalog(const Market::Impl& m) { return *m.catalog; }
+int64_t now(const Market::Impl& m) { return m.now(); }
+Db& db(Market::Impl& m) { return *m.db; }
+Status bump_version(Tx& tx) { return ::gpuplan::market::bump_version(tx); }
+std::string sha256_hex(std::string_view s) { return ::gpuplan::market::sha256_hex(s); }
+bool constant_time_equal(const std::string& a, const std::string& b) {
+  return ::gpuplan::market::constant_time_equal(a, b);
+}
+std::string random_hex(size_t bytes) { return ::gpuplan::market::random_hex(bytes); }
+std::string new_id(std::string_view prefix) { return ::gpuplan::market::new_id(prefix); }
+Result<Rental> load_rental(Tx& tx, std::string_view rental_id) {
+  GPUPLAN_TRY(rr, ::gpuplan::market::load_rental(tx, rental_id, ""));
+  return rr.r;
+}
+Status transition(Market::Impl& m, Tx& tx, std::string_view rental_id, RentalState to, const std::string& reason) {
+  auto rr = ::gpuplan::market::load_rental(tx, rental_id, "");
+  if (!rr) return rr.error();
+  return m.transition(tx, *rr, to, "system", reason);
+}
+}  // namespace internal
 
 }  // namespace gpuplan::market

@@ -8,6 +8,7 @@
 
 #include "core/decimal.h"
 #include "core/request.h"
+#include "server/agent_routes.h"
 #include "server/server.h"
 
 namespace gpuplan::server {
@@ -331,7 +332,7 @@ bool is_market_route(const HttpRequest& req, const std::vector<std::string>& seg
   if (segs.empty()) return false;
   const std::string& root = segs[0];
   if (root == "tenants" || root == "tokens" || root == "nodes" || root == "provider" || root == "rentals" ||
-      root == "usage" || root == "templates") {
+      root == "usage" || root == "templates" || root == "agent") {
     return true;
   }
   if (root == "offers") {
@@ -366,6 +367,7 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
   const size_t n = segs.size();
   const std::string& root = segs[0];
   if (n > 1 && !is_id(segs[1])) return no_route(req);
+  if (root == "agent") return agent_response(m, req, segs, body);  // the node agent's own endpoints
 
   // Public reads: the live catalog, like any rental site's.
   if (root == "offers" && n == 1 && get) {
@@ -395,6 +397,7 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
     kAddNode,
     kListNodes,
     kDrainNode,
+    kEnrollment,
     kRemoveNode,
     kCreateOffer,
     kDeleteOffer,
@@ -424,6 +427,7 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
       {root == "nodes" && n == 1, Op::kAddNode, "POST"},
       {root == "nodes" && n == 1, Op::kListNodes, "GET"},
       {root == "nodes" && n == 3 && segs[2] == "drain", Op::kDrainNode, "POST"},
+      {root == "nodes" && n == 3 && segs[2] == "enrollment", Op::kEnrollment, "POST"},
       {root == "nodes" && n == 2, Op::kRemoveNode, "DELETE"},
       {root == "offers" && n == 1, Op::kCreateOffer, "POST"},
       {root == "offers" && n == 2, Op::kDeleteOffer, "DELETE"},
@@ -457,6 +461,14 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
                               "this endpoint needs `Authorization: Bearer <token>` (`gpuplan admin init` prints the "
                               "platform's first token; `POST /tokens` makes more)",
                               "Authorization"});
+  }
+  if (Market::looks_like_agent_token(req.authorization)) {
+    // A node agent's token opens /agent/* only (issue #15): a valid one is 403 here, anything else 401.
+    auto agent = m.authenticate_agent(req.authorization);
+    if (!agent) return error_answer(agent.error());
+    return error_answer(Error{ErrorCode::kForbidden,
+                              "a node agent's token opens only /api/v1/agent/*; use a user's token (gpl_...) here",
+                              ""});
   }
   auto principal = m.authenticate(req.authorization);
   if (!principal) return error_answer(principal.error());
@@ -518,7 +530,23 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
     case Op::kAddNode: {
       auto spec = node_spec(body);
       if (!spec) return error_answer(spec.error());
-      return answer(m.add_node(p, *spec), 201, node_json);
+      auto node = m.add_node(p, *spec);
+      if (!node) return error_answer(node.error());
+      // The node's one-time enrolment token for `gpuplan agent --enroll` (shown once; POST
+      // /nodes/{id}/enrollment issues a fresh one).
+      auto enrol = m.issue_enrollment(p, node->id);
+      if (!enrol) return error_answer(enrol.error());
+      Json out = node_json(*node);
+      out["enrollment_token"] = enrol->token;
+      out["enrollment_expires_at_ms"] = enrol->expires_at_ms;
+      return json_answer(201, out);
+    }
+    case Op::kEnrollment: {
+      auto enrol = m.issue_enrollment(p, segs[1]);
+      if (!enrol) return error_answer(enrol.error());
+      return json_answer(201, Json{{"node_id", enrol->node_id},
+                                   {"enrollment_token", enrol->token},
+                                   {"enrollment_expires_at_ms", enrol->expires_at_ms}});
     }
     case Op::kListNodes:
       return answer(m.list_nodes(p), 200, nodes_json);

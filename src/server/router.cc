@@ -472,7 +472,7 @@ HttpResponse Router::api(const HttpRequest& req, std::string_view path, const Ca
       return run_it;
     }
     Json body = Json::object();
-    if (post) {
+    if (post || req.method == "PUT") {  // PUT: /agent/inventory
       if (auto refused = refuse_body(req, options_.max_body_bytes)) return *refused;
       if (auto refused = read_body(req, options_.json, body)) return *refused;
     }

@@ -173,7 +173,8 @@ TEST_F(MarketBodies, EveryKeyTheRoutesReadIsDeclared) {
   EXPECT_GE(ops.size(), 6u);
   std::set<std::string> walked;
   for (const auto& op : ops) {
-    const std::string method = op.method == "post" ? "POST" : op.method;
+    std::string method = op.method;  // "post", "put" (/agent/inventory)
+    for (char& ch : method) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
     const auto keys = table().of_command(op.command);
     ASSERT_FALSE(keys.empty()) << op.command << " (" << op.path << ") has no declaration in data/options.yaml";
     EXPECT_TRUE(table().strict(op.command)) << op.command;
@@ -195,6 +196,17 @@ TEST_F(MarketBodies, EveryKeyTheRoutesReadIsDeclared) {
         const HttpResponse r = call(method, op.path, nested);
         EXPECT_EQ(r.status, 400) << o->items << " " << item_key->name << ": " << r.body;
         EXPECT_EQ(error_of(r)["field"], o->name + "[0]." + item_key->name) << r.body;
+        if (item_key->items.empty()) continue;
+        // A list inside the items (an inventory GPU's instances): its keys, in the first item's first.
+        for (const OptionSpec* inner : table().of_command(item_key->items)) {
+          Json deep = op.example;
+          ASSERT_FALSE(deep[o->name][0][item_key->name].empty()) << op.command << ": no " << item_key->name;
+          deep[o->name][0][item_key->name][0][inner->name] = Json::object({{"not", "a value"}});
+          const HttpResponse d = call(method, op.path, deep);
+          EXPECT_EQ(d.status, 400) << item_key->items << " " << inner->name << ": " << d.body;
+          EXPECT_EQ(error_of(d)["field"], o->name + "[0]." + item_key->name + "[0]." + inner->name) << d.body;
+        }
+        walked.insert(item_key->items);
       }
       walked.insert(o->items);
     }
@@ -207,7 +219,9 @@ TEST_F(MarketBodies, EveryKeyTheRoutesReadIsDeclared) {
 
 // The routes have no typed reader of their own: each body is a Request of its declared command.
 TEST_F(MarketBodies, TheRoutesReadBodiesOnlyThroughTheDeclaration) {
-  const std::string routes = read_text(std::string(GPUPLAN_SOURCE_DIR) + "/src/server/market_routes.cc");
+  // The market's routes and the node agent's (issue #15).
+  const std::string routes = read_text(std::string(GPUPLAN_SOURCE_DIR) + "/src/server/market_routes.cc") +
+                             read_text(std::string(GPUPLAN_SOURCE_DIR) + "/src/server/agent_routes.cc");
   ASSERT_FALSE(routes.empty());
   for (const auto& op : body_operations()) {
     EXPECT_NE(routes.find("(body, \"" + op.command + "\")"), std::string::npos)

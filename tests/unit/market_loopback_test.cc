@@ -50,9 +50,11 @@ Answer call(int port, const std::string& method, const std::string& path, const 
   if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
   if (!if_match.empty()) h.emplace("If-Match", if_match);
   const std::string full = "/api/v1" + path;
+  const std::string payload = body ? body->dump() : "{}";
   httplib::Result r = method == "GET"      ? c.Get(full.c_str(), h)
                       : method == "DELETE" ? c.Delete(full.c_str(), h)
-                                           : c.Post(full.c_str(), h, body ? body->dump() : "{}", "application/json");
+                      : method == "PUT"    ? c.Put(full.c_str(), h, payload, "application/json")
+                                           : c.Post(full.c_str(), h, payload, "application/json");
   Answer a;
   if (!r) return a;
   a.status = r->status;
@@ -81,6 +83,7 @@ struct World {
   };
   Tenant prov_a, prov_b, rent_a, rent_b;
   std::string node_a, offer_slice_a, offer_gpu_a, offer_3g_a, rental_a;
+  std::string agent_a;  // node_a's agent token (issue #15): enrolled with the token POST /nodes gave
 };
 
 Result<World::Tenant> make_tenant(int port, const std::string& admin, const std::string& name,
@@ -140,6 +143,10 @@ Result<World> make_world(int port, const std::string& admin, int gpus, const std
   Answer na = call(port, "POST", "/nodes", w.prov_a.token, &n);
   if (na.status != 201) return Error{ErrorCode::kInternal, "POST /nodes: " + na.body.dump(), ""};
   w.node_a = na.body["id"];
+  const Json enrol{{"enrollment_token", na.body["enrollment_token"]}, {"boot_id", "boot-a"}};
+  Answer ea = call(port, "POST", "/agent/enroll", "", &enrol);
+  if (ea.status != 201) return Error{ErrorCode::kInternal, "POST /agent/enroll: " + ea.body.dump(), ""};
+  w.agent_a = ea.body["agent_token"];
   GPUPLAN_TRY(slice, make_offer(port, w.prov_a.token, "a100-80gb-sxm4/1g.10gb"));
   GPUPLAN_TRY(whole, make_offer(port, w.prov_a.token, "a100-80gb-sxm4"));
   GPUPLAN_TRY(three, make_offer(port, w.prov_a.token, "a100-80gb-sxm4/3g.40gb"));
@@ -235,7 +242,7 @@ TEST_P(MarketLoopback, EveryDocumentedOperationIsolatesTenantsAndNeedsATokenAndA
   auto w = make_world(port_, admin_, 2);
   ASSERT_TRUE(w.ok()) << w.error().message;
   const Json doc = openapi();
-  int walked = 0, with_id = 0;
+  int walked = 0, with_id = 0, with_agent = 0;
   for (auto it = doc["paths"].begin(); it != doc["paths"].end(); ++it) {
     const std::string path = it.key();
     const std::string root =
@@ -273,6 +280,18 @@ TEST_P(MarketLoopback, EveryDocumentedOperationIsolatesTenantsAndNeedsATokenAndA
         }
         Answer bad = call(port_, method, concrete, "gpl_nosuch_0000", &body);
         EXPECT_EQ(bad.status, 401) << where << " (unknown token): " << bad.body.dump();
+        Answer bad_agent = call(port_, method, concrete, "gpa_nosuch_0000", &body);
+        EXPECT_EQ(bad_agent.status, 401) << where << " (unknown agent token): " << bad_agent.body.dump();
+        if (root == "agent") {
+          // The agent's endpoints take the agent's token only: a user's (even the node's provider admin's) is 403.
+          Answer user = call(port_, method, concrete, w->prov_a.token, &body);
+          EXPECT_EQ(user.status, 403) << where << " with a user's token: " << user.body.dump();
+        } else {
+          // The agent's token opens /agent/* only: every other documented operation is 403 with it.
+          Answer agent = call(port_, method, concrete, w->agent_a, &body, "\"1\"");
+          EXPECT_EQ(agent.status, 403) << where << " with node A's agent token: " << agent.body.dump();
+          ++with_agent;
+        }
       }
       if (has_id) {
         ++with_id;
@@ -289,6 +308,7 @@ TEST_P(MarketLoopback, EveryDocumentedOperationIsolatesTenantsAndNeedsATokenAndA
   }
   EXPECT_GE(walked, 20);
   EXPECT_GE(with_id, 9);
+  EXPECT_GE(with_agent, 18);
   // Nothing of A's changed under B's calls.
   Answer r = call(port_, "GET", "/rentals/" + w->rental_a, w->rent_a.token);
   ASSERT_EQ(r.status, 200) << r.body.dump();
@@ -301,6 +321,77 @@ TEST_P(MarketLoopback, EveryDocumentedOperationIsolatesTenantsAndNeedsATokenAndA
   ASSERT_EQ(offers.status, 200) << offers.body.dump();
   ASSERT_FALSE(offers.body["offers"].empty());
   EXPECT_EQ(offers.body["offers"][0]["source"], "market");
+}
+
+// The agent's protocol over HTTP (issue #15): enrol once, PUT the inventory, heartbeat; an older seq is 409
+// `stale`, a heartbeat of another boot 409 `inventory_required`; another node's agent sees nothing of A's.
+TEST_P(MarketLoopback, AgentEnrolsReportsAndIsFencedOverHttp) {
+  auto w = make_world(port_, admin_, 1);
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  const Json inv{{"seq", 1},
+                 {"boot_id", "boot-a"},
+                 {"driver_version", "550.54.15"},
+                 {"gpus", Json::array({Json{{"uuid", "GPU-A-0"},
+                                            {"name", "NVIDIA A100-SXM4-80GB"},
+                                            {"pci_bus_id", "00000000:17:00.0"},
+                                            {"memory_bytes", 85899345920},
+                                            {"mig_mode", "enabled"},
+                                            {"instances", Json::array()}}})}};
+  Answer put = call(port_, "PUT", "/agent/inventory", w->agent_a, &inv);
+  ASSERT_EQ(put.status, 200) << put.body.dump();
+  EXPECT_EQ(put.body["node_id"], w->node_a);
+  EXPECT_EQ(put.body["gpus"][0]["target"], "a100-80gb-sxm4");
+  EXPECT_EQ(put.body["gpus"][0]["sellable"], true);
+  const Json hb{{"seq", 2}, {"boot_id", "boot-a"}, {"running", Json::array()}};
+  Answer beat = call(port_, "POST", "/agent/heartbeat", w->agent_a, &hb);
+  ASSERT_EQ(beat.status, 200) << beat.body.dump();
+  EXPECT_EQ(beat.body["heartbeat_seconds"], 10);
+  ASSERT_EQ(beat.body["desired"].size(), 1u);
+  EXPECT_EQ(beat.body["desired"][0]["rental_id"], w->rental_a);
+  EXPECT_EQ(beat.body["desired"][0]["profile"], "1g.10gb");
+  const int64_t generation = beat.body["desired"][0]["generation"];
+  Answer old = call(port_, "POST", "/agent/heartbeat", w->agent_a, &inv);  // seq 1 < 2
+  EXPECT_EQ(old.status, 409) << old.body.dump();
+  EXPECT_EQ(old.body["error"]["code"], "stale");
+  const Json old_gen{{"seq", 3},
+                     {"boot_id", "boot-a"},
+                     {"running", Json::array({Json{{"rental_id", w->rental_a}, {"generation", generation - 1}}})}};
+  Answer fenced = call(port_, "POST", "/agent/heartbeat", w->agent_a, &old_gen);
+  EXPECT_EQ(fenced.status, 409) << fenced.body.dump();
+  EXPECT_EQ(fenced.body["error"]["code"], "stale");
+  EXPECT_EQ(fenced.body["desired"].size(), 1u);
+  const Json reboot{{"seq", 4}, {"boot_id", "boot-b"}, {"running", Json::array()}};
+  Answer rb = call(port_, "POST", "/agent/heartbeat", w->agent_a, &reboot);
+  EXPECT_EQ(rb.status, 409) << rb.body.dump();
+  EXPECT_EQ(rb.body["error"]["code"], "inventory_required");
+  // Strict bodies: "1" is not a seq.
+  const Json bad{{"seq", "5"}, {"boot_id", "boot-a"}};
+  Answer typed = call(port_, "POST", "/agent/heartbeat", w->agent_a, &bad);
+  EXPECT_EQ(typed.status, 400) << typed.body.dump();
+  EXPECT_EQ(typed.body["error"]["field"], "seq");
+  // The enrolment token was single use; a fresh one comes from POST /nodes/{id}/enrollment.
+  Answer fresh = call(port_, "POST", "/nodes/" + w->node_a + "/enrollment", w->prov_a.token);
+  ASSERT_EQ(fresh.status, 201) << fresh.body.dump();
+  const Json enrol_b{{"enrollment_token", "gpe_" + w->node_a + "_00"}, {"boot_id", "x"}};
+  EXPECT_EQ(call(port_, "POST", "/agent/enroll", "", &enrol_b).status, 401);
+  // Provider B's node and agent: B's agent gets nothing of A's rental, and 403 on A's node.
+  const Json nb = node_body("node-b", 1, "GPU-B-");
+  Answer nba = call(port_, "POST", "/nodes", w->prov_b.token, &nb);
+  ASSERT_EQ(nba.status, 201) << nba.body.dump();
+  const Json enrol_other{{"enrollment_token", nba.body["enrollment_token"]}, {"boot_id", "boot-b"}};
+  Answer eb = call(port_, "POST", "/agent/enroll", "", &enrol_other);
+  ASSERT_EQ(eb.status, 201) << eb.body.dump();
+  const std::string agent_b = eb.body["agent_token"];
+  EXPECT_EQ(call(port_, "POST", "/nodes/" + w->node_a + "/drain", agent_b).status, 403);
+  const Json inv_b{{"seq", 1}, {"boot_id", "boot-b"}, {"gpus", Json::array()}};
+  ASSERT_EQ(call(port_, "PUT", "/agent/inventory", agent_b, &inv_b).status, 200);
+  const Json hb_b{{"seq", 2},
+                  {"boot_id", "boot-b"},
+                  {"running", Json::array({Json{{"rental_id", w->rental_a}, {"generation", generation}}})}};
+  Answer other = call(port_, "POST", "/agent/heartbeat", agent_b, &hb_b);
+  ASSERT_EQ(other.status, 200) << other.body.dump();
+  EXPECT_TRUE(other.body["desired"].empty());
+  EXPECT_EQ(other.body["ignored"], Json::array({w->rental_a}));
 }
 
 TEST_P(MarketLoopback, BodiesAsTheIssueGivesThemAndIfMatch) {

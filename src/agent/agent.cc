@@ -1,0 +1,246 @@
+// The node agent's loop (agent.h): enrol, PUT the inventory, heartbeat, back off on errors.
+#include "agent/agent.h"
+
+#include <httplib.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <ostream>
+#include <random>
+#include <thread>
+
+namespace gpuplan::agent {
+
+namespace {
+
+constexpr int kConnectTimeoutSeconds = 5;
+constexpr int kReadTimeoutSeconds = 30;
+constexpr size_t kMaxTokenFileBytes = 256;  // a token is under 100 bytes
+constexpr int kMinHeartbeatSeconds = 1;     // the server's interval is clamped to [1, 300] s
+constexpr int kMaxHeartbeatSeconds = 300;
+constexpr auto kStopPoll = std::chrono::milliseconds(100);  // how soon a sleeping agent sees SIGTERM
+
+struct Answer {
+  int status = 0;  // 0: no answer (connection refused, timeout)
+  Json body;
+  std::string transport_error;
+};
+
+Answer http_call(const std::string& server, const std::string& method, const std::string& path,
+                 const std::string& token, const Json& body) {
+  httplib::Client client(server);
+  client.set_connection_timeout(kConnectTimeoutSeconds, 0);
+  client.set_read_timeout(kReadTimeoutSeconds, 0);
+  client.set_write_timeout(kReadTimeoutSeconds, 0);
+  httplib::Headers headers;
+  if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
+  const std::string full = "/api/v1" + path;
+  const std::string payload = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  httplib::Result res = method == "PUT" ? client.Put(full, headers, payload, "application/json")
+                                        : client.Post(full, headers, payload, "application/json");
+  Answer a;
+  if (!res) {
+    a.transport_error = httplib::to_string(res.error());
+    return a;
+  }
+  a.status = res->status;
+  a.body = Json::parse(res->body, nullptr, false);
+  if (a.body.is_discarded()) a.body = Json::object();
+  return a;
+}
+
+std::string error_text(const Answer& a) {
+  if (a.status == 0) return "no answer (" + a.transport_error + ")";
+  if (a.body.contains("error") && a.body["error"].is_object()) {
+    const Json& e = a.body["error"];
+    return "HTTP " + std::to_string(a.status) + " " + e.value("code", std::string()) + ": " +
+           e.value("message", std::string());
+  }
+  return "HTTP " + std::to_string(a.status);
+}
+std::string error_code(const Answer& a) {
+  if (a.body.contains("error") && a.body["error"].is_object()) return a.body["error"].value("code", std::string());
+  return {};
+}
+
+Result<std::string> read_token_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::string();
+  std::string token(kMaxTokenFileBytes + 1, '\0');
+  in.read(token.data(), static_cast<std::streamsize>(token.size()));
+  token.resize(static_cast<size_t>(in.gcount()));
+  if (token.size() > kMaxTokenFileBytes)
+    return limit_error("the token file " + path + " is over 256 bytes", "token_file");
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  return token;
+}
+
+Status write_token_file(const std::string& path, const std::string& token) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return Error{ErrorCode::kUsage, "cannot write the token file " + path, "token_file"};
+    ::chmod(tmp.c_str(), S_IRUSR | S_IWUSR);  // 0600 before the secret goes in
+    out << token << "\n";
+    if (!out) return Error{ErrorCode::kUsage, "cannot write the token file " + path, "token_file"};
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Error{ErrorCode::kUsage, "cannot move the token file into " + path, "token_file"};
+  }
+  return Status::Ok();
+}
+
+void say(std::ostream& out, bool json, const std::string& event, const Json& detail) {
+  if (json) {
+    Json line = detail;
+    line["event"] = event;
+    out << line.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+  } else {
+    out << "gpuplan agent: " << event;
+    if (detail.contains("message")) out << ": " << detail["message"].get<std::string>();
+    out << "\n";
+  }
+  out.flush();
+}
+
+// Sleeps `seconds`, waking early when `stop` is set. False when stopped.
+bool nap(double seconds, const std::atomic<bool>& stop) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (stop.load()) return false;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+        kStopPoll,
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(until - std::chrono::steady_clock::now())));
+  }
+  return !stop.load();
+}
+
+}  // namespace
+
+int64_t next_seq(int64_t last) {
+  const int64_t wall =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  return std::max(last + 1, wall);
+}
+
+Status run_agent(const AgentOptions& o, const std::atomic<bool>& stop, bool json, std::ostream& out) {
+  GPUPLAN_TRY(backend, open_nvml(o.nvml));
+  if (o.server.empty()) {
+    if (!o.once) return usage_error("--server is required (only --once may print the inventory without one)", "server");
+    GPUPLAN_TRY(inv, backend->read());
+    const Json j = inventory_json(inv, backend->boot_id());
+    out << j.dump(2) << "\n";  // JSON either way: the inventory is data
+    return Status::Ok();
+  }
+  if (o.server.rfind("http://", 0) != 0) {
+    return usage_error("--server must be an http:// URL (got '" + o.server + "'); https needs a TLS proxy", "server");
+  }
+  std::string token;
+  if (!o.token_file.empty()) {
+    GPUPLAN_TRY(t, read_token_file(o.token_file));
+    token = t;
+  }
+  std::mt19937_64 rng(std::random_device{}());
+  int backoff = kInitialBackoffSeconds;
+  // A transient failure: wait (jittered, doubling up to the cap) and try again; false when stopped.
+  auto back_off = [&](const std::string& what) {
+    if (o.once) return false;
+    std::uniform_real_distribution<double> jitter(0.5, 1.0);
+    const double wait = backoff * jitter(rng);
+    say(out, json, "backoff",
+        Json{{"message", what + "; retrying in " + std::to_string(wait).substr(0, 4) + " s"}, {"seconds", wait}});
+    backoff = std::min(backoff * 2, o.max_backoff_seconds);
+    return nap(wait, stop);
+  };
+
+  while (token.empty()) {
+    if (o.enroll.empty()) {
+      return usage_error("no agent token: give --enroll TOKEN (from `gpuplan nodes add`) or a --token-file", "enroll");
+    }
+    Answer a = http_call(o.server, "POST", "/agent/enroll", "",
+                         Json{{"enrollment_token", o.enroll}, {"boot_id", backend->boot_id()}});
+    if (a.status == 201 && a.body.contains("agent_token") && a.body["agent_token"].is_string()) {
+      token = a.body["agent_token"].get<std::string>();
+      if (!o.token_file.empty()) GPUPLAN_CHECK(write_token_file(o.token_file, token));
+      say(out, json, "enrolled", Json{{"node_id", a.body.value("node_id", std::string())}, {"message", "enrolled"}});
+      break;
+    }
+    if (a.status == 401 || a.status == 400 || a.status == 413) {
+      return Error{ErrorCode::kUnauthenticated, "enrolment refused: " + error_text(a), "enroll"};
+    }
+    if (!back_off("enrolment: " + error_text(a)))
+      return o.once ? Status(Error{ErrorCode::kUnavailable, "enrolment: " + error_text(a), "server"}) : Status::Ok();
+  }
+
+  int64_t seq = 0;
+  int heartbeat_seconds = static_cast<int>(10);
+  bool need_inventory = true;
+  int since_inventory = 0;
+  std::string boot;
+  Json running = Json::array();    // what the last answer said should run, echoed as running
+  Json once_out = Json::object();  // --once with a server: the inventory's and the heartbeat's answers
+  while (!stop.load()) {
+    if (need_inventory || since_inventory >= kInventoryEveryHeartbeats || backend->boot_id() != boot) {
+      auto inv = backend->read();
+      if (!inv) {
+        if (!back_off("NVML: " + inv.error().message)) return o.once ? Status(inv.error()) : Status::Ok();
+        continue;
+      }
+      boot = backend->boot_id();
+      Json body = inventory_json(*inv, boot);
+      seq = next_seq(seq);
+      body["seq"] = seq;
+      Answer a = http_call(o.server, "PUT", "/agent/inventory", token, body);
+      if (a.status == 401 || a.status == 403) {
+        return Error{ErrorCode::kUnauthenticated, "the server refused the agent token: " + error_text(a), "token"};
+      }
+      if (a.status != 200) {
+        if (!back_off("inventory: " + error_text(a)))
+          return o.once ? Status(Error{ErrorCode::kUnavailable, error_text(a), "server"}) : Status::Ok();
+        continue;
+      }
+      if (o.once) once_out["inventory"] = a.body;
+      if (!o.once)
+        say(out, json, "inventory", Json{{"seq", seq}, {"gpus", body["gpus"].size()}, {"message", "inventory sent"}});
+      need_inventory = false;
+      since_inventory = 0;
+    }
+    seq = next_seq(seq);
+    Answer h = http_call(o.server, "POST", "/agent/heartbeat", token,
+                         Json{{"seq", seq}, {"boot_id", boot}, {"running", running}});
+    if (h.status == 401 || h.status == 403) {
+      return Error{ErrorCode::kUnauthenticated, "the server refused the agent token: " + error_text(h), "token"};
+    }
+    if (h.status == 409 && error_code(h) == "inventory_required") {
+      need_inventory = true;
+      continue;
+    }
+    if (h.status == 200 || (h.status == 409 && error_code(h) == "stale" && h.body.contains("desired"))) {
+      backoff = kInitialBackoffSeconds;
+      running = Json::array();
+      for (const Json& d : h.body.value("desired", Json::array())) {
+        if (d.is_object() && d.contains("rental_id")) {
+          running.push_back(Json{{"rental_id", d["rental_id"]}, {"generation", d.value("generation", 0)}});
+        }
+      }
+      heartbeat_seconds = std::clamp(h.body.value("heartbeat_seconds", 10), kMinHeartbeatSeconds, kMaxHeartbeatSeconds);
+      if (o.once) {
+        once_out["heartbeat"] = h.body;
+        out << once_out.dump(2) << "\n";
+        return Status::Ok();
+      }
+      ++since_inventory;
+      if (!nap(heartbeat_seconds, stop)) break;
+      continue;
+    }
+    if (!back_off("heartbeat: " + error_text(h)))
+      return o.once ? Status(Error{ErrorCode::kUnavailable, error_text(h), "server"}) : Status::Ok();
+  }
+  say(out, json, "stopped", Json{{"message", "stopped"}});
+  return Status::Ok();
+}
+
+}  // namespace gpuplan::agent

@@ -1,0 +1,55 @@
+// `gpuplan agent` (issue #15): the thin CLI row of the node agent; the agent itself is src/agent/.
+#include <atomic>
+#include <csignal>
+#include <iostream>
+
+#include "agent/agent.h"
+#include "cli/cli.h"
+
+namespace gpuplan::cli {
+
+namespace {
+
+struct AgentCommand {
+  CLI::App* app = nullptr;
+  agent::AgentOptions options;
+};
+AgentCommand& agent_command() {
+  static AgentCommand command;
+  return command;
+}
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) { g_stop.store(true); }
+
+}  // namespace
+
+void add_agent_command(CLI::App& app) {
+  AgentCommand& c = agent_command();
+  c.app = app.add_subcommand("agent", "Run the node agent: report this node's GPUs (NVML) to a market server");
+  c.app->add_option("--server", c.options.server, "The market's server, http://HOST:PORT");
+  c.app->add_option("--enroll", c.options.enroll, "The one-time enrolment token `gpuplan nodes add` printed");
+  c.app->add_option("--token-file", c.options.token_file,
+                    "The agent token: read when present, written (0600) after enrolment");
+  c.app->add_flag("--once", c.options.once,
+                  "One inventory (and with --server one heartbeat), printed, then exit; without --server: "
+                  "print the inventory only");
+  c.app->add_option("--nvml", c.options.nvml, "nvml (libnvidia-ml.so.1), nvml:PATH, or fake:FILE (a JSON fixture)")
+      ->default_str("nvml");
+}
+
+bool agent_requested() { return agent_command().app && agent_command().app->parsed(); }
+
+int run_agent(const OutputFormat& fmt, const std::function<int(Error)>& report) {
+  AgentCommand& c = agent_command();
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  Status s = agent::run_agent(c.options, g_stop, fmt.json, std::cout);
+  if (!s) return report(s.error());
+  return 0;
+}
+
+}  // namespace gpuplan::cli

@@ -1,0 +1,38 @@
+// What the market's other files (market_agent.cc) use of market.cc's logic: the one transition function,
+// the version bump that keys every process's offer view, token digests and ids. Not a public interface:
+// a file of src/market only.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "gpuplan/market.h"
+#include "gpuplan/status.h"
+
+namespace gpuplan {
+class Catalog;
+}
+
+namespace gpuplan::market {
+class Tx;
+class Db;
+}  // namespace gpuplan::market
+
+namespace gpuplan::market::internal {
+
+const Catalog& catalog(const Market::Impl& m);
+int64_t now(const Market::Impl& m);
+Db& db(Market::Impl& m);
+// market_version + 1: the next list of offers rebuilds its view (inventory, claims or offers changed).
+Status bump_version(Tx& tx);
+std::string sha256_hex(std::string_view s);                            // lowercase hex
+bool constant_time_equal(const std::string& a, const std::string& b);  // CRYPTO_memcmp on equal lengths
+std::string random_hex(size_t bytes);                                  // RAND_bytes, 2 x bytes hex digits
+std::string new_id(std::string_view prefix);                           // prefix + 80 random bits
+// A rental by id, any tenant's (the agent's node scope is checked by the caller), with its placements.
+Result<Rental> load_rental(Tx& tx, std::string_view rental_id);
+// THE transition function (Market::Impl::transition) on rental `rental_id`, actor "system".
+Status transition(Market::Impl& m, Tx& tx, std::string_view rental_id, RentalState to, const std::string& reason);
+
+}  // namespace gpuplan::market::internal

@@ -1,0 +1,208 @@
+// The node agent's endpoints (see agent_routes.h): request JSON -> one Market call -> answer JSON.
+#include "server/agent_routes.h"
+
+#include "core/request.h"
+#include "server/server.h"
+
+namespace gpuplan::server {
+
+namespace {
+
+using market::Market;
+
+HttpResponse json_answer(int status, const Json& body) {
+  HttpResponse res;
+  res.status = status;
+  res.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  res.headers.emplace_back("Cache-Control", "no-store");
+  return res;
+}
+
+// The market's errors, with the agent's two kinds of 409 named: `stale` (an older seq: fenced) and
+// `inventory_required` (a heartbeat from a boot the inventory has not described).
+HttpResponse error_answer(const Error& e) {
+  if (e.code == ErrorCode::kConflict && e.field == "seq") return error_response(409, "stale", e.message, e.field);
+  if (e.code == ErrorCode::kConflict && e.field == "boot_id") {
+    return error_response(409, "inventory_required", e.message, e.field);
+  }
+  HttpResponse res = json_answer(http_status(e.code), error_json(e));
+  if (e.code == ErrorCode::kUnauthenticated) res.headers.emplace_back("WWW-Authenticate", "Bearer");
+  if (e.code == ErrorCode::kUnavailable) res.headers.emplace_back("Retry-After", "1");
+  return res;
+}
+
+HttpResponse method_not_allowed(const char* allowed) {
+  HttpResponse res = error_response(405, "method_not_allowed", std::string("use ") + allowed + " here", "method");
+  res.headers.emplace_back("Allow", allowed);
+  return res;
+}
+
+// The agent behind the request's token. A user's valid token is 403 (it opens everything but this); a
+// missing or unknown one 401.
+Result<market::AgentPrincipal> agent_of(Market& m, const HttpRequest& req) {
+  if (trim(req.authorization).empty()) {
+    return Error{ErrorCode::kUnauthenticated,
+                 "the agent endpoints need `Authorization: Bearer gpa_...`, the token POST /agent/enroll gave",
+                 "Authorization"};
+  }
+  if (!Market::looks_like_agent_token(req.authorization)) {
+    if (m.authenticate(req.authorization)) {
+      return Error{ErrorCode::kForbidden, "the agent endpoints take a node agent's token (gpa_...), not a user's", ""};
+    }
+  }
+  return m.authenticate_agent(req.authorization);
+}
+
+// An item error of a list, prefixed with the item's field ("gpus[2].uuid").
+Error in_item(const Error& e, const std::string& field) {
+  return Error{e.code, field + ": " + e.message, field + "." + e.field};
+}
+
+Result<market::Inventory> inventory_of(const Json& body) {
+  const Request req(body, "market.agent.inventory");
+  GPUPLAN_CHECK(req.check_keys());
+  market::Inventory inv;
+  GPUPLAN_TRY(seq, req.whole("seq"));
+  GPUPLAN_TRY(boot, req.text("boot_id"));
+  GPUPLAN_TRY(driver, req.text("driver_version"));
+  GPUPLAN_TRY(off, req.words("features_off"));
+  GPUPLAN_TRY(gpus, req.objects("gpus"));
+  inv.seq = seq;
+  inv.boot_id = boot;
+  inv.driver_version = driver;
+  inv.features_off = off;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const std::string field = "gpus[" + std::to_string(i) + "]";
+    const Request& g = gpus[i];
+    market::InventoryGpu out;
+    auto uuid = g.text("uuid");
+    auto name = g.text("name");
+    auto pci = g.text("pci_bus_id");
+    auto mig = g.text("mig_mode");
+    for (auto* r : {&uuid, &name, &pci, &mig}) {
+      if (!*r) return in_item(r->error(), field);
+    }
+    auto memory = g.whole("memory_bytes");
+    if (!memory) return in_item(memory.error(), field);
+    auto instances = g.objects("instances");
+    if (!instances) return in_item(instances.error(), field);
+    out.uuid = *uuid;
+    out.name = *name;
+    out.pci_bus_id = *pci;
+    out.mig_mode = *mig;
+    out.memory_bytes = *memory;
+    for (size_t k = 0; k < instances->size(); ++k) {
+      const std::string fi = field + ".instances[" + std::to_string(k) + "]";
+      auto profile = (*instances)[k].text("profile");
+      if (!profile) return in_item(profile.error(), fi);
+      auto start = (*instances)[k].whole("start");
+      if (!start) return in_item(start.error(), fi);
+      out.instances.push_back(market::InventoryInstance{*profile, static_cast<int>(*start)});
+    }
+    inv.gpus.push_back(std::move(out));
+  }
+  return inv;
+}
+
+Result<market::Heartbeat> heartbeat_of(const Json& body) {
+  const Request req(body, "market.agent.heartbeat");
+  GPUPLAN_CHECK(req.check_keys());
+  market::Heartbeat hb;
+  GPUPLAN_TRY(seq, req.whole("seq"));
+  GPUPLAN_TRY(boot, req.text("boot_id"));
+  GPUPLAN_TRY(running, req.objects("running"));
+  hb.seq = seq;
+  hb.boot_id = boot;
+  for (size_t i = 0; i < running.size(); ++i) {
+    const std::string field = "running[" + std::to_string(i) + "]";
+    auto id = running[i].text("rental_id");
+    if (!id) return in_item(id.error(), field);
+    auto generation = running[i].whole("generation");
+    if (!generation) return in_item(generation.error(), field);
+    hb.running.push_back(market::RunningReport{*id, *generation});
+  }
+  return hb;
+}
+
+Json inventory_json(const market::InventoryResult& r) {
+  Json gpus = Json::array();
+  for (const auto& g : r.gpus) {
+    gpus.push_back(
+        Json{{"uuid", g.uuid},
+             {"target", g.target.empty() ? Json(nullptr) : Json(g.target)},
+             {"sellable", g.unsellable_reason.empty()},
+             {"unsellable_reason", g.unsellable_reason.empty() ? Json(nullptr) : Json(g.unsellable_reason)}});
+  }
+  return Json{{"node_id", r.node_id},
+              {"seq", r.seq},
+              {"gpus", std::move(gpus)},
+              {"resumed", r.resumed},
+              {"lost", r.lost},
+              {"ended", r.ended},
+              {"heartbeat_seconds", market::kHeartbeatSeconds}};
+}
+
+Json desired_json(const market::HeartbeatAnswer& a) {
+  Json desired = Json::array();
+  for (const auto& d : a.desired) {
+    desired.push_back(Json{{"rental_id", d.rental_id},
+                           {"generation", d.generation},
+                           {"state", market::to_string(d.state)},
+                           {"gpu_uuid", d.gpu_uuid},
+                           {"profile", d.profile.empty() ? Json(nullptr) : Json(d.profile)},
+                           {"placement", d.placement}});
+  }
+  return Json{{"desired", std::move(desired)}, {"heartbeat_seconds", a.heartbeat_seconds}, {"ignored", a.ignored}};
+}
+
+}  // namespace
+
+HttpResponse agent_response(Market& m, const HttpRequest& req, const std::vector<std::string>& segs, const Json& body) {
+  const std::string& method = req.method;
+  const std::string what = segs.size() == 2 ? segs[1] : std::string();
+  if (what == "enroll") {
+    if (method != "POST") return method_not_allowed("POST");
+    const Request in(body, "market.agent.enroll");
+    if (Status keys = in.check_keys(); !keys) return error_answer(keys.error());
+    auto token = in.text("enrollment_token");
+    if (!token) return error_answer(token.error());
+    auto boot = in.text("boot_id");
+    if (!boot) return error_answer(boot.error());
+    auto t = m.enroll_agent(*token, *boot);
+    if (!t) return error_answer(t.error());
+    return json_answer(
+        201, Json{{"node_id", t->node_id}, {"agent_token", t->token}, {"heartbeat_seconds", t->heartbeat_seconds}});
+  }
+  if (what == "inventory") {
+    if (method != "PUT") return method_not_allowed("PUT");
+    // The body first (a malformed one is 400 whoever sends it), then whose token it is.
+    auto inv = inventory_of(body);
+    if (!inv) return error_answer(inv.error());
+    auto agent = agent_of(m, req);
+    if (!agent) return error_answer(agent.error());
+    auto r = m.put_inventory(*agent, *inv);
+    if (!r) return error_answer(r.error());
+    return json_answer(200, inventory_json(*r));
+  }
+  if (what == "heartbeat") {
+    if (method != "POST") return method_not_allowed("POST");
+    auto hb = heartbeat_of(body);
+    if (!hb) return error_answer(hb.error());
+    auto agent = agent_of(m, req);
+    if (!agent) return error_answer(agent.error());
+    auto r = m.heartbeat(*agent, *hb);
+    if (!r) return error_answer(r.error());
+    if (r->stale) {
+      // Fenced: the report acted on an older generation. The desired list comes along so it can catch up.
+      Json out = desired_json(*r);
+      out["error"] = Json{{"code", "stale"}, {"message", r->stale_reason}, {"field", "running"}};
+      return json_answer(409, out);
+    }
+    return json_answer(200, desired_json(*r));
+  }
+  return error_response(404, "not_found",
+                        "no API route " + req.method + " " + req.path + "; the routes are in /api/v1/openapi.json",
+                        "path");
+}
+
+}  // namespace gpuplan::server
