@@ -212,6 +212,12 @@ struct Offer {
   int64_t available = 0;  // rental units placeable now: computed live from inventory minus claims (MIG rules)
   int64_t created_at_ms = 0;
 };
+// When a target last had a unit free in a region (Market::last_available).
+struct LastAvailable {
+  std::string target;  // canonical: "a100-80gb-sxm4" or "a100-80gb-sxm4/3g.40gb"
+  std::string region;
+  int64_t at_ms = 0;
+};
 struct OfferFilter {
   std::string target;    // a catalog name; empty: any
   std::string region;    // empty: any
@@ -303,8 +309,9 @@ struct Earnings {
 };
 
 // --- bounds (each a stated limit: kLimit names the field) -----------------------------------------------
-inline constexpr int kMaxGpusPerNode = 16;  // HGX boards carry 8; 16 leaves room for 16-GPU systems
-inline constexpr int kMaxRentCount = 64;    // units per rental: 8 nodes' worth of 1g slices
+inline constexpr int kMaxGpusPerNode = 16;         // HGX boards carry 8; 16 leaves room for 16-GPU systems
+inline constexpr int kMaxRentCount = 64;           // units per rental: 8 nodes' worth of 1g slices
+inline constexpr size_t kMaxRentManyRentals = 64;  // rentals of one all-or-nothing rent: plan's 16 instances x4
 inline constexpr int64_t kMaxPriceMicrosPerHour = 1'000'000'000'000;  // $1M/h: above any real GPU price
 inline constexpr int64_t kMaxMinBillableSeconds = 30LL * 24 * 3600;   // 30 days
 inline constexpr size_t kMaxNameBytes = 128;                          // names, regions, uuids, keys
@@ -457,6 +464,10 @@ class Market {
   // Public: no principal. Active offers only unless the filter says otherwise; `available` computed live.
   Result<std::vector<Offer>> list_offers(const OfferFilter& filter = {}) const;
   Result<Offer> get_offer(std::string_view offer_id) const;  // public
+  // Public: when each target (GPU or MIG profile) was last known to have a unit free, per region
+  // (migration 0003: written by every placement, in its transaction, for each target with a unit free on
+  // the GPUs it placed on, just before it took them). The catalog's `last_available_at` reads it.
+  Result<std::vector<LastAvailable>> last_available() const;
 
   // --- templates (public) ---
   Result<std::vector<Template>> list_templates() const;
@@ -467,6 +478,12 @@ class Market {
   // when nothing is free; kPaymentRequired over the credit limit (charges so far plus one hour of this
   // rental, kCreditLookaheadSeconds). With Handoff::kImmediate it returns the rental running.
   Result<Rental> rent(const Principal& p, const RentRequest& request);
+  // All or nothing: every request placed as rent() places it, in ONE store transaction; when any of them
+  // cannot be placed (kConflict, saying which and why) or the credit limit would be crossed by their sum
+  // (charges so far plus the lookahead of every one), none is made. At most kMaxRentManyRentals. With
+  // idempotency keys (one per request), a replay returns the rentals that were made. An empty list
+  // checks only the caller's rights (kForbidden) and is otherwise kUsage.
+  Result<std::vector<Rental>> rent_many(const Principal& p, const std::vector<RentRequest>& requests);
   Result<Rental> get_rental(const Principal& p, std::string_view rental_id) const;
   Result<std::vector<Rental>> list_rentals(const Principal& p) const;
   // Provider side: the rentals on its offers (tenant ids shown, nothing else of the renter).

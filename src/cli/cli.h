@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -113,6 +114,9 @@ int run_agent(const OutputFormat& fmt, const std::function<int(Error)>& report);
 // CLI-own row after `offers list` (they extend `offers`).
 void add_market_commands(CLI::App& app);
 bool market_requested();
+// With --server: the answer of the server for `plan`, `catalog list` and `catalog show` (the server adds
+// its market's live offers and availability); nullopt without --server or for another command.
+std::optional<Result<Json>> remote_command(std::string_view command, const Json& request);
 // Runs the parsed market command; errors go through `report` (the CLI's error printer).
 int run_market(const OutputFormat& fmt, const std::function<int(Error)>& report);
 

@@ -7,9 +7,31 @@
 
 namespace gpuplan::cli {
 
+namespace {
+
+// A target's `available_now` (a server with a market: `--server`) in words: "eu-west 8 from 1.9/h;
+// us-east 2 from 2.1/h", or "not available now" with the time it last was (the seed page's words).
+std::string available_text(const Json& row) {
+  std::string out;
+  for (const auto& a : row["available_now"]) {
+    out += (out.empty() ? "" : "; ") + a["region"].get<std::string>() + " " + fmt_value(a["count"]) + " from " +
+           fmt_value(a["lowest_price_per_hour"]) + "/h";
+  }
+  if (!out.empty()) return out;
+  out = "not available now";
+  if (row.contains("last_available_at") && row["last_available_at"].is_string())
+    out += " (last " + row["last_available_at"].get<std::string>() + ")";
+  return out;
+}
+
+}  // namespace
+
 std::string render_catalog_list(const Json& result, const Json&, const OutputFormat& fmt) {
   std::vector<std::string> header = {"id",          "name",       "arch",  "form", "memory_gb", "bandwidth_gbps",
                                      "bf16_tflops", "fp8_tflops", "tdp_w", "mig"};
+  // With a market (catalog list --server): what is available now, per region, cheapest per GPU-hour.
+  const bool market = !result["gpus"].empty() && result["gpus"][0].contains("available_now");
+  if (market) header.emplace_back("available_now");
   std::vector<std::vector<std::string>> rows;
   for (const auto& g : result["gpus"]) {
     rows.push_back({g["id"].get<std::string>(), g["name"].get<std::string>(), g["architecture"].get<std::string>(),
@@ -17,6 +39,7 @@ std::string render_catalog_list(const Json& result, const Json&, const OutputFor
                     fmt_value(g["memory_bandwidth_gbps"]), fmt_value(g["bf16_tensor_tflops"]),
                     fmt_value(g["fp8_tensor_tflops"]), fmt_value(g["tdp_w"]),
                     g["mig_profile"].get<bool>() ? "slice" : (g["mig"].get<bool>() ? "yes" : "no")});
+    if (market) rows.back().push_back(available_text(g));
   }
   if (fmt.csv) return render_csv(header, rows);
   std::string out = render_table(header, rows, {false, false, false, false, true, true, true, true, true, false});
@@ -102,6 +125,15 @@ std::string render_catalog_show(const Json& r, const Json& request, const Output
     }
     os << render_table({"profile", "id", "memory_mib", "sms", "mem/compute slices", "max", "placements"}, prow,
                        {false, true, true, true, true, true, false});
+  }
+  if (r.contains("available_now")) {
+    os << "\nAvailable now (the market's live offers, per region, cheapest per GPU-hour): " << available_text(r)
+       << "\n";
+    if (r.contains("available_now_mig")) {
+      for (auto it = r["available_now_mig"].begin(); it != r["available_now_mig"].end(); ++it) {
+        os << "  " << it.key() << ": " << available_text(Json{{"available_now", it.value()}}) << "\n";
+      }
+    }
   }
   if (r.contains("mig_profile")) {
     os << "\nA MIG instance of " << r["parent"].get<std::string>()

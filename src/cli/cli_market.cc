@@ -11,9 +11,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <random>
 
 #include "cli/cli.h"
+#include "core/decimal.h"
 #include "gpuplan/market.h"
 #include "market/db.h"
 
@@ -53,6 +55,9 @@ struct MarketCli {
   };
   std::deque<Call> calls;
   CLI::App* offers_list = nullptr;  // `offers list` (file offers) goes to the market with --server
+  // `rent --plan`: the plan command's declared options on `rent` (data/options.yaml, as `gpuplan plan`).
+  std::unique_ptr<CliCommand> rent_plan;
+  bool rent_with_plan = false;
   // Option storage (CLI11 keeps pointers into it).
   std::deque<std::string> strings;
   std::deque<std::vector<std::string>> lists;
@@ -224,6 +229,15 @@ std::string render_rental(const Json& r) {
     out += "  " + s(p["gpu_uuid"]) +
            (p["profile"].is_null() ? " whole GPU" : " " + s(p["profile"]) + " at slice " + s(p["start"])) + "\n";
   }
+  return out;
+}
+// `rent --plan`: the option the server planned and rented, then each rental.
+std::string render_plan_rentals(const Json& r) {
+  const Json& p = r["plan"];
+  std::string out = "Rented the recommended plan: " + s(p["offer"]) + " (" + s(p["target"]) + ") x" +
+                    s(p["instances"]) + ", " + s(p["gpus"]) + " GPU(s), tp " + s(p["tp"]) + ", " + s(p["replicas"]) +
+                    " replica(s), $" + s(p["cost_per_hour"]) + "/h: " + s(p["reason"]) + "\n";
+  for (const auto& rental : r["rentals"]) out += render_rental(rental);
   return out;
 }
 std::string render_rentals(const Json& r) {
@@ -404,20 +418,57 @@ void add_market_commands(CLI::App& app) {
   {
     CLI::App* r = app.add_subcommand("rent", "Rent an offer: whole GPUs or MIG slices (needs --server)");
     auto& offer = str();
-    auto& count = integer();
     auto& hours = num();
     auto& key = str();
     auto& tpl = str();
-    r->add_option("offer", offer, "Offer id (gpuplan offers list --server URL)")->required();
-    r->add_option("--count", count, "Rental units (default 1)");
+    r->add_option("offer", offer, "Offer id (gpuplan offers list --server URL); or --plan");
+    r->add_flag("--plan", st.rent_with_plan,
+                "Plan on the server's live offers (the options of `gpuplan plan`) and rent the recommended "
+                "option's instances, all or nothing");
+    // The plan's own options, from their one declaration; none is required here (--plan needs --model).
+    static constexpr CommandRow kRentPlanRow{
+        .path = "rent", .command = "plan", .render = render_plan, .prepare = read_model_file};
+    st.rent_plan = std::make_unique<CliCommand>();
+    st.rent_plan->row = &kRentPlanRow;
+    st.rent_plan->app = r;
+    add_declared_options(*st.rent_plan);
+    // The plan declares --count too (devices per target); on `rent` it is the rent's units, so it is
+    // one option: read here, never sent with --plan (the plan says how many instances).
+    const Opt* count = nullptr;
+    for (auto& o : st.rent_plan->opts) {
+      o.option->required(false);
+      if (o.key == "count") {
+        o.option->description("Rental units of the offer (default 1); not with --plan");
+        count = &o;
+      }
+    }
+    if (count == nullptr) count = &st.rent_plan->value("count", "Rental units of the offer (default 1)");
     r->add_option("--hours", hours, "End the rental after this many hours (default: until deleted)");
     r->add_option("--idempotency-key", key,
                   "The same key returns the same rental (safe retries); default: a fresh random key per call");
     r->add_option("--template", tpl, "What it starts with: pytorch, tensorflow, cuda");
     add(
         r,
-        [&] {
-          Json body{{"offer", offer}, {"count", count > 0 ? count : 1}};
+        [&, count]() -> Result<Json> {
+          Json body = Json::object();
+          if (st.rent_with_plan) {
+            if (!offer.empty()) return usage_error("give an offer id or --plan, not both", "plan");
+            if (count->option->count() > 0)
+              return usage_error("--count is the rent of one offer: drop it with --plan", "count");
+            GPUPLAN_TRY(built, st.rent_plan->request());
+            GPUPLAN_TRY(plan, read_model_file(built));
+            if (!plan.contains("model")) return usage_error("--plan needs --model (and the goal: --rate ...)", "model");
+            body["plan"] = plan;
+          } else {
+            if (offer.empty())
+              return usage_error("give an offer id (gpuplan offers list --server URL) or --plan", "offer");
+            body["offer"] = offer;
+            const auto units = count->option->count() > 0 ? parse_decimal(count->value) : std::optional<double>(1);
+            if (!units || *units < 1 || *units != static_cast<double>(static_cast<int64_t>(*units))) {
+              return usage_error("--count must be a whole number of rental units, 1 or more", "count");
+            }
+            body["count"] = static_cast<int64_t>(*units);
+          }
           if (hours > 0) body["hours"] = hours;
           // Always a key: if the store's connection drops during COMMIT, the server reruns the rent, and
           // the key makes the rerun return the rental that did commit instead of placing a second one.
@@ -425,7 +476,9 @@ void add_market_commands(CLI::App& app) {
           if (!tpl.empty()) body["template"] = tpl;
           return call("POST", "/rentals", &body);
         },
-        render_rental);
+        [](const Json& answer) {
+          return answer.contains("rentals") ? render_plan_rentals(answer) : render_rental(answer);
+        });
   }
 
   // rentals
@@ -531,6 +584,21 @@ void add_market_commands(CLI::App& app) {
         tr, [&tid] { return call("DELETE", "/tokens/" + tid); },
         [](const Json& r) { return "revoked " + s(r["id"]) + "\n"; });
   }
+}
+
+std::optional<Result<Json>> remote_command(std::string_view command, const Json& request) {
+  if (state().server.empty()) return std::nullopt;
+  std::string path;
+  if (command == "plan") {
+    path = "/plan";
+  } else if (command == "catalog.list") {
+    path = "/catalog/list";
+  } else if (command == "catalog.show") {
+    path = "/catalog/show";
+  } else {
+    return std::nullopt;
+  }
+  return call("POST", path, &request);
 }
 
 bool market_requested() {

@@ -72,8 +72,12 @@ std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
     else
       os << ", " << num(b["cost_total"], "%.0f") << " in total, "
          << num(b["seconds_total"], "%.1f", 1.0 / kSecondsPerHour) << " h";
-    os << "; price captured " << b["captured_at"].get<std::string>() << " (" << b["source"].get<std::string>()
-       << ")\n\n";
+    if (b.contains("available"))  // a market offer: its live price and count, no capture date
+      os << "; live price, " << num(b["available"], "%.0f") << " available now (" << b["source"].get<std::string>()
+         << ")\n\n";
+    else
+      os << "; price captured " << b["captured_at"].get<std::string>() << " (" << b["source"].get<std::string>()
+         << ")\n\n";
   } else {
     os << "No offer meets the goal; the reasons are below.\n\n";
   }

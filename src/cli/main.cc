@@ -73,7 +73,8 @@ int run(int argc, char** argv) {
       if (!prepared) return report(prepared.error());
       request = std::move(prepared).value();
     }
-    auto result = run_command(ctx, row.command, request);
+    auto remote = cli::remote_command(row.command, request);  // --server: the server answers (its market)
+    auto result = remote ? std::move(*remote) : run_command(ctx, row.command, request);
     if (!result) return report(result.error());
     if (fmt.json)
       std::cout << result->dump(2, ' ', false, Json::error_handler_t::replace) << "\n";

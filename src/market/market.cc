@@ -639,6 +639,20 @@ int64_t available_units(const Snapshot& snap, const Offer& o) {
   Memo memo;
   return available_units(snap, o, memo);
 }
+// Whether at least one unit of `o` is placeable in `snap`: available_units() > 0, stopping at the first.
+bool any_units(const Snapshot& snap, const Offer& o, Memo& memo) {
+  if (!o.active) return false;
+  for (const NodeSnap& n : snap.nodes) {
+    if (o.profile.empty()) {
+      if (node_units(snap, n, o) > 0) return true;
+      continue;
+    }
+    for (size_t gi : n.gpus) {
+      if (gpu_units(n, snap.gpus[gi], o, memo) > 0) return true;
+    }
+  }
+  return false;
+}
 
 std::string join_reasons(const std::vector<std::string>& reasons) {
   std::string out;
@@ -1041,7 +1055,8 @@ struct Market::Impl {
   // MIG instances, in load_snapshot's order. From the view when it is at the store's version: this
   // write transaction holds the store's write lock, so the view is then exactly what the tables hold,
   // and the read costs no scan. Otherwise (another process wrote, or no list built the view yet) from SQL.
-  Result<Snapshot> candidates(Tx& tx, const Offer& offer) {
+  Result<Snapshot> candidates(Tx& tx, const Offer& offer, bool from_tables = false) {
+    if (from_tables) return load_snapshot(tx, *catalog, offer.provider_id, offer.region, offer.gpu, true);
     GPUPLAN_TRY(version, read_version(tx));
     {
       std::unique_lock<std::mutex> lock(view_mu);
@@ -1066,12 +1081,39 @@ struct Market::Impl {
     return load_snapshot(tx, *catalog, offer.provider_id, offer.region, offer.gpu, true);
   }
 
-  // requested -> reserved with claims, then (immediate hand-off) -> starting -> running.
-  Status place_and_run(Tx& tx, RentalRow& rr, const Offer& offer, const std::string& actor, bool* collision) {
+  // Migration 0003: every target (GPU or MIG profile) sold on the GPUs `snap` holds (the offer's
+  // provider, region and GPU) that has a unit free now, before this placement takes capacity, is
+  // recorded as available now in target_last_available. A sell-out by a rental (of this target or of
+  // another one sharing its GPUs) therefore leaves the instant just before it; the catalog's
+  // `last_available_at` reads it.
+  Status record_available(Tx& tx, const Snapshot& snap, const Offer& offer) {
+    GPUPLAN_TRY(rows, tx.query(std::string(kOfferSelect) +
+                                   "WHERE o.provider_id = ?1 AND o.region = ?2 AND o.catalog_id = ?3 AND o.active = 1",
+                               params(offer.provider_id, offer.region, offer.gpu)));
+    Memo memo;
+    std::set<std::string> done;
+    for (const Row& row : rows) {
+      const Offer o = offer_from(row);
+      if (done.count(o.target) != 0 || !any_units(snap, o, memo)) continue;
+      done.insert(o.target);
+      GPUPLAN_TRY(n, tx.exec("INSERT INTO target_last_available (target, region, at) VALUES (?1, ?2, ?3) "
+                             "ON CONFLICT (target, region) DO UPDATE SET at = excluded.at",
+                             params(o.target, o.region, now())));
+      (void)n;
+    }
+    return Status::Ok();
+  }
+
+  // requested -> reserved with claims, then (immediate hand-off) -> starting -> running. `from_tables`:
+  // place from the tables, not the view (rent_many's later units: the view does not hold the claims
+  // this transaction made so far).
+  Status place_and_run(Tx& tx, RentalRow& rr, const Offer& offer, const std::string& actor, bool* collision,
+                       bool from_tables = false) {
     // Only the GPUs that can serve the offer: its provider, region and GPU, on ready nodes.
     const std::set<std::string> prev = split_ids(rr.prev_gpus);
-    auto snap = candidates(tx, offer);
+    auto snap = candidates(tx, offer, from_tables);
     if (!snap) return snap.error();
+    GPUPLAN_CHECK(record_available(tx, *snap, offer));
     auto ps = choose(*snap, offer, rr.r.count, prev);
     if (!ps) {
       if (ps.error().code != ErrorCode::kConflict) return ps.error();
@@ -1090,6 +1132,9 @@ struct Market::Impl {
     }
     return Status::Ok();
   }
+
+  Status rent_one(Tx& tx, const Principal& p, const RentRequest& request, int64_t now, bool* collision,
+                  bool credit_checked, bool from_tables, Rental& out);
 
   Result<Offer> offer_by_id(Tx& tx, std::string_view id) {
     GPUPLAN_TRY(rows, tx.query(std::string(kOfferSelect) + "WHERE o.id = ?1", params(std::string(id))));
@@ -1788,6 +1833,18 @@ Result<Offer> Market::get_offer(std::string_view offer_id) const {
   return out;
 }
 
+Result<std::vector<LastAvailable>> Market::last_available() const {
+  std::vector<LastAvailable> out;
+  MARKET_RUN(with_tx(*impl_->db, TxMode::kRead, [&](Tx& tx) -> Status {
+    GPUPLAN_TRY(rows, tx.query("SELECT target, region, at FROM target_last_available ORDER BY target, region LIMIT ?1",
+                               params(static_cast<int64_t>(kMaxListRows))));
+    out.clear();
+    for (const Row& r : rows) out.push_back(LastAvailable{r.text(0), r.text(1), r.integer(2)});
+    return Status::Ok();
+  }));
+  return out;
+}
+
 Result<std::vector<Template>> Market::list_templates() const {
   std::vector<Template> out;
   MARKET_RUN(with_tx(*impl_->db, TxMode::kRead, [&](Tx& tx) -> Status {
@@ -1800,83 +1857,148 @@ Result<std::vector<Template>> Market::list_templates() const {
 }
 
 // --- rentals -----------------------------------------------------------------------------------------------
-Result<Rental> Market::rent(const Principal& p, const RentRequest& request) {
-  GPUPLAN_CHECK(require_kind(p, TenantKind::kRenter));
-  GPUPLAN_CHECK(require_write(p));
+namespace {
+
+// The checks of one rent request that need no store.
+Status check_rent_request(const RentRequest& request, int64_t now) {
   GPUPLAN_CHECK(check_name(request.offer_id, "offer"));
   GPUPLAN_CHECK(check_name(request.idempotency_key, "idempotency_key", true));
   GPUPLAN_CHECK(check_name(request.template_name, "template", true));
   GPUPLAN_CHECK(check_range(request.count, 1, kMaxRentCount, "count"));
-  const int64_t now = impl_->now();
   if (request.ends_at_ms && (*request.ends_at_ms <= now || *request.ends_at_ms - now > kMaxRentalMs)) {
     return usage_error("ends_at must be in the future and at most 10 years ahead", "ends_at");
   }
+  return Status::Ok();
+}
+
+// A rent's credit lookahead: one hour of it, or its minimum billable time if longer.
+int64_t rent_lookahead_micros(const Offer& offer, int count) {
+  return charge_for(std::max(kCreditLookaheadSeconds, offer.min_billable_seconds), offer.price_micros_per_hour * count);
+}
+
+}  // namespace
+
+// One rental inside the caller's write transaction: the idempotency replay, the offer, the credit check
+// (unless `credit_checked`: rent_many checks the sum once), the rows, the placement. `from_tables`:
+// place from the tables (a later unit of rent_many: the view lacks this transaction's claims).
+Status Market::Impl::rent_one(Tx& tx, const Principal& p, const RentRequest& request, int64_t now, bool* collision,
+                              bool credit_checked, bool from_tables, Rental& out) {
+  if (!request.idempotency_key.empty()) {
+    GPUPLAN_TRY(rows, tx.query("SELECT id FROM rentals WHERE tenant_id = ?1 AND idempotency_key = ?2",
+                               params(p.tenant_id, request.idempotency_key)));
+    if (!rows.empty()) {
+      GPUPLAN_TRY(rr, load_rental(tx, rows[0].text(0), p.tenant_id));
+      out = rr.r;
+      out.replayed = true;
+      return Status::Ok();
+    }
+  }
+  GPUPLAN_TRY(offer, offer_by_id(tx, request.offer_id));
+  if (!offer.active) return not_found_error("offer '" + request.offer_id + "' was withdrawn", "offer");
+  if (offer.profile.empty() && request.count * offer.gpus > kMaxGpusPerNode) {
+    return limit_error("count x gpus is " + std::to_string(request.count * offer.gpus) +
+                           " GPUs; one node holds at most " + std::to_string(kMaxGpusPerNode),
+                       "count");
+  }
+  Value template_id = std::monostate{};
+  if (!request.template_name.empty()) {
+    GPUPLAN_TRY(t, tx.query("SELECT id FROM templates WHERE name = ?1", params(request.template_name)));
+    if (t.empty()) return not_found_error("no template '" + request.template_name + "'", "template");
+    template_id = t[0].text(0);
+  }
+  const int64_t price = offer.price_micros_per_hour * request.count;
+  if (!credit_checked) GPUPLAN_CHECK(check_credit(tx, p.tenant_id, rent_lookahead_micros(offer, request.count), now));
+  RentalRow rr;
+  Rental& r = rr.r;
+  r.id = new_id("r_");
+  r.tenant_id = p.tenant_id;
+  r.created_by = p.user_id;
+  r.offer_id = offer.id;
+  r.provider_id = offer.provider_id;
+  r.target = offer.target;
+  r.count = request.count;
+  r.price_micros_per_hour = price;
+  r.min_billable_seconds = offer.min_billable_seconds;
+  r.template_name = request.template_name;
+  r.state = RentalState::kRequested;
+  r.version = 1;
+  r.idempotency_key = request.idempotency_key;
+  r.ends_at_ms = request.ends_at_ms;
+  r.created_at_ms = now;
+  r.updated_at_ms = now;
+  auto ins = tx.exec(
+      "INSERT INTO rentals (id, tenant_id, created_by, offer_id, provider_id, target, units, "
+      "price_micros_per_hour, min_billable_seconds, template_id, state, state_reason, version, "
+      "idempotency_key, ends_at, prev_gpus, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+      "?8, ?9, ?10, 'requested', '', 1, ?11, ?12, '', ?13, ?13)",
+      params(r.id, r.tenant_id, r.created_by, r.offer_id, r.provider_id, r.target, int64_t{r.count},
+             r.price_micros_per_hour, r.min_billable_seconds, template_id, opt_text(r.idempotency_key),
+             opt(r.ends_at_ms), now));
+  if (!ins) {
+    if (ins.error().code == ErrorCode::kConflict) *collision = true;  // the same key, concurrently: replay it
+    return ins.error();
+  }
+  GPUPLAN_TRY(ev, tx.exec("INSERT INTO rental_events (rental_id, seq, at, from_state, to_state, actor, reason) VALUES "
+                          "(?1, 1, ?2, NULL, 'requested', ?3, 'rent')",
+                          params(r.id, now, p.user_id)));
+  (void)ev;
+  GPUPLAN_CHECK(place_and_run(tx, rr, offer, p.user_id, collision, from_tables));
+  out = r;
+  return Status::Ok();
+}
+
+Result<Rental> Market::rent(const Principal& p, const RentRequest& request) {
+  GPUPLAN_CHECK(require_kind(p, TenantKind::kRenter));
+  GPUPLAN_CHECK(require_write(p));
+  const int64_t now = impl_->now();
+  GPUPLAN_CHECK(check_rent_request(request, now));
   Rental out;
   Status s = impl_->write_with_claims([&](Tx& tx, bool* collision) -> Status {
-    if (!request.idempotency_key.empty()) {
-      GPUPLAN_TRY(rows, tx.query("SELECT id FROM rentals WHERE tenant_id = ?1 AND idempotency_key = ?2",
-                                 params(p.tenant_id, request.idempotency_key)));
-      if (!rows.empty()) {
-        GPUPLAN_TRY(rr, load_rental(tx, rows[0].text(0), p.tenant_id));
-        out = rr.r;
-        out.replayed = true;
-        return Status::Ok();
-      }
-    }
-    GPUPLAN_TRY(offer, impl_->offer_by_id(tx, request.offer_id));
-    if (!offer.active) return not_found_error("offer '" + request.offer_id + "' was withdrawn", "offer");
-    if (offer.profile.empty() && request.count * offer.gpus > kMaxGpusPerNode) {
-      return limit_error("count x gpus is " + std::to_string(request.count * offer.gpus) +
-                             " GPUs; one node holds at most " + std::to_string(kMaxGpusPerNode),
-                         "count");
-    }
-    Value template_id = std::monostate{};
-    if (!request.template_name.empty()) {
-      GPUPLAN_TRY(t, tx.query("SELECT id FROM templates WHERE name = ?1", params(request.template_name)));
-      if (t.empty()) return not_found_error("no template '" + request.template_name + "'", "template");
-      template_id = t[0].text(0);
-    }
-    const int64_t price = offer.price_micros_per_hour * request.count;
-    GPUPLAN_CHECK(check_credit(tx, p.tenant_id,
-                               charge_for(std::max(kCreditLookaheadSeconds, offer.min_billable_seconds), price), now));
-    RentalRow rr;
-    Rental& r = rr.r;
-    r.id = new_id("r_");
-    r.tenant_id = p.tenant_id;
-    r.created_by = p.user_id;
-    r.offer_id = offer.id;
-    r.provider_id = offer.provider_id;
-    r.target = offer.target;
-    r.count = request.count;
-    r.price_micros_per_hour = price;
-    r.min_billable_seconds = offer.min_billable_seconds;
-    r.template_name = request.template_name;
-    r.state = RentalState::kRequested;
-    r.version = 1;
-    r.idempotency_key = request.idempotency_key;
-    r.ends_at_ms = request.ends_at_ms;
-    r.created_at_ms = now;
-    r.updated_at_ms = now;
-    auto ins = tx.exec(
-        "INSERT INTO rentals (id, tenant_id, created_by, offer_id, provider_id, target, units, "
-        "price_micros_per_hour, min_billable_seconds, template_id, state, state_reason, version, "
-        "idempotency_key, ends_at, prev_gpus, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
-        "?8, ?9, ?10, 'requested', '', 1, ?11, ?12, '', ?13, ?13)",
-        params(r.id, r.tenant_id, r.created_by, r.offer_id, r.provider_id, r.target, int64_t{r.count},
-               r.price_micros_per_hour, r.min_billable_seconds, template_id, opt_text(r.idempotency_key),
-               opt(r.ends_at_ms), now));
-    if (!ins) {
-      if (ins.error().code == ErrorCode::kConflict) *collision = true;  // the same key, concurrently: replay it
-      return ins.error();
-    }
-    GPUPLAN_TRY(ev,
-                tx.exec("INSERT INTO rental_events (rental_id, seq, at, from_state, to_state, actor, reason) VALUES "
-                        "(?1, 1, ?2, NULL, 'requested', ?3, 'rent')",
-                        params(r.id, now, p.user_id)));
-    (void)ev;
-    GPUPLAN_CHECK(impl_->place_and_run(tx, rr, offer, p.user_id, collision));
+    GPUPLAN_CHECK(impl_->rent_one(tx, p, request, now, collision, false, false, out));
     failpoint("before_commit");
-    out = r;
+    return Status::Ok();
+  });
+  if (!s) return s.error();
+  failpoint("after_commit");
+  return out;
+}
+
+Result<std::vector<Rental>> Market::rent_many(const Principal& p, const std::vector<RentRequest>& requests) {
+  GPUPLAN_CHECK(require_kind(p, TenantKind::kRenter));
+  GPUPLAN_CHECK(require_write(p));
+  if (requests.empty()) return usage_error("rent_many needs at least one rental", "rentals");
+  if (requests.size() > kMaxRentManyRentals) {
+    return limit_error("one all-or-nothing rent holds at most " + std::to_string(kMaxRentManyRentals) +
+                           " rentals, not " + std::to_string(requests.size()) +
+                           " (kMaxRentManyRentals); plan with fewer instances (max_instances)",
+                       "rentals");
+  }
+  const int64_t now = impl_->now();
+  for (const auto& r : requests) GPUPLAN_CHECK(check_rent_request(r, now));
+  std::vector<Rental> out;
+  Status s = impl_->write_with_claims([&](Tx& tx, bool* collision) -> Status {
+    out.clear();
+    // The credit limit applies to the sum: charges so far plus the lookahead of every rental at once.
+    int64_t lookahead = 0;
+    for (const auto& r : requests) {
+      GPUPLAN_TRY(offer, impl_->offer_by_id(tx, r.offer_id));
+      lookahead += rent_lookahead_micros(offer, r.count);
+    }
+    GPUPLAN_CHECK(check_credit(tx, p.tenant_id, lookahead, now));
+    for (size_t i = 0; i < requests.size(); ++i) {
+      Rental one;
+      Status placed = impl_->rent_one(tx, p, requests[i], now, collision, true, i > 0, one);
+      if (!placed) {
+        Error e = placed.error();
+        if (e.code == ErrorCode::kConflict && !*collision) {
+          e.message = "rental " + std::to_string(i + 1) + " of " + std::to_string(requests.size()) +
+                      " could not be placed, so none was made (all or nothing): " + e.message;
+        }
+        return e;
+      }
+      out.push_back(std::move(one));
+    }
+    failpoint("before_commit");
     return Status::Ok();
   });
   if (!s) return s.error();

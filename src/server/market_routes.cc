@@ -296,14 +296,25 @@ Result<market::OfferSpec> offer_spec(const Json& body) {
   return spec;
 }
 
-Result<market::RentRequest> rent_request(const Json& body, int64_t now_ms) {
+// A rent body: {offer, count, ...} or, with `with_plan`, {plan, ...} (no offer: the plan names it).
+Result<market::RentRequest> rent_request(const Json& body, int64_t now_ms, bool with_plan = false) {
   const Request req(body, "market.rent");
   GPUPLAN_CHECK(req.check_keys());
   market::RentRequest r;
   GPUPLAN_TRY(offer, req.text("offer"));
   GPUPLAN_TRY(offer_id_text, req.text("offer_id"));  // the design notes' name
   const std::string offer_id = req.has("offer_id") ? offer_id_text : offer;
-  if (offer_id.empty()) return usage_error("'offer' is required: an offer id from GET /offers?source=market", "offer");
+  if (with_plan && !offer_id.empty()) {
+    return usage_error("give 'offer' (rent that offer) or 'plan' (rent what the plan recommends), not both", "plan");
+  }
+  if (with_plan && !req.raw("plan").is_object()) {
+    return usage_error(
+        "'plan' must be an object: the request POST /api/v1/plan takes ({\"model\": ..., \"rate\": ...})", "plan");
+  }
+  if (offer_id.empty() && !with_plan) {
+    return usage_error("'offer' is required: an offer id from GET /offers?source=market (or 'plan': a plan request)",
+                       "offer");
+  }
   GPUPLAN_TRY(count, req.whole("count"));
   GPUPLAN_TRY(key, req.text("idempotency_key"));
   GPUPLAN_TRY(tpl, req.text("template"));
@@ -319,6 +330,111 @@ Result<market::RentRequest> rent_request(const Json& body, int64_t now_ms) {
 }
 
 bool is_id(const std::string& s) { return !s.empty() && s.size() <= market::kMaxNameBytes; }
+
+// Where a fresh plan is: the 409s of plan-then-rent carry it, so that a client replans in one call.
+constexpr const char* kReplanPath = "/api/v1/plan";
+// Rejections of a plan that a 409 "nothing meets the plan now" quotes (the plan lists them all).
+constexpr size_t kRejectionsQuoted = 3;
+
+HttpResponse replan_conflict(const Error& e) {
+  Json j = error_json(e);
+  j["replan"] = kReplanPath;
+  j["error"]["replan"] = kReplanPath;
+  return json_answer(http_status(e.code), j);
+}
+
+// POST /rentals {"plan": <a plan request>, template?, idempotency_key?, hours?, ends_at_ms?}: plans over
+// the market's live offers NOW (source market: only they can be rented), takes the recommended option
+// and rents all of its instances in one transaction (Market::rent_many), all or nothing. 201 {plan,
+// rentals}; 409 conflict with `replan` when nothing meets the plan now or the offer sold out between
+// the plan and the rent.
+HttpResponse rent_plan(Market& m, const Principal& p, const Json& body, const PlanRunner& plan) {
+  auto base = rent_request(body, m.clock().now_ms(), true);
+  if (!base) return error_answer(base.error());
+  // Who may rent, before any planning (a viewer's write is 403 whatever the plan finds).
+  if (auto gate = m.rent_many(p, {}); !gate && gate.error().code != ErrorCode::kUsage)
+    return error_answer(gate.error());
+  if (!plan) {
+    return error_response(404, "plan_unavailable",
+                          "this server cannot plan; rent an offer by its id ({\"offer\": ...})", "plan");
+  }
+  // A replay (the same idempotency key): the rentals made the first time, whatever a plan would say now.
+  if (!base->idempotency_key.empty()) {
+    if (auto mine = m.list_rentals(p); mine) {
+      Json made = Json::array();
+      for (size_t i = 1; i <= market::kMaxRentManyRentals; ++i) {
+        const std::string key = base->idempotency_key + "/" + std::to_string(i);
+        auto it = std::find_if(mine->begin(), mine->end(), [&](const auto& r) { return r.idempotency_key == key; });
+        if (it == mine->end()) break;
+        made.push_back(rental_json(*it));
+      }
+      if (!made.empty())
+        return json_answer(200, Json{{"plan", nullptr}, {"rentals", std::move(made)}, {"replayed", true}});
+    }
+  }
+  Json request = Request(body, "market.rent").raw("plan");
+  if (request.contains("source") && request["source"] != "market") {
+    return error_answer(
+        usage_error("a plan to rent uses the market's live offers only: drop 'source' or set it to "
+                    "\"market\" (POST /api/v1/plan compares them with offers files)",
+                    "plan.source"));
+  }
+  request["source"] = "market";
+  request.erase("market");  // the server's snapshot, taken now, not the client's
+  auto planned = plan(request);
+  if (!planned) {
+    Error e = planned.error();
+    if (!e.field.empty()) e.field = "plan." + e.field;
+    return error_answer(e);
+  }
+  const Json& best = (*planned)["best"];
+  if (!best.is_object() || !best.contains("offer") || !best["offer"].is_string() || !best["instances"].is_number()) {
+    std::string why;
+    size_t quoted = 0;
+    for (const auto& r : (*planned)["rejected"]) {
+      if (quoted++ == kRejectionsQuoted) break;
+      why += (why.empty() ? " (" : "; ") + r.value("offer", std::string()) + ": " + r.value("reason", std::string());
+    }
+    if (!why.empty()) why += ")";
+    return replan_conflict(Error{ErrorCode::kConflict,
+                                 "no live market offer meets this plan now" + why +
+                                     "; nothing was rented: change the plan or plan again later (POST " + kReplanPath +
+                                     " gives every offer's reason)",
+                                 "plan"});
+  }
+  const std::string offer_id = best["offer"].get<std::string>();
+  const int64_t instances = best["instances"].get<int64_t>();
+  if (instances < 1 || static_cast<size_t>(instances) > market::kMaxRentManyRentals) {
+    return error_answer(limit_error("the plan needs " + std::to_string(instances) + " instances; one rent holds 1 to " +
+                                        std::to_string(market::kMaxRentManyRentals) +
+                                        " (kMaxRentManyRentals): plan with a lower max_instances",
+                                    "plan.max_instances"));
+  }
+  std::vector<market::RentRequest> requests;
+  for (int64_t i = 0; i < instances; ++i) {
+    market::RentRequest r = *base;
+    r.offer_id = offer_id;
+    r.count = 1;  // one instance per rental: replicas may sit on different nodes; an instance's GPUs on one
+    if (!base->idempotency_key.empty()) r.idempotency_key = base->idempotency_key + "/" + std::to_string(i + 1);
+    requests.push_back(std::move(r));
+  }
+  auto rented = m.rent_many(p, requests);
+  if (!rented) {
+    Error e = rented.error();
+    if (e.code != ErrorCode::kConflict) return error_answer(e);
+    e.message = "the plan's offer " + offer_id + " sold out between planning and renting, so nothing was rented (" +
+                e.message + "); plan again (POST " + kReplanPath + ") and rent the new plan";
+    e.field = "plan";
+    return replan_conflict(e);
+  }
+  bool replayed = true;
+  Json rentals = Json::array();
+  for (const auto& r : *rented) {
+    replayed = replayed && r.replayed;
+    rentals.push_back(rental_json(r));
+  }
+  return json_answer(replayed ? 200 : 201, Json{{"plan", best}, {"rentals", std::move(rentals)}});
+}
 
 HttpResponse no_route(const HttpRequest& req) {
   return error_response(404, "not_found",
@@ -351,6 +467,16 @@ Result<Json> market_offers_snapshot(const Market& m) {
   return offers_json(offers);
 }
 
+Result<Json> market_availability_snapshot(const Market& m) {
+  GPUPLAN_TRY(offers, market_offers_snapshot(m));
+  GPUPLAN_TRY(seen, m.last_available());
+  Json out = offers;
+  Json rows = Json::array();
+  for (const auto& s : seen) rows.push_back(Json{{"target", s.target}, {"region", s.region}, {"at_ms", s.at_ms}});
+  out["last_available"] = std::move(rows);
+  return out;
+}
+
 HttpResponse market_disabled_response() {
   return error_response(404, "market_disabled",
                         "this server has no market: start it with `gpuplan serve --data-dir DIR` (SQLite) or "
@@ -358,8 +484,8 @@ HttpResponse market_disabled_response() {
                         "path");
 }
 
-HttpResponse market_response(Market& m, const HttpRequest& req, const std::vector<std::string>& segs,
-                             const Json& body) {
+HttpResponse market_response(Market& m, const HttpRequest& req, const std::vector<std::string>& segs, const Json& body,
+                             const PlanRunner& plan) {
   const std::string& method = req.method;
   const bool get = method == "GET" || method == "HEAD";
   const bool post = method == "POST";
@@ -572,6 +698,7 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
     case Op::kEarnings:
       return answer(m.earnings(p), 200, earnings_json);
     case Op::kRent: {
+      if (Request(body, "market.rent").has("plan")) return rent_plan(m, p, body, plan);
       auto request = rent_request(body, m.clock().now_ms());
       if (!request) return error_answer(request.error());
       auto r = m.rent(p, *request);

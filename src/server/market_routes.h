@@ -12,6 +12,7 @@
 // may not, 404 for another tenant's object); If-Match: <version> on stop, start and delete (412 stale).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,14 +34,24 @@ inline constexpr std::string_view kDemoProviderName = "demo-provider";
 // offers.list on the body's files, as before).
 bool is_market_route(const HttpRequest& request, const std::vector<std::string>& segments);
 
+// Runs the `plan` command on a request as POST /plan runs it (the server's offers files and a fresh
+// snapshot of the market's live offers added): what POST /rentals {"plan": ...} rents from.
+using PlanRunner = std::function<Result<Json>(const Json& plan_request)>;
+
 // The answer to a market route. `body` is the parsed JSON body (an empty object for GET and DELETE).
+// `plan`: how POST /rentals {"plan": ...} plans (absent: such a body is refused, 404 plan_unavailable).
 HttpResponse market_response(market::Market& market, const HttpRequest& request,
-                             const std::vector<std::string>& segments, const Json& body);
+                             const std::vector<std::string>& segments, const Json& body, const PlanRunner& plan = {});
 
 // The market's live offers as GET /offers?source=market lists them ({"offers": [...]}, demo rows with
 // "demo": true): the snapshot the server passes to offers.list, compare and plan as their `market` key,
 // so that the library's commands stay pure.
 Result<Json> market_offers_snapshot(const market::Market& market);
+
+// The market's availability for catalog.list and catalog.show, passed as their `market` key: the live
+// offers (as market_offers_snapshot) plus `last_available`: [{target, region, at_ms}] from the store
+// (Market::last_available), so that the catalog's commands stay pure too.
+Result<Json> market_availability_snapshot(const market::Market& market);
 
 // The 404 a market route gets from a server started without a store.
 HttpResponse market_disabled_response();

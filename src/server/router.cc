@@ -476,7 +476,9 @@ HttpResponse Router::api(const HttpRequest& req, std::string_view path, const Ca
       if (auto refused = refuse_body(req, options_.max_body_bytes)) return *refused;
       if (auto refused = read_body(req, options_.json, body)) return *refused;
     }
-    return market_response(*options_.market, req, segs, body);
+    // POST /rentals {"plan": ...} plans as POST /plan does (the files and a fresh market snapshot added).
+    const PlanRunner plan = [runner = runner_](const Json& request) { return (*runner)("plan", request); };
+    return market_response(*options_.market, req, segs, body, plan);
   }
   if (!get && !post) {
     auto res =
@@ -625,6 +627,15 @@ Router make_router(const Context& ctx, const Options& options) {
     const bool add_files = offers && prices && !request.contains("offers");
     const bool files_only = request.contains("source") && request["source"] == "files";
     const bool add_market = market && prices && !files_only;
+    // The catalog says what is available now (issue #14): on a server with a store, catalog.list and
+    // catalog.show get the market's live offers and the store's last-available times as `market`.
+    if (market && (command == "catalog.list" || command == "catalog.show")) {
+      auto availability = market_availability_snapshot(*market);
+      if (!availability) return availability.error();
+      Json with = request;
+      with["market"] = std::move(*availability);
+      return run_command(ctx, command, with);
+    }
     if (!add_files && !add_market) return run_command(ctx, command, request);
     Json with = request;
     if (add_files) with["offers"] = *offers;

@@ -232,17 +232,25 @@ std::string upper(std::string s) {
   return s;
 }
 
-Json example_body(const Json& op) {
-  if (!op.contains("requestBody")) return Json::object();
+// The documented bodies of an operation: its `example` and every one of its `examples` (POST /rentals
+// has {offer} and {plan}), or one empty body.
+std::vector<Json> example_bodies(const Json& op) {
+  if (!op.contains("requestBody")) return {Json::object()};
   const Json& c = op["requestBody"]["content"]["application/json"];
-  return c.contains("example") ? c["example"] : Json::object();
+  std::vector<Json> out;
+  if (c.contains("example")) out.push_back(c["example"]);
+  if (c.contains("examples")) {
+    for (const auto& e : c["examples"]) out.push_back(e["value"]);
+  }
+  if (out.empty()) out.push_back(Json::object());
+  return out;
 }
 
 TEST_P(MarketLoopback, EveryDocumentedOperationIsolatesTenantsAndNeedsATokenAndARole) {
   auto w = make_world(port_, admin_, 2);
   ASSERT_TRUE(w.ok()) << w.error().message;
   const Json doc = openapi();
-  int walked = 0, with_id = 0, with_agent = 0;
+  int walked = 0, with_id = 0, with_agent = 0, plan_bodies = 0;
   for (auto it = doc["paths"].begin(); it != doc["paths"].end(); ++it) {
     const std::string path = it.key();
     const std::string root =
@@ -264,51 +272,54 @@ TEST_P(MarketLoopback, EveryDocumentedOperationIsolatesTenantsAndNeedsATokenAndA
       if (has_id) concrete.replace(concrete.find("{id}"), 4, a_id);
       // The documented example, with A's real ids where it names one (a body that names nothing real would
       // be refused for that before the role is looked at).
-      Json body = example_body(op.value());
-      const World::Tenant& a_side = provider_side ? w->prov_a : w->rent_a;
-      if (body.contains("user_id")) body["user_id"] = a_side.admin_user;
-      if (body.contains("offer")) body["offer"] = w->offer_slice_a;
-      const std::string where = method + " " + path;
+      for (Json body : example_bodies(op.value())) {
+        const World::Tenant& a_side = provider_side ? w->prov_a : w->rent_a;
+        if (body.contains("user_id")) body["user_id"] = a_side.admin_user;
+        if (body.contains("offer")) body["offer"] = w->offer_slice_a;
+        const std::string where = method + " " + path + (body.contains("plan") ? " {plan}" : "");
+        plan_bodies += body.contains("plan") ? 1 : 0;
 
-      if (needs_token) {
-        Answer none = call(port_, method, concrete, "", &body);
-        if (op.value().value("operationId", "") == "market_create_offer") {
-          // Without a token POST /offers is the offers-file command (offers.list): it creates nothing.
-          EXPECT_TRUE(none.status >= 400 && none.status < 500) << where << ": " << none.body.dump();
-        } else {
-          EXPECT_EQ(none.status, 401) << where << ": " << none.body.dump();
+        if (needs_token) {
+          Answer none = call(port_, method, concrete, "", &body);
+          if (op.value().value("operationId", "") == "market_create_offer") {
+            // Without a token POST /offers is the offers-file command (offers.list): it creates nothing.
+            EXPECT_TRUE(none.status >= 400 && none.status < 500) << where << ": " << none.body.dump();
+          } else {
+            EXPECT_EQ(none.status, 401) << where << ": " << none.body.dump();
+          }
+          Answer bad = call(port_, method, concrete, "gpl_nosuch_0000", &body);
+          EXPECT_EQ(bad.status, 401) << where << " (unknown token): " << bad.body.dump();
+          Answer bad_agent = call(port_, method, concrete, "gpa_nosuch_0000", &body);
+          EXPECT_EQ(bad_agent.status, 401) << where << " (unknown agent token): " << bad_agent.body.dump();
+          if (root == "agent") {
+            // The agent's endpoints take the agent's token only: a user's (even the node's provider admin's) is 403.
+            Answer user = call(port_, method, concrete, w->prov_a.token, &body);
+            EXPECT_EQ(user.status, 403) << where << " with a user's token: " << user.body.dump();
+          } else {
+            // The agent's token opens /agent/* only: every other documented operation is 403 with it.
+            Answer agent = call(port_, method, concrete, w->agent_a, &body, "\"1\"");
+            EXPECT_EQ(agent.status, 403) << where << " with node A's agent token: " << agent.body.dump();
+            ++with_agent;
+          }
         }
-        Answer bad = call(port_, method, concrete, "gpl_nosuch_0000", &body);
-        EXPECT_EQ(bad.status, 401) << where << " (unknown token): " << bad.body.dump();
-        Answer bad_agent = call(port_, method, concrete, "gpa_nosuch_0000", &body);
-        EXPECT_EQ(bad_agent.status, 401) << where << " (unknown agent token): " << bad_agent.body.dump();
-        if (root == "agent") {
-          // The agent's endpoints take the agent's token only: a user's (even the node's provider admin's) is 403.
-          Answer user = call(port_, method, concrete, w->prov_a.token, &body);
-          EXPECT_EQ(user.status, 403) << where << " with a user's token: " << user.body.dump();
-        } else {
-          // The agent's token opens /agent/* only: every other documented operation is 403 with it.
-          Answer agent = call(port_, method, concrete, w->agent_a, &body, "\"1\"");
-          EXPECT_EQ(agent.status, 403) << where << " with node A's agent token: " << agent.body.dump();
-          ++with_agent;
+        if (has_id) {
+          ++with_id;
+          const World::Tenant& b = provider_side ? w->prov_b : w->rent_b;
+          Answer other = call(port_, method, concrete, b.token, &body, "\"1\"");
+          EXPECT_EQ(other.status, 404) << where << " as tenant B on A's " << a_id << ": " << other.body.dump();
         }
-      }
-      if (has_id) {
-        ++with_id;
-        const World::Tenant& b = provider_side ? w->prov_b : w->rent_b;
-        Answer other = call(port_, method, concrete, b.token, &body, "\"1\"");
-        EXPECT_EQ(other.status, 404) << where << " as tenant B on A's " << a_id << ": " << other.body.dump();
-      }
-      if (needs_token && method != "GET") {
-        const World::Tenant& a = provider_side ? w->prov_a : w->rent_a;
-        Answer viewer = call(port_, method, concrete, a.viewer_token, &body);
-        EXPECT_EQ(viewer.status, 403) << where << " as A's viewer: " << viewer.body.dump();
+        if (needs_token && method != "GET") {
+          const World::Tenant& a = provider_side ? w->prov_a : w->rent_a;
+          Answer viewer = call(port_, method, concrete, a.viewer_token, &body);
+          EXPECT_EQ(viewer.status, 403) << where << " as A's viewer: " << viewer.body.dump();
+        }
       }
     }
   }
   EXPECT_GE(walked, 20);
   EXPECT_GE(with_id, 9);
   EXPECT_GE(with_agent, 18);
+  EXPECT_GE(plan_bodies, 1) << "POST /rentals {plan} (plan then rent) is documented and walked";
   // Nothing of A's changed under B's calls.
   Answer r = call(port_, "GET", "/rentals/" + w->rental_a, w->rent_a.token);
   ASSERT_EQ(r.status, 200) << r.body.dump();
@@ -551,6 +562,49 @@ TEST_P(MarketLoopback, SixtyFourClientsNeverDoubleBook) {
   EXPECT_EQ(recount(*db, *ctx_), created.load()) << seen;
   std::cout << "[ market load ] " << GetParam() << ": " << kClients << " clients x " << kCallsEach << " calls: " << seen
             << "(201s " << created.load() << ", 503s " << unavailable.load() << ")\n";
+}
+
+// Plan then rent over HTTP (issue #14): 8 clients at once POST /rentals {"plan": Llama-3-8B at 2 req/s on
+// 3g.40gb slices}; each rents all of its plan or nothing. The rentals made never exceed the slices that were
+// free, every other answer is a 409 with `replan`, and the recount finds no slice held twice.
+TEST_P(MarketLoopback, PlanThenRentFromEightClientsAtOnceNeverDoubleBooks) {
+  auto w = make_world(port_, admin_, 1);
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  Answer offers = call(port_, "GET", "/offers?source=market", "");
+  ASSERT_EQ(offers.status, 200);
+  int64_t free_slices = 0;
+  for (const auto& o : offers.body["offers"]) {
+    if (o["id"] == w->offer_3g_a) free_slices = o["available"];
+  }
+  ASSERT_GE(free_slices, 1) << offers.body.dump();
+  const Json body{{"plan", Json{{"model", "llama-3-8b"}, {"rate", 2}, {"gpu", {"a100-80gb-sxm4/3g.40gb"}}}}};
+  constexpr int kClients = 8;
+  std::atomic<int> rented{0}, conflicts{0}, other{0};
+  std::vector<std::thread> ts;
+  for (int c = 0; c < kClients; ++c) {
+    ts.emplace_back([&, c] {
+      Answer a = call(port_, "POST", "/rentals", c % 2 == 0 ? w->rent_a.token : w->rent_b.token, &body);
+      if (a.status == 201) {
+        EXPECT_EQ(a.body["plan"]["offer"], w->offer_3g_a) << a.body.dump();
+        EXPECT_EQ(a.body["rentals"].size(), a.body["plan"]["instances"].get<size_t>()) << a.body.dump();
+        rented.fetch_add(static_cast<int>(a.body["rentals"].size()));
+      } else if (a.status == 409) {
+        EXPECT_EQ(a.body["replan"], "/api/v1/plan") << a.body.dump();
+        conflicts.fetch_add(1);
+      } else {
+        other.fetch_add(1);
+        ADD_FAILURE() << a.status << " " << a.body.dump();
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_GE(rented.load(), 1);
+  EXPECT_LE(rented.load(), free_slices);
+  EXPECT_GE(conflicts.load(), 1);
+  EXPECT_EQ(other.load(), 0);
+  auto db = raw_store();
+  ASSERT_TRUE(db);
+  EXPECT_EQ(recount(*db, *ctx_), 1 + rented.load());  // the world's rental and the plans'
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, MarketLoopback, ::testing::Values("sqlite", "postgresql"),
