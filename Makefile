@@ -7,7 +7,7 @@ FUZZ_DIR  ?= build-fuzz
 JOBS      ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test check-includes test-unit test-asan fuzz fuzz-build fuzz-replay bench format tidy tidy-changed clean
+.PHONY: all deps build run test check-includes test-unit test-asan fuzz fuzz-build fuzz-replay bench bench-check bench-record format tidy tidy-changed clean
 
 all: build
 
@@ -70,6 +70,16 @@ fuzz: fuzz-replay
 
 bench: build
 	./$(BUILD_DIR)/bench/gpuplan_bench --benchmark_min_time=0.2
+
+# Benchmark regressions (scripts/bench-check.py): the tracked benchmarks of bench/tracked.json, run once
+# (about a minute on 2 cores) as ratios to BM_Reference, against bench/recorded.json; a ratio beyond
+# its noise band fails, naming the benchmark. bench-record re-measures (record_runs runs: the bands)
+# and regenerates the speed tables in docs/*.md; commit both files.
+bench-check: build
+	python3 scripts/bench-check.py check --bench ./$(BUILD_DIR)/bench/gpuplan_bench
+
+bench-record: build
+	python3 scripts/bench-check.py record --bench ./$(BUILD_DIR)/bench/gpuplan_bench
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

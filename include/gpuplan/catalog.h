@@ -6,10 +6,12 @@
 
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "gpuplan/embedded.h"
 #include "gpuplan/figure.h"
 #include "gpuplan/status.h"
 
@@ -79,6 +81,11 @@ struct TargetRef {
   bool is_mig() const { return profile != nullptr; }
 };
 
+// Where Catalog::load takes the data embedded in the binary from: the image compiled from data/ at build
+// time (tools/compile_data.cc validated it with this loader; no YAML is parsed), or the embedded YAML
+// itself (the tests compare the two).
+enum class EmbeddedForm { kCompiled, kYaml };
+
 class Catalog {
  public:
   Catalog() = default;
@@ -87,7 +94,9 @@ class Catalog {
 
   // The data embedded in the binary, plus every *.yaml under each of `extra_dirs` (the user's
   // --catalog folders), which add entries or override entries with the same id.
-  static Result<std::shared_ptr<const Catalog>> load(const std::vector<std::string>& extra_dirs = {});
+  // The user's folders are always parsed as YAML.
+  static Result<std::shared_ptr<const Catalog>> load(const std::vector<std::string>& extra_dirs = {},
+                                                     EmbeddedForm form = EmbeddedForm::kCompiled);
   // The embedded data only, loaded once per process. Never fails unless the build is broken.
   static std::shared_ptr<const Catalog> embedded();
 
@@ -95,6 +104,18 @@ class Catalog {
   Status add_file(const std::string& file_name, std::string_view text);
   // Checks cross references (sources, MIG tables, spec keys) and builds the name index.
   Status finalize();
+  // Adds the catalog files among `files` (data/gpus/, data/mig/, data/spec_keys.yaml,
+  // data/sources.yaml), spec keys first, then MIG tables, then the rest: what load() does with the
+  // embedded YAML and the build's compile step (tools/compile_data.cc) with the files of data/.
+  Status add_data_files(std::span<const EmbeddedFile> files);
+
+  // The whole state as a compact binary image (src/catalog/image.h): spec keys, sources, GPUs with
+  // every figure, MIG tables; with `with_index`, also the name index (finalize()'s), which makes two
+  // images equal exactly when the catalogs are (the tests' deep equality).
+  std::string to_image(bool with_index = false) const;
+  // A catalog from to_image() (without the index), not finalized: as after the add_file() calls it
+  // was written from. A corrupt image is an internal error.
+  static Result<std::unique_ptr<Catalog>> from_image(std::string_view bytes);
 
   const std::vector<Gpu>& gpus() const { return gpus_; }
   const std::vector<SpecKey>& spec_keys() const { return spec_keys_; }

@@ -83,6 +83,11 @@ class OptionTable {
   // outside their range or of the wrong type, an enum with neither vocabulary nor values, duplicate
   // (name, command) pairs, unknown groups. Errors name the file and line.
   static Result<OptionTable> parse(const std::string& file, std::string_view text);
+  // The table as a compact binary image (src/catalog/image.h), and back: the build compiles
+  // data/options.yaml into one (tools/compile_data.cc) so that start-up parses no YAML. Two tables are
+  // equal exactly when their images are. A corrupt image is an internal error.
+  std::string to_image() const;
+  static Result<OptionTable> from_image(std::string_view bytes);
 
  private:
   std::vector<OptionSpec> options_;

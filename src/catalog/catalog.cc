@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include "catalog/compiled.h"
+#include "catalog/image.h"
 #include "catalog/yaml_util.h"
 #include "gpuplan/cancel.h"
 #include "gpuplan/embedded.h"
@@ -541,6 +543,179 @@ std::vector<TargetRef> Catalog::all_targets(bool include_mig) const {
   return out;
 }
 
+// --- the compiled image ---------------------------------------------------------------------------
+
+namespace {
+
+// "GPCT": the catalog image's tag (src/catalog/image.h).
+constexpr uint32_t kCatalogImageTag = 0x54435047;
+
+void write_source(image::Writer& w, const Source& s) {
+  for (const auto* f : {&s.id, &s.title, &s.url, &s.revision, &s.checked, &s.kind}) w.str(*f);
+}
+
+void read_source(image::Reader& r, Source& s) {
+  for (auto* f : {&s.id, &s.title, &s.url, &s.revision, &s.checked, &s.kind}) *f = r.str();
+}
+
+void write_spec_key(image::Writer& w, const SpecKey& k) {
+  for (const auto* f : {&k.key, &k.unit, &k.group, &k.explain}) w.str(*f);
+  w.u8(static_cast<uint8_t>(k.kind));
+  w.f64(k.min);
+  w.f64(k.max);
+  w.boolean(k.has_sparse_twin);
+  w.boolean(k.is_sparse);
+  w.str(k.dense_key);
+}
+
+void read_spec_key(image::Reader& r, SpecKey& k) {
+  for (auto* f : {&k.key, &k.unit, &k.group, &k.explain}) *f = r.str();
+  const uint8_t kind = r.u8();
+  k.kind = kind <= static_cast<uint8_t>(SpecKind::kBoolean) ? static_cast<SpecKind>(kind) : SpecKind::kNumber;
+  k.min = r.f64();
+  k.max = r.f64();
+  k.has_sparse_twin = r.boolean();
+  k.is_sparse = r.boolean();
+  k.dense_key = r.str();
+}
+
+void write_figure(image::Writer& w, const Figure& f) {
+  w.str(f.key);
+  w.opt_f64(f.number);
+  w.opt_bool(f.flag);
+  for (const auto* s : {&f.text, &f.unit, &f.source_id, &f.checked, &f.derived}) w.str(*s);
+  w.count(f.conflicts.size());
+  for (const auto& c : f.conflicts) {
+    w.str(c.value);
+    w.str(c.source_id);
+    w.str(c.note);
+  }
+}
+
+void read_figure(image::Reader& r, Figure& f) {
+  f.key = r.str();
+  f.number = r.opt_f64();
+  f.flag = r.opt_bool();
+  for (auto* s : {&f.text, &f.unit, &f.source_id, &f.checked, &f.derived}) *s = r.str();
+  f.conflicts.resize(r.count());
+  for (auto& c : f.conflicts) {
+    c.value = r.str();
+    c.source_id = r.str();
+    c.note = r.str();
+  }
+}
+
+void write_gpu(image::Writer& w, const Gpu& g) {
+  for (const auto* f : {&g.id, &g.vendor, &g.name}) w.str(*f);
+  w.strings(g.aliases);
+  for (const auto* f : {&g.architecture, &g.chip, &g.form_factor, &g.interface, &g.lifecycle, &g.mig_table, &g.file})
+    w.str(*f);
+  w.count(g.specs.size());
+  for (const auto& f : g.specs) write_figure(w, f);
+}
+
+void read_gpu(image::Reader& r, Gpu& g) {
+  for (auto* f : {&g.id, &g.vendor, &g.name}) *f = r.str();
+  g.aliases = r.strings();
+  for (auto* f : {&g.architecture, &g.chip, &g.form_factor, &g.interface, &g.lifecycle, &g.mig_table, &g.file})
+    *f = r.str();
+  g.specs.resize(r.count());
+  for (auto& f : g.specs) read_figure(r, f);
+}
+
+void write_profile(image::Writer& w, const MigProfile& p) {
+  w.str(p.name);
+  for (int v : {p.profile_id, p.memory_slices, p.compute_slices}) w.i32(v);
+  w.f64(p.memory_mib);
+  for (int v : {p.sm_count, p.copy_engines, p.decoders, p.jpeg, p.ofa, p.max_count}) w.i32(v);
+  w.count(p.placement_starts.size());
+  for (int s : p.placement_starts) w.i32(s);
+  w.boolean(p.media_extensions);
+  w.str(p.source_id);
+  w.str(p.note);
+}
+
+void read_profile(image::Reader& r, MigProfile& p) {
+  p.name = r.str();
+  for (int* v : {&p.profile_id, &p.memory_slices, &p.compute_slices}) *v = r.i32();
+  p.memory_mib = r.f64();
+  for (int* v : {&p.sm_count, &p.copy_engines, &p.decoders, &p.jpeg, &p.ofa, &p.max_count}) *v = r.i32();
+  p.placement_starts.resize(r.count());
+  for (int& s : p.placement_starts) s = r.i32();
+  p.media_extensions = r.boolean();
+  p.source_id = r.str();
+  p.note = r.str();
+}
+
+void write_mig_table(image::Writer& w, const MigTable& t) {
+  for (const auto* f : {&t.id, &t.source_id, &t.file}) w.str(*f);
+  for (int v : {t.memory_slices, t.compute_slices, t.max_instances}) w.i32(v);
+  w.str(t.min_driver);
+  w.count(t.profiles.size());
+  for (const auto& p : t.profiles) write_profile(w, p);
+}
+
+void read_mig_table(image::Reader& r, MigTable& t) {
+  for (auto* f : {&t.id, &t.source_id, &t.file}) *f = r.str();
+  for (int* v : {&t.memory_slices, &t.compute_slices, &t.max_instances}) *v = r.i32();
+  t.min_driver = r.str();
+  t.profiles.resize(r.count());
+  for (auto& p : t.profiles) read_profile(r, p);
+}
+
+}  // namespace
+
+std::string Catalog::to_image(bool with_index) const {
+  image::Writer w;
+  w.u32(kCatalogImageTag);
+  w.u32(image::kFormatVersion);
+  w.count(spec_keys_.size());
+  for (const auto& k : spec_keys_) write_spec_key(w, k);
+  w.count(sources_.size());
+  for (const auto& [id, s] : sources_) write_source(w, s);
+  w.count(gpus_.size());
+  for (const auto& g : gpus_) write_gpu(w, g);
+  w.count(mig_tables_.size());
+  for (const auto& [id, t] : mig_tables_) write_mig_table(w, t);
+  if (with_index) {
+    w.boolean(finalized_);
+    w.count(exact_index_.size());
+    for (const auto& [name, i] : exact_index_) {
+      w.str(name);
+      w.u64(i);
+    }
+    w.count(gpu_tokens_.size());
+    for (const auto& tokens : gpu_tokens_) w.strings(tokens);
+  }
+  return w.bytes();
+}
+
+Result<std::unique_ptr<Catalog>> Catalog::from_image(std::string_view bytes) {
+  image::Reader r(bytes);
+  auto c = std::make_unique<Catalog>();
+  if (r.u32() != kCatalogImageTag || r.u32() != image::kFormatVersion) {
+    return Error{ErrorCode::kInternal, "the compiled catalog image is of another format; rebuild gpuplan", ""};
+  }
+  c->spec_keys_.resize(r.count());
+  for (auto& k : c->spec_keys_) read_spec_key(r, k);
+  for (size_t n = r.count(), i = 0; i < n && r.ok(); ++i) {
+    Source s;
+    read_source(r, s);
+    std::string id = s.id;
+    c->sources_.emplace(std::move(id), std::move(s));
+  }
+  c->gpus_.resize(r.count());
+  for (auto& g : c->gpus_) read_gpu(r, g);
+  for (size_t n = r.count(), i = 0; i < n && r.ok(); ++i) {
+    MigTable t;
+    read_mig_table(r, t);
+    std::string id = t.id;
+    c->mig_tables_.emplace(std::move(id), std::move(t));
+  }
+  GPUPLAN_CHECK(r.finish("catalog"));
+  return c;
+}
+
 // --- loading entry points -------------------------------------------------------------------------
 
 namespace {
@@ -561,24 +736,32 @@ bool is_catalog_file(std::string_view path) {
           path == "data/sources.yaml");
 }
 
-Status add_embedded(Catalog& c) {
+}  // namespace
+
+Status Catalog::add_data_files(std::span<const EmbeddedFile> all) {
   std::vector<EmbeddedFile> files;
-  for (const auto& f : embedded_files()) {
+  for (const auto& f : all) {
     if (is_catalog_file(f.path)) files.push_back(f);
   }
   std::stable_sort(files.begin(), files.end(),
                    [](const EmbeddedFile& a, const EmbeddedFile& b) { return load_rank(a.path) < load_rank(b.path); });
   for (const auto& f : files) {
-    if (auto s = c.add_file(std::string(f.path), f.contents); !s) return s;
+    if (auto s = add_file(std::string(f.path), f.contents); !s) return s;
   }
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<std::shared_ptr<const Catalog>> Catalog::load(const std::vector<std::string>& extra_dirs) {
-  auto c = std::make_shared<Catalog>();
-  if (auto s = add_embedded(*c); !s) return s.error();
+Result<std::shared_ptr<const Catalog>> Catalog::load(const std::vector<std::string>& extra_dirs, EmbeddedForm form) {
+  std::unique_ptr<Catalog> c;
+  // The tool that compiles the image (tools/compile_data.cc) links an empty one: it reads the YAML.
+  if (form == EmbeddedForm::kCompiled && !compiled::catalog_image().empty()) {
+    auto from = from_image(compiled::catalog_image());
+    if (!from) return from.error();
+    c = std::move(from).value();
+  } else {
+    c = std::make_unique<Catalog>();
+    if (auto s = c->add_data_files(embedded_files()); !s) return s.error();
+  }
   for (const auto& dir : extra_dirs) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) {

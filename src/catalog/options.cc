@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "catalog/compiled.h"
+#include "catalog/image.h"
 #include "catalog/yaml_util.h"
 #include "core/decimal.h"
 #include "gpuplan/cancel.h"
@@ -355,10 +357,93 @@ Result<OptionTable> OptionTable::parse(const std::string& file, std::string_view
   return t;
 }
 
+// "GPOT": the option table image's tag (src/catalog/image.h).
+constexpr uint32_t kOptionsImageTag = 0x544f5047;
+
+std::string OptionTable::to_image() const {
+  image::Writer w;
+  w.u32(kOptionsImageTag);
+  w.u32(image::kFormatVersion);
+  w.count(options_.size());
+  for (const OptionSpec& o : options_) {
+    w.str(o.name);
+    w.u8(static_cast<uint8_t>(o.type));
+    w.str(o.unit);
+    // The default as JSON text (null when there is none): nlohmann writes numbers so they read back exactly.
+    w.str(o.default_value.dump());
+    w.opt_f64(o.range.min);
+    w.opt_f64(o.range.max);
+    w.boolean(o.range.min_open);
+    w.boolean(o.range.max_open);
+    w.str(o.vocabulary);
+    w.strings(o.values);
+    w.str(o.group);
+    for (const auto* v : {&o.commands, &o.required, &o.positional}) w.strings(*v);
+    w.boolean(o.cli);
+    w.u64(o.max_length);
+    w.u64(o.max_items);
+    w.str(o.items);
+    w.str(o.help);
+    w.i32(o.line);
+  }
+  w.count(groups_.size());
+  for (const auto& [name, commands] : groups_) {
+    w.str(name);
+    w.strings(commands);
+  }
+  w.strings(strict_);
+  w.strings(open_);
+  return w.bytes();
+}
+
+Result<OptionTable> OptionTable::from_image(std::string_view bytes) {
+  image::Reader r(bytes);
+  if (r.u32() != kOptionsImageTag || r.u32() != image::kFormatVersion) {
+    return Error{ErrorCode::kInternal, "the compiled option table image is of another format; rebuild gpuplan", ""};
+  }
+  OptionTable t;
+  t.options_.resize(r.count());
+  for (OptionSpec& o : t.options_) {
+    o.name = r.str();
+    const uint8_t type = r.u8();
+    if (type > static_cast<uint8_t>(OptionType::kObject)) return r.corrupt("option table (type)");
+    o.type = static_cast<OptionType>(type);
+    o.unit = r.str();
+    o.default_value = Json::parse(r.str(), nullptr, false);
+    if (o.default_value.is_discarded()) return r.corrupt("option table (default)");
+    o.range.min = r.opt_f64();
+    o.range.max = r.opt_f64();
+    o.range.min_open = r.boolean();
+    o.range.max_open = r.boolean();
+    o.vocabulary = r.str();
+    o.values = r.strings();
+    o.group = r.str();
+    for (auto* v : {&o.commands, &o.required, &o.positional}) *v = r.strings();
+    o.cli = r.boolean();
+    o.max_length = static_cast<size_t>(r.u64());
+    o.max_items = static_cast<size_t>(r.u64());
+    o.items = r.str();
+    o.help = r.str();
+    o.line = r.i32();
+  }
+  t.groups_.resize(r.count());
+  for (auto& [name, commands] : t.groups_) {
+    name = r.str();
+    commands = r.strings();
+  }
+  t.strict_ = r.strings();
+  t.open_ = r.strings();
+  GPUPLAN_CHECK(r.finish("option table"));
+  return t;
+}
+
 Result<const OptionTable*> option_table() {
   static const Result<OptionTable> table = []() -> Result<OptionTable> {
     // Parsed once for every later command: a request's deadline must not apply to it.
     const CancelScope uncancellable(nullptr);
+    // The image the build compiled from data/options.yaml after validating it with parse() below; the
+    // compile tool itself (tools/compile_data.cc) links an empty one and parses the YAML.
+    if (!compiled::options_image().empty()) return OptionTable::from_image(compiled::options_image());
     for (const auto& f : embedded_files()) {
       if (f.path == kOptionsFile) return OptionTable::parse(std::string(kOptionsFile), f.contents);
     }

@@ -7,11 +7,14 @@
 #include <memory>
 #include <mutex>
 
+#include "catalog/compiled.h"
+#include "catalog/image.h"
 #include "catalog/yaml_util.h"
 #include "gpuplan/cancel.h"
 #include "gpuplan/catalog.h"
 #include "gpuplan/embedded.h"
 #include "gpuplan/model.h"
+#include "model/zoo_index.h"
 
 namespace gpuplan {
 
@@ -222,9 +225,28 @@ std::string_view embedded(std::string_view path) {
   return {};
 }
 
+// "GPZO": the zoo index image's tag (src/catalog/image.h).
+constexpr uint32_t kZooImageTag = 0x4f5a5047;
+
 std::vector<ZooEntry> load_zoo() {
+  // The index the build compiled (tools/compile_data.cc ran zoo_index() below over data/); the compile
+  // tool itself links an empty image and reads the YAML.
+  if (!compiled::zoo_image().empty()) {
+    auto index = zoo_index_from_image(compiled::zoo_image());
+    if (index) return std::move(index).value();
+  }
+  auto index = zoo_index(embedded_files());
+  return index ? std::move(index).value() : std::vector<ZooEntry>{};
+}
+
+}  // namespace
+
+Result<std::vector<ZooEntry>> zoo_index(std::span<const EmbeddedFile> files) {
   std::vector<ZooEntry> out;
-  const std::string_view zoo = embedded("data/models/zoo.yaml");
+  std::string_view zoo;
+  for (const auto& f : files) {
+    if (f.path == "data/models/zoo.yaml") zoo = f.contents;
+  }
   if (!zoo.empty()) {
     try {
       const YAML::Node root = YAML::Load(std::string(zoo));
@@ -237,12 +259,12 @@ std::vector<ZooEntry> load_zoo() {
         z.published_source = e["published_source"] ? e["published_source"].as<std::string>() : "";
         out.push_back(std::move(z));
       }
-    } catch (const YAML::Exception&) {
-      out.clear();
+    } catch (const YAML::Exception& e) {
+      return invalid_data_error("data/models/zoo.yaml: " + std::string(e.what()), "model");
     }
   }
   // Every model file embedded under data/models/ is in the zoo, listed or not.
-  for (const auto& f : embedded_files()) {
+  for (const auto& f : files) {
     const std::string_view p = f.path;
     if (p.rfind("data/models/", 0) != 0 || p == "data/models/zoo.yaml") continue;
     const bool json = p.size() > 5 && p.substr(p.size() - 5) == ".json";
@@ -258,7 +280,8 @@ std::vector<ZooEntry> load_zoo() {
         const YAML::Node root = YAML::Load(std::string(f.contents));
         if (root["published_parameters"]) z.published_parameters = root["published_parameters"].as<int64_t>();
         if (root["published_source"]) z.published_source = root["published_source"].as<std::string>();
-      } catch (const YAML::Exception&) {
+      } catch (const YAML::Exception& e) {
+        return invalid_data_error(file + ": " + std::string(e.what()), "model");
       }
     }
     out.push_back(std::move(z));
@@ -266,7 +289,31 @@ std::vector<ZooEntry> load_zoo() {
   return out;
 }
 
-}  // namespace
+std::string zoo_index_image(const std::vector<ZooEntry>& entries) {
+  image::Writer w;
+  w.u32(kZooImageTag);
+  w.u32(image::kFormatVersion);
+  w.count(entries.size());
+  for (const auto& z : entries) {
+    for (const auto* f : {&z.id, &z.hf_repo, &z.file}) w.str(*f);
+    w.u64(static_cast<uint64_t>(z.published_parameters));
+    w.str(z.published_source);
+  }
+  return w.bytes();
+}
+
+Result<std::vector<ZooEntry>> zoo_index_from_image(std::string_view bytes) {
+  image::Reader r(bytes);
+  if (r.u32() != kZooImageTag || r.u32() != image::kFormatVersion) return r.corrupt("zoo index (tag or version)");
+  std::vector<ZooEntry> out(r.count());
+  for (auto& z : out) {
+    for (auto* f : {&z.id, &z.hf_repo, &z.file}) *f = r.str();
+    z.published_parameters = static_cast<int64_t>(r.u64());
+    z.published_source = r.str();
+  }
+  GPUPLAN_CHECK(r.finish("zoo index"));
+  return out;
+}
 
 std::vector<ZooEntry> zoo_entries() {
   static const std::vector<ZooEntry> entries = load_zoo();
