@@ -14,8 +14,10 @@
 #include <optional>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 
 #include "gpuplan/catalog.h"
@@ -39,64 +41,67 @@ struct Scenario {
   std::vector<PackRequest> requests;
 };
 
+// A fleet of `gpus` GPUs of the mix below and request lines drawn until `units` units, from `seed`.
+Scenario make_scenario(int gpus, int units_wanted, unsigned seed) {
+  Scenario sc;
+  auto catalog = Catalog::embedded();
+  // GPU mix: mostly A100/H100 generations, some H200 and A30.
+  const std::vector<std::pair<std::string, double>> mix = {{"a100-40gb-sxm4", 0.20},
+                                                           {"a100-80gb-sxm4", 0.25},
+                                                           {"h100-80gb-sxm5", 0.35},
+                                                           {"h200-141gb-sxm", 0.15},
+                                                           {"a30", 0.05}};
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int i = 0; i < gpus; ++i) {
+    double x = u(rng);
+    size_t k = 0;
+    while (k + 1 < mix.size() && x > mix[k].second) x -= mix[k++].second;
+    auto ref = catalog->resolve(mix[k].first);
+    FleetGpu g;
+    g.node = "node-" + std::to_string(i / 8);
+    g.index = i % 8;
+    g.gpu = ref->gpu;
+    g.table = ref->mig_table;
+    sc.fleet.gpus.push_back(g);
+  }
+  // Requests: memory/compute minimums (portable across GPU types) and profile names.
+  struct Kind {
+    double weight;
+    const char* profile;
+    double memory_gb;
+    int compute;
+  };
+  const std::vector<Kind> kinds = {{0.60, nullptr, 4, 1},   {0.10, nullptr, 9, 1},   {0.06, nullptr, 9, 2},
+                                   {0.03, nullptr, 18, 3},  {0.01, nullptr, 30, 4},  {0.12, "1g.10gb", 0, 0},
+                                   {0.02, "3g.40gb", 0, 0}, {0.03, "2g.20gb", 0, 0}, {0.02, "1g.5gb", 0, 0},
+                                   {0.01, "7g.80gb", 0, 0}};
+  int units = 0, line = 0;
+  std::uniform_int_distribution<int> count(1, kMaxLineCount);
+  while (units < units_wanted) {
+    double x = u(rng);
+    size_t k = 0;
+    while (k + 1 < kinds.size() && x > kinds[k].weight) x -= kinds[k++].weight;
+    PackRequest r;
+    r.name = "r" + std::to_string(line++);
+    r.count = std::min(count(rng), units_wanted - units);
+    r.priority = static_cast<int>(rng() % 3);
+    if (kinds[k].profile) {
+      r.kind = PackRequest::Kind::kProfile;
+      r.profile = kinds[k].profile;
+    } else {
+      r.kind = PackRequest::Kind::kResources;
+      r.memory_gb = kinds[k].memory_gb;
+      r.compute_slices = kinds[k].compute;
+    }
+    units += r.count;
+    sc.requests.push_back(r);
+  }
+  return sc;
+}
+
 const Scenario& scenario() {
-  static const Scenario s = [] {
-    Scenario sc;
-    auto catalog = Catalog::embedded();
-    // GPU mix: mostly A100/H100 generations, some H200 and A30.
-    const std::vector<std::pair<std::string, double>> mix = {{"a100-40gb-sxm4", 0.20},
-                                                             {"a100-80gb-sxm4", 0.25},
-                                                             {"h100-80gb-sxm5", 0.35},
-                                                             {"h200-141gb-sxm", 0.15},
-                                                             {"a30", 0.05}};
-    std::mt19937 rng(kSeed);
-    std::uniform_real_distribution<double> u(0, 1);
-    for (int i = 0; i < kFleetGpus; ++i) {
-      double x = u(rng);
-      size_t k = 0;
-      while (k + 1 < mix.size() && x > mix[k].second) x -= mix[k++].second;
-      auto ref = catalog->resolve(mix[k].first);
-      FleetGpu g;
-      g.node = "node-" + std::to_string(i / 8);
-      g.index = i % 8;
-      g.gpu = ref->gpu;
-      g.table = ref->mig_table;
-      sc.fleet.gpus.push_back(g);
-    }
-    // Requests: memory/compute minimums (portable across GPU types) and profile names.
-    struct Kind {
-      double weight;
-      const char* profile;
-      double memory_gb;
-      int compute;
-    };
-    const std::vector<Kind> kinds = {{0.60, nullptr, 4, 1},   {0.10, nullptr, 9, 1},   {0.06, nullptr, 9, 2},
-                                     {0.03, nullptr, 18, 3},  {0.01, nullptr, 30, 4},  {0.12, "1g.10gb", 0, 0},
-                                     {0.02, "3g.40gb", 0, 0}, {0.03, "2g.20gb", 0, 0}, {0.02, "1g.5gb", 0, 0},
-                                     {0.01, "7g.80gb", 0, 0}};
-    int units = 0, line = 0;
-    std::uniform_int_distribution<int> count(1, kMaxLineCount);
-    while (units < kRequestUnits) {
-      double x = u(rng);
-      size_t k = 0;
-      while (k + 1 < kinds.size() && x > kinds[k].weight) x -= kinds[k++].weight;
-      PackRequest r;
-      r.name = "r" + std::to_string(line++);
-      r.count = std::min(count(rng), kRequestUnits - units);
-      r.priority = static_cast<int>(rng() % 3);
-      if (kinds[k].profile) {
-        r.kind = PackRequest::Kind::kProfile;
-        r.profile = kinds[k].profile;
-      } else {
-        r.kind = PackRequest::Kind::kResources;
-        r.memory_gb = kinds[k].memory_gb;
-        r.compute_slices = kinds[k].compute;
-      }
-      units += r.count;
-      sc.requests.push_back(r);
-    }
-    return sc;
-  }();
+  static const Scenario s = make_scenario(kFleetGpus, kRequestUnits, kSeed);
   return s;
 }
 
@@ -227,19 +232,21 @@ void report(benchmark::State& state, const Outcome& o, int lower_bound) {
                  " unplaced=" + std::to_string(o.unplaced));
 }
 
+// `fleet` with a random valid layout on 30% of its GPUs, each instance busy with probability 1/2.
+Fleet with_instances(Fleet fleet, unsigned seed) {
+  std::mt19937 rng(seed);
+  for (auto& g : fleet.gpus) {
+    if (rng() % 10 >= 3) continue;
+    auto model = table_model(*g.table);
+    const auto& layout = model->layouts[rng() % model->layouts.size()];
+    for (const auto& p : layout) g.instances.push_back(ExistingInstance{p, rng() % 2 == 0, ""});
+  }
+  return fleet;
+}
+
 // The scenario with existing instances on 30% of the GPUs (fixed seed).
 const Fleet& busy_fleet() {
-  static const Fleet f = [] {
-    Fleet fleet = scenario().fleet;
-    std::mt19937 rng(kSeed + 1);
-    for (auto& g : fleet.gpus) {
-      if (rng() % 10 >= 3) continue;
-      auto model = table_model(*g.table);
-      const auto& layout = model->layouts[rng() % model->layouts.size()];
-      for (const auto& p : layout) g.instances.push_back(ExistingInstance{p, rng() % 2 == 0, ""});
-    }
-    return fleet;
-  }();
+  static const Fleet f = with_instances(scenario().fleet, kSeed + 1);
   return f;
 }
 
@@ -332,6 +339,75 @@ void BM_MigPack_StaticAllBalanced(benchmark::State& state) {
 
 }  // namespace
 
+// The exact search's counters of the last plan (pack_stats: what ran, what the cost model skipped).
+void report_stats(benchmark::State& state, const PackResult& r) {
+  state.counters["exact_runs"] = r.stats.exact_runs;
+  state.counters["exact_aborted"] = r.stats.exact_aborted;
+  state.counters["exact_skipped"] = r.stats.exact_skipped;
+  state.counters["exact_states"] = static_cast<double>(r.stats.exact_states);
+}
+
+#ifndef GPUPLAN_SOURCE_DIR
+#define GPUPLAN_SOURCE_DIR "."  // bench/CMakeLists.txt defines it
+#endif
+
+std::string read_example(const std::string& name) {
+  for (const std::string& dir : {std::string("examples/mig/"), std::string(GPUPLAN_SOURCE_DIR "/examples/mig/")}) {
+    std::ifstream in(dir + name);
+    if (!in) continue;
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+  return "";
+}
+
+// The shipped example (examples/mig: 20 GPUs of three types, two busy instances, five request lines
+// of 23 units, one of them a workload), packed as `gpuplan mig pack` packs it (parsing excluded).
+void BM_MigPack_Example(benchmark::State& state) {
+  auto catalog = Catalog::embedded();
+  auto fleet = parse_fleet(*catalog, "fleet.yaml", read_example("fleet.yaml"));
+  auto requests = parse_requests(*catalog, "requests.yaml", read_example("requests.yaml"));
+  if (!fleet || !requests) {
+    state.SkipWithError("examples/mig not found (run from the repository root)");
+    return;
+  }
+  auto r = run_pack(state, *fleet, *requests, PackOptions{});
+  if (!r) return;
+  report(state, outcome_of(*r), r->lower_bound);
+  state.counters["disturbed"] = r->disturbed;
+  report_stats(state, *r);
+}
+
+// Fleets of the benchmark's mix at 5, 20, 100 and 1,000 GPUs with the 10,000-GPU benchmark's demand
+// per GPU (5 units), and with instances on 30% of the GPUs and 4 units per GPU (the busy benchmark's):
+// pack() time should grow with the fleet.
+constexpr int kUnitsPerGpu = kRequestUnits / kFleetGpus;
+constexpr int kBusyUnitsPerGpu = kBusyRequestUnits / kFleetGpus;
+
+void BM_MigPack_Fleet(benchmark::State& state) {
+  const int gpus = static_cast<int>(state.range(0));
+  const Scenario sc = make_scenario(gpus, gpus * kUnitsPerGpu, kSeed + static_cast<unsigned>(gpus));
+  auto r = run_pack(state, sc.fleet, sc.requests, PackOptions{});
+  if (!r) return;
+  report(state, outcome_of(*r), r->lower_bound);
+  report_stats(state, *r);
+}
+
+void BM_MigPack_BusyFleet(benchmark::State& state) {
+  const int gpus = static_cast<int>(state.range(0));
+  const Scenario sc = make_scenario(gpus, gpus * kBusyUnitsPerGpu, kSeed + static_cast<unsigned>(gpus));
+  const Fleet fleet = with_instances(sc.fleet, kSeed + 1 + static_cast<unsigned>(gpus));
+  auto r = run_pack(state, fleet, sc.requests, PackOptions{});
+  if (!r) return;
+  report(state, outcome_of(*r), r->lower_bound);
+  state.counters["disturbed"] = r->disturbed;
+  report_stats(state, *r);
+}
+
+BENCHMARK(BM_MigPack_Example)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MigPack_Fleet)->Arg(5)->Arg(20)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MigPack_BusyFleet)->Arg(5)->Arg(20)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MigPack_Gpuplan)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_MigPack_GpuplanWithBusyInstances)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_MigPack_GpuplanKeepExisting)->Unit(benchmark::kMillisecond)->Iterations(1);

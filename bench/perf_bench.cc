@@ -2,11 +2,14 @@
 // parallel degrees. Results are recorded in docs/model.md ("Speed of the model").
 #include <benchmark/benchmark.h>
 
+#include <iterator>
+#include <memory>
 #include <vector>
 
 #include "gpuplan/api.h"
 #include "gpuplan/catalog.h"
 #include "gpuplan/formats.h"
+#include "gpuplan/memory.h"
 #include "gpuplan/model.h"
 #include "gpuplan/perf.h"
 #include "perf/perf_request.h"
@@ -138,8 +141,111 @@ void BM_PerfSweep(benchmark::State& state) {
   }
   state.SetItemsProcessed(configs);
   state.counters["configs_per_sweep"] = static_cast<double>(points.size() * 16);
+  state.counters["configs_per_second"] = benchmark::Counter(static_cast<double>(configs), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_PerfSweep)->Unit(benchmark::kMillisecond);
+
+// The sweep's axes: every catalog target (GPUs and MIG slices) x tp {1,2,4,8} x format {bf16, fp8,
+// int4-awq} x batch {1,8,64,256} x context (prompt tokens) {512, 2048, 8192, 32768}, 256 generated.
+constexpr int kSweepTp[] = {1, 2, 4, 8};
+constexpr WeightFormat kSweepFormats[] = {WeightFormat::kBf16, WeightFormat::kFp8, WeightFormat::kInt4Awq};
+constexpr int64_t kSweepBatches[] = {1, 8, 64, 256};
+constexpr int64_t kSweepContexts[] = {512, 2048, 8192, 32768};
+constexpr int64_t kSweepOutputTokens = 256;
+
+// One (target, tp, format) of the sweep with what does not depend on batch and context resolved:
+// the latency model's rates and matmul shapes (InferenceSweep), the prepared memory workload, the
+// engine's share of the target's memory and whether gpuplan refuses the configuration there.
+struct SweepPoint {
+  InferenceSweep latency;
+  PreparedWorkload memory;
+  Link link = Link::kPcie;
+  double limit_bytes = 0;
+  bool refused = false;
+};
+
+std::vector<SweepPoint> sweep_points(const char* model_id) {
+  const Model& m = bench_model(model_id);
+  const PerfArch a = perf_arch(m);
+  const PerfEfficiency eff = default_efficiency();
+  std::vector<SweepPoint> points;
+  for (const auto& ref : Catalog::embedded()->all_targets(true)) {
+    for (int tp : kSweepTp) {
+      if (ref.is_mig() && tp > 1) continue;
+      const Target target = Target::linked(ref, tp);
+      const PerfDevice d = perf_device(target);
+      for (WeightFormat f : kSweepFormats) {
+        Workload w;
+        w.engine = Engine::kVllm;
+        w.tp = tp;
+        w.output_tokens = kSweepOutputTokens;
+        w.context = kSweepContexts[std::size(kSweepContexts) - 1] + kSweepOutputTokens;
+        PerfRun run;
+        run.weights = perf_weights(f, m, d, w.engine);
+        Workload mw = w;
+        mw.model = std::shared_ptr<const Model>(&m, [](const Model*) {});  // the zoo outlives the bench
+        mw.weights = f;
+        mw.count = tp;
+        auto prepared = prepare(mw);
+        if (!prepared) continue;
+        const TargetFit fit = fit_target(*prepared, target);
+        points.push_back(SweepPoint{InferenceSweep(a, d, w, run, eff), std::move(*prepared), target.link,
+                                    fit.limit_bytes, fit.refusal.has_value()});
+      }
+    }
+  }
+  return points;
+}
+
+// The headline sweep: per configuration the memory verdict (the estimate at that batch and context
+// against the engine's share of the target, unless refused) and the latency (TPOT, TTFT) of the
+// performance model, for one model. Reports configurations per second.
+void BM_SweepFitAndLatency(benchmark::State& state) {
+  std::vector<SweepPoint> points = sweep_points("llama-3.1-70b");
+  int64_t configs = 0, fits = 0;
+  for (auto _ : state) {
+    double sum = 0;
+    for (auto& p : points) {
+      for (int64_t b : kSweepBatches) {
+        for (int64_t c : kSweepContexts) {
+          const bool fit =
+              !p.refused && estimate_memory(p.memory, b, c + kSweepOutputTokens, p.link).total_bytes <= p.limit_bytes;
+          const InferencePerf perf = p.latency.at(b, c);
+          sum += perf.tpot_seconds + perf.ttft_seconds;
+          fits += fit ? 1 : 0;
+          ++configs;
+        }
+      }
+    }
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetItemsProcessed(configs);
+  state.counters["configs_per_sweep"] = static_cast<double>(points.size() * 16);
+  state.counters["fits_per_sweep"] = static_cast<double>(fits) / static_cast<double>(state.iterations());
+  state.counters["configs_per_second"] = benchmark::Counter(static_cast<double>(configs), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SweepFitAndLatency)->Unit(benchmark::kMillisecond);
+
+// The latency half alone, through InferenceSweep (BM_PerfSweep calls predict_inference per configuration).
+void BM_PerfSweepPrepared(benchmark::State& state) {
+  std::vector<SweepPoint> points = sweep_points("llama-3.1-70b");
+  int64_t configs = 0;
+  for (auto _ : state) {
+    double sum = 0;
+    for (auto& p : points) {
+      for (int64_t b : kSweepBatches) {
+        for (int64_t c : kSweepContexts) {
+          sum += p.latency.at(b, c).tpot_seconds;
+          ++configs;
+        }
+      }
+    }
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetItemsProcessed(configs);
+  state.counters["configs_per_second"] = benchmark::Counter(static_cast<double>(configs), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_PerfSweepPrepared)->Unit(benchmark::kMillisecond);
 
 // The whole request path: `perf` over every catalog target, JSON in and out (what the server and the
 // web page call).

@@ -62,6 +62,13 @@ struct PreparedWorkload {
   int window_count = 0;
   bool bound_windows = true;           // the engine frees KV beyond the window
   double kv_full_bytes_per_token = 0;  // all layers at full length (vLLM block size)
+  // What the per-call arithmetic reads of the workload, resolved once here: each compares the model's
+  // architecture name or looks up a format table, and estimate_memory runs millions of times in sweeps.
+  double activation_bytes = 2;   // activation_element_bytes(workload)
+  bool eager_inference = false;  // inference materializes attention scores (no flash/SDPA kernel)
+  bool eager_training = false;   // training does
+  bool rms_norm = true;          // the model's norms are RMSNorm (transformers saves their fp32 upcast input)
+  bool kbit_upcast = false;      // PEFT's k-bit preparation upcasts the unquantized parameters to fp32
 };
 
 Result<PreparedWorkload> prepare(const Workload& w);

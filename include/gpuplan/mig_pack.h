@@ -79,6 +79,19 @@ struct Unplaced {
   std::string reason;
 };
 
+// How the solver reached the plan (tests and benchmarks read it; the plan does not depend on it).
+struct PackStats {
+  int exact_runs = 0;     // exact searches that finished (proved their part optimal)
+  int exact_aborted = 0;  // exact searches that hit the state limit or their work limit and gave up
+  // Exact searches not started: the cost model (pack_solver.cc) put their states over
+  // PackOptions::exact_state_limit or their work over the work limit, so the LP path ran at once.
+  int exact_skipped = 0;
+  long long exact_states = 0;        // memo entries over all exact searches run
+  long long exact_work = 0;          // fills they evaluated (the work limit counts these)
+  double largest_skipped_bound = 0;  // the largest state bound of a skipped search
+  double largest_run_bound = 0;      // the largest state bound of a search that ran
+};
+
 struct PackResult {
   int gpus_used = 0;
   int lower_bound = 0;        // ceil of the LP relaxation for the placed units
@@ -93,6 +106,7 @@ struct PackResult {
   int stranded_memory_slices = 0;
   int stranded_compute_slices = 0;
   std::vector<std::string> notes;  // how requests were mapped (e.g. memory_gb -> profile per GPU type)
+  PackStats stats;
 };
 
 // The smallest profile of `gpu`'s MIG table (fewest memory slices, then compute slices;

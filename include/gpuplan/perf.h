@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -195,6 +196,29 @@ PerfBand perf_band(PerfMetricKind kind);
 // Allocation-free: `w` is read, never copied (its model pointer is not used: `arch` has the shapes).
 InferencePerf predict_inference(const PerfArch& arch, const PerfDevice& device, const Workload& w, const PerfRun& run,
                                 const PerfEfficiency& eff);
+
+// predict_inference over many batches and prompt lengths of one (arch, device, workload, run), as a
+// sweep or a planner asks: the rates and the matmul shapes are resolved once, and the decode step's
+// matmuls once per batch (they do not depend on the prompt). at(b, n) equals predict_inference of the
+// workload with batch b and input_tokens n bit for bit, and does not allocate; ask the prompt lengths
+// of one batch in a row to reuse its decode matmuls.
+class InferenceSweep {
+ public:
+  InferenceSweep(const PerfArch& arch, const PerfDevice& device, const Workload& w, const PerfRun& run,
+                 const PerfEfficiency& eff);
+  ~InferenceSweep();
+  InferenceSweep(InferenceSweep&&) noexcept;
+  InferenceSweep& operator=(InferenceSweep&&) noexcept;
+  InferenceSweep(const InferenceSweep&) = delete;
+  InferenceSweep& operator=(const InferenceSweep&) = delete;
+
+  InferencePerf at(int64_t batch, int64_t input_tokens);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 // `max_batch` from the memory model; `rate` in requests/s (0 = none).
 ServingPerf predict_serving(const PerfArch& arch, const PerfDevice& device, const Workload& w, const PerfRun& run,
                             const PerfEfficiency& eff, int64_t max_batch, double rate);

@@ -151,7 +151,7 @@ InferAct inference_activations(const PreparedWorkload& p, int64_t batch, int64_t
   const Workload& w = p.workload;
   const Model& m = *w.model;
   InferAct a;
-  const double e = activation_element_bytes(w);
+  const double e = p.activation_bytes;
   if (m.kind == ModelKind::kCnn) {
     // Input and output of the largest layer live at once.
     a.mlp_bytes = 2.0 * static_cast<double>(batch) * m.cnn_max_layer_elements_per_sample * e;
@@ -192,10 +192,8 @@ InferAct inference_activations(const PreparedWorkload& p, int64_t batch, int64_t
   const double qkv = static_cast<double>(m.heads * m.head_dim + kKvTensors * m.kv_heads * m.head_dim) / tp;
   a.attn_bytes = tokens * (qkv + h / tp + 2.0 * h) * e;
   // Eager attention materialises batch x heads x prompt x prompt scores (and softmax output); models
-  // that upcast the softmax to fp32 (BLOOM, StarCoder) hold fp32 copies too. BLOOM has no SDPA path in
-  // transformers.
-  const bool eager = !w.flash_attention || (w.engine == Engine::kTransformers && m.architecture == "bloom");
-  if (eager && w.engine != Engine::kVllm && w.engine != Engine::kTgi) {
+  // that upcast the softmax to fp32 (BLOOM, StarCoder) hold fp32 copies too (p.eager_inference).
+  if (p.eager_inference && w.engine != Engine::kVllm && w.engine != Engine::kTgi) {
     const double score_bytes = 2.0 * e + (m.eager_fp32_softmax ? 8.0 : 0.0);
     const double p2 = static_cast<double>(prompt) * static_cast<double>(prompt);
     a.attn_bytes += static_cast<double>(batch) * static_cast<double>(m.heads) / tp * p2 * score_bytes;
@@ -231,7 +229,7 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
   const Workload& w = p.workload;
   const Model& m = *w.model;
   TrainAct t;
-  const double e = activation_element_bytes(w);
+  const double e = p.activation_bytes;
   const double b = static_cast<double>(batch);
   if (m.kind == ModelKind::kCnn) {
     // Every layer output is kept for the backward pass.
@@ -247,13 +245,11 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
   const double experts = std::max<double>(1, static_cast<double>(m.experts_per_token));
   const double inner = static_cast<double>(m.intermediate) * experts;
   // Norms: RMSNorm in transformers saves its fp32 upcast input; LayerNorm its 16-bit input.
-  const bool rms = m.architecture != "falcon" && m.architecture != "bloom" && m.architecture != "gpt_bigcode" &&
-                   m.architecture != "gptj" && m.architecture != "opt" && m.architecture != "bert" &&
-                   m.architecture != "gpt2";
+  const bool rms = p.rms_norm;
   // The residual stream: 16-bit, except after PEFT's k-bit preparation, whose fp32 embedding makes every
   // residual add fp32 (bf16 projection outputs promote to the fp32 residual); the norms then read fp32
   // and need no upcast copy.
-  const double stream = peft_kbit_upcast(w) || w.amp != Amp::kNone ? kFp32Bytes : e;
+  const double stream = p.kbit_upcast || w.amp != Amp::kNone ? kFp32Bytes : e;
   const double norm_saved = stream > e ? stream : (rms ? e + 4.0 : e);
   const double norms = (m.parallel_attn ? 1.0 : 2.0) * h * norm_saved;
   // Attention: normed input (shared by q, k, v), q, k, v, attention output (input of o_proj).
@@ -279,8 +275,7 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
     }
   }
   t.per_layer_bytes = n * (norms + attn + mlp + residual_masks + lora_dropout);
-  const bool eager = !w.flash_attention || m.architecture == "bloom";
-  if (eager) {
+  if (p.eager_training) {
     // Softmax output (kept for its backward), fp32 copies where the model upcasts, and with dropout on
     // the probabilities its mask and output (the input of probs x V). Flash/SDPA kernels regenerate
     // dropout from the RNG state and keep no s^2 tensors.
@@ -339,8 +334,16 @@ Result<PreparedWorkload> prepare(const Workload& requested) {
   p.workload.engine = memory_engine(requested.engine);
   const Workload& w = p.workload;
   const Model& m = *w.model;
+  p.activation_bytes = activation_element_bytes(w);
+  // BLOOM has no SDPA path in transformers.
+  p.eager_inference = !w.flash_attention || (w.engine == Engine::kTransformers && m.architecture == "bloom");
+  p.eager_training = !w.flash_attention || m.architecture == "bloom";
+  p.rms_norm = m.architecture != "falcon" && m.architecture != "bloom" && m.architecture != "gpt_bigcode" &&
+               m.architecture != "gptj" && m.architecture != "opt" && m.architecture != "bert" &&
+               m.architecture != "gpt2";
+  p.kbit_upcast = peft_kbit_upcast(w);
   p.weights = model_weight_bytes(m, w.weights, w.group_size);
-  if (peft_kbit_upcast(w)) {
+  if (p.kbit_upcast) {
     // PEFT's prepare_model_for_kbit_training (TRL's SFTTrainer calls it for k-bit models) casts every
     // fp16/bf16 parameter that is not a Params4bit to fp32: embeddings, head, norms, biases. For
     // bitsandbytes formats everything outside the quantized matrices is such a parameter.

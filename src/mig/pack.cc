@@ -665,12 +665,13 @@ void add_notes(const Catalog& catalog, const PackModel& M, const std::vector<Pac
 // bind moved busy instances, and add totals, bounds, unplaced lines and notes.
 Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const std::vector<PackRequest>& requests,
                              const PackOptions& options) {
-  const Built built = build(fleet, requests, options.keep_existing);
+  Built built = build(fleet, requests, options.keep_existing);
   if (cancel_requested()) return cancelled_error();  // build may have stopped part-way
+  PackResult out;
+  built.model.stats = &out.stats;
   const PackModel& M = built.model;
   const SolveOutcome sol = solve_packing(M, options.exact_state_limit);
   if (cancel_requested()) return cancelled_error();
-  PackResult out;
   out.exact = sol.exact;
   const std::vector<int> bin_of = match_bins(M, fleet, sol.bins);
   Binding bind = start_binding(M, built);
@@ -685,7 +686,19 @@ Result<PackResult> pack_once(const Catalog& catalog, const Fleet& fleet, const s
   add_totals(M, built, fleet, sol.bins, out);
   add_unplaced(M, built, bind, requests, out);
   add_notes(catalog, M, requests, out);
+  built.model.stats = nullptr;  // `out` moves on
   return out;
+}
+
+// The exact-search counts of both plans of pack() (the plan returned and the one compared with it).
+void add_stats(PackStats& to, const PackStats& from) {
+  to.exact_runs += from.exact_runs;
+  to.exact_aborted += from.exact_aborted;
+  to.exact_skipped += from.exact_skipped;
+  to.exact_states += from.exact_states;
+  to.exact_work += from.exact_work;
+  to.largest_skipped_bound = std::max(to.largest_skipped_bound, from.largest_skipped_bound);
+  to.largest_run_bound = std::max(to.largest_run_bound, from.largest_run_bound);
 }
 
 // Units placed per priority, most important first: the first objective.
@@ -718,7 +731,11 @@ Result<PackResult> pack(const Catalog& catalog, const Fleet& fleet, const std::v
   auto kept = pack_once(catalog, fleet, requests, keep);
   if (!kept) return moved;
   const auto pm = placed_by_priority(requests, *moved), pk = placed_by_priority(requests, *kept);
-  if (pk > pm || (pk == pm && kept->gpus_used <= moved->gpus_used)) return kept;
+  if (pk > pm || (pk == pm && kept->gpus_used <= moved->gpus_used)) {
+    add_stats(kept->stats, moved->stats);
+    return kept;
+  }
+  add_stats(moved->stats, kept->stats);
   return moved;
 }
 

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpuplan/mig_pack.h"
 #include "mig/table_model.h"
 
 namespace gpuplan::mig {
@@ -56,6 +57,8 @@ struct PackModel {
   // Per fleet GPU: its busy instances that may move (empty with --keep-existing), sorted by start.
   // A plan that does not keep one in place disturbs it.
   std::vector<std::vector<Placed>> busy_on_gpu;
+  // Where the solver counts what its exact searches did (nullptr: nowhere). Not part of the problem.
+  PackStats* stats = nullptr;
 };
 
 // One GPU's configuration with the units it holds: units[p] = (demand class, amount) for profile p.
@@ -99,6 +102,11 @@ SolveOutcome solve_packing(const PackModel& model, int exact_state_limit);
 // disturbance step (bins carry no fleet GPU).
 SolveOutcome solve_packing_for(const PackModel& model, const std::vector<int>& demand, const std::vector<int>& gpus,
                                int exact_state_limit);
+// An upper bound on the states (memo entries) the exact search creates from `demand` units per demand
+// class on `gpus` GPUs per class (with `per_class`, the states whose next GPU is of each class): the
+// state half of its cost model, checked against the state limit before it starts.
+double exact_state_bound(const PackModel& model, const std::vector<int>& demand, const std::vector<int>& gpus,
+                         std::vector<double>* per_class = nullptr);
 // Rearranges the bins of each GPU class with busy members so that more busy instances stay where they
 // are, without using more GPUs of the class or placing fewer units: keep bins are priced with the
 // duals of the class's configuration LP, committed while that LP says the rest still fits, and the

@@ -2,13 +2,15 @@
 // GPUs). Large ones: the configuration LP (Gilmore-Gomory style, all maximal configurations
 // enumerated), its floor taken as whole GPUs, and the small residual solved exactly or by LP dives.
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
-#include <functional>
+#include <cstdint>
 #include <limits>
 #include <numeric>
-#include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "gpuplan/cancel.h"
 #include "mig/lp.h"
@@ -58,13 +60,98 @@ int option_for(const DemandClass& d, int target) {
 // ---------------------------------------------------------------------------------------------
 // Exact search.
 
+// Memo keys are bit strings of this many bits: the remaining count per demand class and per GPU
+// class, each in the bits its starting value needs. At most kExactMaxUnits units need at most 64
+// bits (a count c takes bit_width(c) <= c bits) and kExactMaxClasses classes of at most
+// kExactMaxUnits GPUs 8 x 7 = 56 more, so 128 always suffice.
+constexpr int kStateKeyBits = 128;
+// A fill's entries packed into one key for deduplication: profile index (a MIG table has at most 8
+// profiles: kMaxPlacementBits), demand class, amount (a GPU holds at most 7 instances).
+constexpr int kFillProfileBits = 5, kFillClassBits = 10, kFillAmountBits = 3;
+constexpr int kFillEntryBits = kFillProfileBits + kFillClassBits + kFillAmountBits;
+// Bits per profile count in a configuration's lookup key: a GPU holds at most 7 instances of a profile.
+constexpr size_t kCountBits = 4;
+
+struct StateKey {
+  uint64_t lo = 0;
+  uint64_t hi = 0;
+  bool operator==(const StateKey& o) const { return lo == o.lo && hi == o.hi; }
+};
+
+struct StateKeyHash {
+  size_t operator()(const StateKey& k) const {
+    // splitmix64's finalizer over both words (Steele et al. 2014): packed counts differ in low bits.
+    uint64_t x = k.lo ^ (k.hi * 0x9E3779B97F4A7C15ULL);
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBULL;
+    x ^= x >> 31;
+    return static_cast<size_t>(x);
+  }
+};
+
+// Sets `width` bits of `k` at bit `pos` to `v` (v < 2^width, width <= 64, pos + width <= 128).
+void put_bits(StateKey& k, int pos, int width, uint64_t v) {
+  if (width == 0) return;
+  if (pos < 64) {
+    k.lo |= v << pos;
+    if (pos + width > 64) k.hi |= v >> (64 - pos);
+  } else {
+    k.hi |= v << (pos - 64);
+  }
+}
+
+// Packs (remaining demand, remaining GPUs) into a StateKey; widths come from the search's start.
+class KeyPacker {
+ public:
+  // False when the counts need more than kStateKeyBits bits (never within the exact search's bounds).
+  bool init(const std::vector<int>& r, const std::vector<int>& n) {
+    fields_.clear();
+    int bits = 0;
+    for (int side = 0; side < 2; ++side) {
+      const std::vector<int>& v = side == 0 ? r : n;
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (v[i] <= 0) continue;  // stays 0 in every state: no bits
+        const int w = static_cast<int>(std::bit_width(static_cast<unsigned>(v[i])));
+        fields_.push_back(Field{side, static_cast<int>(i), bits, w});
+        bits += w;
+      }
+    }
+    return bits <= kStateKeyBits;
+  }
+  StateKey pack(const std::vector<int>& r, const std::vector<int>& n) const {
+    StateKey k;
+    for (const Field& f : fields_) put_bits(k, f.pos, f.width, static_cast<uint64_t>((f.side == 0 ? r : n)[f.index]));
+    return k;
+  }
+
+ private:
+  struct Field {
+    int side;   // 0: demand class, 1: GPU class
+    int index;  // its index
+    int pos;    // first bit
+    int width;  // bits
+  };
+  std::vector<Field> fields_;  // the counts that are not 0 at the start, in order
+};
+
 class Exact {
  public:
   // Classes with busy instances try every configuration (taking fewer units can keep more of them);
   // the others only the maximal ones.
-  Exact(const PackModel& m, int limit) : m_(m), limit_(limit), options_(m.classes.size()) {
+  Exact(const PackModel& m, int limit)
+      : m_(m),
+        limit_(limit),
+        options_(m.classes.size()),
+        demand_profile_(m.classes.size()),
+        stranded_by_counts_(m.classes.size()) {
     for (size_t g = 0; g < m.classes.size(); ++g) {
       const GpuClass& gc = m.classes[g];
+      for (const auto& d : m.demands) demand_profile_[g].push_back(option_for(d, gc.target));
+      for (const auto& [counts, c] : gc.all) {
+        if (uint64_t key = 0; pack_counts(counts, &key)) stranded_by_counts_[g].emplace(key, c.stranded);
+      }
       if (gc.busy.empty()) {
         for (const auto& c : gc.configs) options_[g].push_back(&c);
         continue;
@@ -75,9 +162,35 @@ class Exact {
     }
   }
 
+  // The work half of the cost model: the fills the search would evaluate, estimated from above as,
+  // per class, its states (exact_state_bound) x the fills one of them evaluates at the full demand `r`
+  // (a state's demand is at most r, and fewer units leave fewer ways to fill a GPU). Stops counting
+  // past `stop`.
+  double work_bound(const std::vector<int>& r, const std::vector<int>& n, double stop) const {
+    std::vector<double> per_class;
+    exact_state_bound(m_, r, n, &per_class);
+    double work = 0;
+    for (size_t g = 0; g < n.size() && g < m_.classes.size() && work <= stop; ++g) {
+      if (n[g] <= 0 || per_class[g] <= 0) continue;
+      for (const Config* c : options_[g]) {
+        long long count = 0;
+        for_each_fill(static_cast<int>(g), *c, r, [&count](const Fill&) { ++count; });
+        work += per_class[g] * static_cast<double>(count + 1);
+        if (work > stop) break;
+      }
+    }
+    return work;
+  }
+
   // False when the state limit was hit.
   bool run(const std::vector<int>& r, const std::vector<int>& n, std::vector<Bin>* bins) {
-    solve(r, n);
+    if (!packer_.init(r, n)) aborted_ = true;
+    if (!aborted_) solve(r, n);
+    if (m_.stats) {
+      ++(aborted_ ? m_.stats->exact_aborted : m_.stats->exact_runs);
+      m_.stats->exact_states += static_cast<long long>(memo_.size());
+      m_.stats->exact_work += work_;
+    }
     if (aborted_) return false;
     rebuild(r, n, bins);
     return true;
@@ -96,13 +209,7 @@ class Exact {
     Fill fill;
   };
 
-  std::string key(const std::vector<int>& r, const std::vector<int>& n) const {
-    std::string k;
-    k.reserve((r.size() + n.size()) * 2);
-    for (int v : r) k.append(reinterpret_cast<const char*>(&v), sizeof v);
-    for (int v : n) k.append(reinterpret_cast<const char*>(&v), sizeof v);
-    return k;
-  }
+  StateKey key(const std::vector<int>& r, const std::vector<int>& n) const { return packer_.pack(r, n); }
 
   Value zero() const { return Value(static_cast<size_t>(m_.tiers) + kValueExtras, 0); }
 
@@ -111,61 +218,104 @@ class Exact {
   }
 
   // Every maximal fill of `config` from the remaining demand.
-  void fills(int g, const Config& config, const std::vector<int>& r, std::vector<Fill>* out) const {
-    const GpuClass& gc = m_.classes[g];
+  // Calls visit(fill) for every maximal fill of `config` from the remaining demand, in one order:
+  // profile by profile, every split of the profile's slots over the demand classes that take it
+  // (largest first), the last class taking what is left. The fill is the walk's own (copy to keep).
+  template <typename Visit>
+  void for_each_fill(int g, const Config& config, const std::vector<int>& r, Visit&& visit) const {
     Fill cur;
     cur.counts.assign(config.counts.size(), 0);
-    std::function<void(size_t)> by_profile = [&](size_t p) {
-      if (p == config.counts.size()) {
-        out->push_back(cur);
-        return;
+    FillWalk<Visit> walk{g, config, r, cur, visit};
+    by_profile(walk, 0);
+  }
+
+  template <typename Visit>
+  struct FillWalk {
+    int g;
+    const Config& config;
+    const std::vector<int>& r;
+    Fill& cur;
+    Visit& visit;
+  };
+
+  template <typename W>
+  void by_profile(W& w, size_t p) const {
+    if (p == w.config.counts.size()) {
+      w.visit(static_cast<const Fill&>(w.cur));
+      return;
+    }
+    if (w.config.counts[p] == 0) return by_profile(w, p + 1);
+    Classes comp;  // every class here has units left, so at most kExactMaxUnits of them
+    int avail = 0;
+    const std::vector<int>& profile_of = demand_profile_[w.g];
+    for (size_t k = 0; k < m_.demands.size() && comp.size < kExactMaxUnits; ++k) {
+      if (w.r[k] > 0 && profile_of[k] == static_cast<int>(p)) {
+        comp.at[comp.size++] = static_cast<int>(k);
+        avail += w.r[k];
       }
-      if (config.counts[p] == 0) return by_profile(p + 1);
-      std::vector<int> comp;
-      int avail = 0;
-      for (size_t k = 0; k < m_.demands.size(); ++k) {
-        if (r[k] > 0 && option_for(m_.demands[k], gc.target) == static_cast<int>(p)) {
-          comp.push_back(static_cast<int>(k));
-          avail += r[k];
-        }
+    }
+    const int want = std::min(avail, w.config.counts[p]);
+    split(w, p, comp, want, 0, want);
+    w.cur.counts[p] = 0;
+  }
+
+  // The demand classes that take one profile (a fixed array: the walk runs per fill).
+  struct Classes {
+    std::array<int, kExactMaxUnits> at{};
+    size_t size = 0;
+    bool empty() const { return size == 0; }
+    int back() const { return at[size - 1]; }
+  };
+
+  template <typename W>
+  void split(W& w, size_t p, const Classes& comp, int want, size_t i, int left) const {
+    Fill& cur = w.cur;
+    if (i + 1 >= comp.size) {
+      if (!comp.empty() && left > w.r[comp.back()]) return;
+      if (!comp.empty() && left > 0) {
+        cur.units.emplace_back(comp.back(), left);
+        cur.profile_of.push_back(static_cast<int>(p));
       }
-      const int want = std::min(avail, config.counts[p]);
-      std::function<void(size_t, int)> split = [&](size_t i, int left) {
-        if (i + 1 >= comp.size()) {
-          if (!comp.empty() && left > r[comp.back()]) return;
-          if (!comp.empty() && left > 0) {
-            cur.units.emplace_back(comp.back(), left);
-            cur.profile_of.push_back(static_cast<int>(p));
-          }
-          cur.counts[p] = want;
-          by_profile(p + 1);
-          if (!comp.empty() && left > 0) {
-            cur.units.pop_back();
-            cur.profile_of.pop_back();
-          }
-          return;
-        }
-        for (int a = std::min(left, r[comp[i]]); a >= 0; --a) {
-          if (a > 0) {
-            cur.units.emplace_back(comp[i], a);
-            cur.profile_of.push_back(static_cast<int>(p));
-          }
-          split(i + 1, left - a);
-          if (a > 0) {
-            cur.units.pop_back();
-            cur.profile_of.pop_back();
-          }
-        }
-      };
-      split(0, want);
-      cur.counts[p] = 0;
-    };
-    by_profile(0);
+      cur.counts[p] = want;
+      by_profile(w, p + 1);
+      if (!comp.empty() && left > 0) {
+        cur.units.pop_back();
+        cur.profile_of.pop_back();
+      }
+      return;
+    }
+    for (int a = std::min(left, w.r[comp.at[i]]); a >= 0; --a) {
+      if (a > 0) {
+        cur.units.emplace_back(comp.at[i], a);
+        cur.profile_of.push_back(static_cast<int>(p));
+      }
+      split(w, p, comp, want, i + 1, left - a);
+      if (a > 0) {
+        cur.units.pop_back();
+        cur.profile_of.pop_back();
+      }
+    }
   }
 
   int stranded_of(int g, const std::vector<int>& counts) const {
+    if (uint64_t key = 0; pack_counts(counts, &key)) {
+      auto it = stranded_by_counts_[g].find(key);
+      return it == stranded_by_counts_[g].end() ? 0 : it->second;
+    }
     auto it = m_.classes[g].all.find(counts);
     return it == m_.classes[g].all.end() ? 0 : it->second.stranded;
+  }
+
+  // Instance counts per profile in kCountBits each (false when they do not fit 64 bits).
+  static bool pack_counts(const std::vector<int>& counts, uint64_t* key) {
+    if (counts.size() * kCountBits > 64) return false;
+    uint64_t k = 0;
+    for (size_t p = 0; p < counts.size(); ++p) {
+      if (counts[p] < 0 || counts[p] >= (1 << kCountBits)) return false;
+      k |= static_cast<uint64_t>(counts[p]) << (p * kCountBits);
+    }
+    *key = k;
+    return true;
   }
 
   // Busy instances a fill keeps in place (with the class's busy set) and the stranded slices of its layout.
@@ -180,17 +330,26 @@ class Exact {
     return {e.kept, e.stranded};
   }
 
-  static std::string fill_key(const Fill& f) {
-    std::string k;
+  // A fill as 128 bits: (profile, class, amount) per entry in kFillEntryBits each; false when it does
+  // not fit (then fills are not deduplicated, which only costs time: equal fills have equal values).
+  static bool fill_key(const Fill& f, StateKey* out) {
+    StateKey k;
+    int pos = 0;
     for (size_t i = 0; i < f.units.size(); ++i) {
-      const int v[3] = {f.profile_of[i], f.units[i].first, f.units[i].second};
-      k.append(reinterpret_cast<const char*>(v), sizeof v);
+      const int p = f.profile_of[i], c = f.units[i].first, a = f.units[i].second;
+      if (p >= (1 << kFillProfileBits) || c >= (1 << kFillClassBits) || a >= (1 << kFillAmountBits)) return false;
+      if (pos + kFillEntryBits > kStateKeyBits) return false;
+      const uint64_t v = (static_cast<uint64_t>(p) << (kFillClassBits + kFillAmountBits)) |
+                         (static_cast<uint64_t>(c) << kFillAmountBits) | static_cast<uint64_t>(a);
+      put_bits(k, pos, kFillEntryBits, v);
+      pos += kFillEntryBits;
     }
-    return k;
+    *out = k;
+    return true;
   }
 
   const Value& solve(const std::vector<int>& r, const std::vector<int>& n) {
-    const std::string k = key(r, n);
+    const StateKey k = key(r, n);
     if (auto it = memo_.find(k); it != memo_.end()) return it->second.value;
     Entry best;
     best.value = zero();
@@ -213,16 +372,17 @@ class Exact {
       best.gpu_class = g;
       best.config = -1;
       n2[g] = n[g] - 1;
-      std::set<std::string> seen;  // fills of different configurations can coincide
+      std::unordered_set<StateKey, StateKeyHash> seen;  // fills of different configurations can coincide
+      std::vector<int> r2 = r;                          // the demand after a fill (restored after each)
+      Value v = zero();
       for (size_t c = 0; c < options_[g].size(); ++c) {
-        std::vector<Fill> fs;
-        fills(g, *options_[g][c], r, &fs);
-        work_ += static_cast<long long>(fs.size()) + 1;
-        for (auto& f : fs) {
-          if (f.units.empty() && !gc.pinned) continue;
-          if (!gc.busy.empty() && !seen.insert(fill_key(f)).second) continue;
-          std::vector<int> r2 = r;
-          Value v = zero();
+        ++work_;
+        for_each_fill(g, *options_[g][c], r, [&](const Fill& f) {
+          ++work_;  // counted as evaluated, before the states below it
+          if (f.units.empty() && !gc.pinned) return;
+          StateKey fk;
+          if (!gc.busy.empty() && fill_key(f, &fk) && !seen.insert(fk).second) return;
+          std::fill(v.begin(), v.end(), 0);
           for (const auto& [cls, amount] : f.units) {
             r2[cls] -= amount;
             v[m_.demands[cls].tier] += amount;
@@ -232,12 +392,13 @@ class Exact {
           v[m_.tiers + kValueKept] += kept;
           v[m_.tiers + kValueStranded] -= stranded;
           add(v, solve(r2, n2));
+          for (const auto& [cls, amount] : f.units) r2[cls] += amount;
           if (v > best.value) {
             best.value = v;
             best.config = static_cast<int>(c);
             best.fill = f;
           }
-        }
+        });
       }
     }
     return memo_.emplace(k, std::move(best)).first->second.value;
@@ -269,9 +430,12 @@ class Exact {
   const PackModel& m_;
   int limit_;
   std::vector<std::vector<const Config*>> options_;  // per class: the configurations a GPU may take
+  std::vector<std::vector<int>> demand_profile_;     // per class, per demand class: its profile there or -1
+  std::vector<std::unordered_map<uint64_t, int>> stranded_by_counts_;  // per class: gc.all's stranded by pack_counts
   bool aborted_ = false;
   long long work_ = 0;
-  std::unordered_map<std::string, Entry> memo_;
+  KeyPacker packer_;
+  std::unordered_map<StateKey, Entry, StateKeyHash> memo_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -605,9 +769,11 @@ bool commit_keeping_feasible(const PackModel& M, const LpRun& lp, std::vector<in
   return commit(M, lp, true, r, n, bins) > 0;
 }
 
-// Whether the exact search should try (r, n): few units and few classes of GPUs left. GPUs beyond the
-// number of units are useless, so `n` is capped at it.
-bool exact_worth_trying(const std::vector<int>& r, std::vector<int>& n) {
+// Whether the exact search should try (r, n): few units and few classes of GPUs left, and a cost model
+// that says it finishes: its states (exact_state_bound) within the state limit and the fills it would
+// evaluate (Exact::work_bound) within kExactWorkLimit. A search that cannot finish is not started.
+// GPUs beyond the number of units are useless, so `n` is capped at it.
+bool exact_worth_trying(const PackModel& M, const std::vector<int>& r, std::vector<int>& n, int limit) {
   const int units = total(r);
   if (units > kExactMaxUnits) return false;
   int classes = 0;
@@ -615,7 +781,21 @@ bool exact_worth_trying(const std::vector<int>& r, std::vector<int>& n) {
     v = std::min(v, units);
     classes += v > 0 ? 1 : 0;
   }
-  return classes <= kExactMaxClasses;
+  if (classes > kExactMaxClasses) return false;
+  const double states = exact_state_bound(M, r, n);
+  const double work = states <= static_cast<double>(limit)
+                          ? Exact(M, limit).work_bound(r, n, static_cast<double>(kExactWorkLimit))
+                          : std::numeric_limits<double>::infinity();
+  const bool within = states <= static_cast<double>(limit) && work <= static_cast<double>(kExactWorkLimit);
+  if (M.stats) {
+    if (within) {
+      M.stats->largest_run_bound = std::max(M.stats->largest_run_bound, states);
+    } else {
+      ++M.stats->exact_skipped;
+      M.stats->largest_skipped_bound = std::max(M.stats->largest_skipped_bound, states);
+    }
+  }
+  return within;
 }
 
 // Fills every pinned GPU (used anyway) with the configuration that takes the most of the demand,
@@ -646,6 +826,56 @@ void prefill_pinned(const PackModel& M, std::vector<int>& r, std::vector<int>& n
 
 }  // namespace
 
+double exact_state_bound(const PackModel& M, const std::vector<int>& r, const std::vector<int>& n,
+                         std::vector<double>* per_class) {
+  if (per_class) per_class->assign(M.classes.size(), 0.0);
+  // The search opens GPUs of the first class with GPUs left, so a state whose first such class is g
+  // has every later class untouched and only changed the demand of classes with an option on the
+  // targets of classes up to g; and it took at most as many units as the GPUs it opened hold. So the
+  // states are at most the sum over g and j = GPUs of g left (1..n_g) of the demand vectors d <= r
+  // over those classes with sum(r - d) <= the units of the GPUs opened before, plus the states with
+  // no GPUs left (every class opened).
+  const int units = total(r);
+  std::vector<bool> counted(M.demands.size(), false);
+  std::vector<double> ways{1.0};  // ways[u]: demand taken summing to u units
+  ways.resize(static_cast<size_t>(std::max(0, units)) + 1, 0.0);
+  std::vector<double> at_most(ways.size(), 0.0);  // at_most[u]: taken summing to at most u
+  double states = 0;
+  long long opened_capacity = 0;  // units the GPUs of earlier classes hold
+  for (size_t g = 0; g < M.classes.size() && g < n.size(); ++g) {
+    if (n[g] <= 0) continue;
+    const GpuClass& gc = M.classes[g];
+    for (size_t k = 0; k < M.demands.size() && k < r.size(); ++k) {
+      if (counted[k] || r[k] <= 0 || option_for(M.demands[k], gc.target) < 0) continue;
+      counted[k] = true;
+      // Convolve with 0..r[k] units taken of class k (a running window sum).
+      std::vector<double> next(ways.size(), 0.0);
+      double window = 0;
+      for (size_t u = 0; u < ways.size(); ++u) {
+        window += ways[u];
+        if (u >= static_cast<size_t>(r[k]) + 1) window -= ways[u - static_cast<size_t>(r[k]) - 1];
+        next[u] = window;
+      }
+      ways = std::move(next);
+    }
+    double sum = 0;
+    for (size_t u = 0; u < ways.size(); ++u) at_most[u] = sum += ways[u];
+    int per_gpu = 0;  // the most instances one GPU of the class takes
+    for (const auto& c : gc.configs) per_gpu = std::max(per_gpu, total(c.counts));
+    double of_class = 0;
+    for (int j = n[g]; j >= 1; --j) {
+      const long long cap = opened_capacity + static_cast<long long>(n[g] - j) * per_gpu;
+      of_class += at_most[static_cast<size_t>(std::min<long long>(cap, units))];
+    }
+    states += of_class;
+    if (per_class) (*per_class)[g] = of_class;
+    opened_capacity += static_cast<long long>(n[g]) * per_gpu;
+  }
+  double none_left = 0;
+  for (size_t u = 0; u < ways.size() && static_cast<long long>(u) <= opened_capacity; ++u) none_left += ways[u];
+  return states + none_left;
+}
+
 double lp_lower_bound(const PackModel& M, const std::vector<int>& placed) {
   std::vector<int> n;
   for (const auto& c : M.classes) n.push_back(static_cast<int>(c.members.size()));
@@ -663,7 +893,7 @@ SolveOutcome solve_packing_for(const PackModel& M, const std::vector<int>& deman
     return out;
   };
   std::vector<int> capped = n;
-  if (exact_worth_trying(r, capped)) {
+  if (exact_worth_trying(M, r, capped, exact_state_limit)) {
     Exact exact(M, exact_state_limit);
     std::vector<Bin> bins;
     if (exact.run(r, capped, &bins)) {
@@ -718,7 +948,7 @@ SolveOutcome solve_packing_for(const PackModel& M, const std::vector<int>& deman
   while (total(r) > 0) {
     if (cancel_requested()) break;
     std::vector<int> rest = n;
-    if (exact_worth_trying(r, rest)) {
+    if (exact_worth_trying(M, r, rest, exact_state_limit)) {
       Exact exact(M, exact_state_limit);
       std::vector<Bin> more;
       if (exact.run(r, rest, &more)) {
@@ -755,6 +985,7 @@ bool solve_exact_keeping(const PackModel& M, int exact_state_limit, SolveOutcome
   split.demands = M.demands;
   split.tiers = M.tiers;
   split.busy_on_gpu = M.busy_on_gpu;
+  split.stats = M.stats;
   std::vector<int> parent;
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t g = 0; g < M.classes.size(); ++g) {
@@ -777,7 +1008,7 @@ bool solve_exact_keeping(const PackModel& M, int exact_state_limit, SolveOutcome
   std::vector<int> r, n;
   for (const auto& d : split.demands) r.push_back(d.count);
   for (const auto& c : split.classes) n.push_back(static_cast<int>(c.members.size()));
-  if (!exact_worth_trying(r, n)) return false;
+  if (!exact_worth_trying(split, r, n, exact_state_limit)) return false;
   Exact exact(split, exact_state_limit);
   std::vector<Bin> bins;
   if (!exact.run(r, n, &bins)) return false;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 
 #include "perf/constants.h"
 
@@ -42,6 +43,18 @@ struct Cost {
   }
 };
 
+// The time of one roofline operator and which side bounds it (roof() without the accumulation).
+struct RoofTime {
+  double seconds = 0;
+  bool compute = true;
+  bool any = false;  // false: the operator is empty and adds nothing
+};
+
+void add_roof(Cost& c, const RoofTime& t) {
+  if (!t.any) return;
+  (t.compute ? c.compute : c.memory) += t.seconds;
+}
+
 // Everything a step needs, resolved once per prediction.
 struct Rates {
   double gemm_flops;       // achievable rate of a large GEMM in the weights' compute precision
@@ -55,6 +68,8 @@ struct Rates {
   double kernel_seconds;
   double allreduce_bw;  // bus bandwidth of tensor-parallel all-reduces
   double allreduce_latency;
+  double inv_bandwidth;        // 1 / bandwidth, to tell the bound side of a GEMM without dividing
+  double inv_cuda_core_flops;  // 1 / cuda_core_flops (0 when there is none)
 };
 
 double peak_16bit(const PerfDevice& d) {
@@ -95,6 +110,8 @@ Rates make_rates(const PerfDevice& d, Engine engine, const PerfRun& run, const P
   r.kernel_seconds = run.cuda_graphs ? eff.kernel_seconds : std::max(eff.kernel_seconds, kEagerKernelSeconds);
   r.allreduce_bw = d.link_bytes_per_second * eff.link_fraction;
   r.allreduce_latency = d.nvlink ? kAllReduceLatencySeconds : kAllReduceLatencyPcieSeconds;
+  r.inv_bandwidth = 1.0 / r.bandwidth;
+  r.inv_cuda_core_flops = r.cuda_core_flops > 0 ? 1.0 / r.cuda_core_flops : 0.0;
   return r;
 }
 
@@ -105,22 +122,61 @@ double conv_flops(const PerfDevice& d, Precision p, const PerfEfficiency& eff) {
   return compute_peak(d, p) * kConvPeakFraction;
 }
 
-// One GEMM: M rows (tokens) x K inputs x N outputs, weights of `w_bytes` per element.
-void gemm(Cost& c, const Rates& r, double m, double n, double k, double w_bytes, double a_bytes, double flop_rate) {
-  if (m <= 0 || n <= 0 || k <= 0) return;
-  const double intensity = 1.0 / (1.0 / m + 1.0 / n + 1.0 / k);  // FLOPs per element moved, /2
+// One GEMM's facts that do not depend on its rows (M): N, K, their reciprocals, the column tiles and
+// the weight bytes. Resolved once per model, tensor-parallel degree and format (matmul_shapes).
+struct GemmShape {
+  double n = 0;
+  double k = 0;
+  double inv_n = 0;         // 1 / n
+  double inv_k = 0;         // 1 / k
+  double col_tiles = 0;     // ceil(n / kGemmTileCols)
+  double weight_bytes = 0;  // n x k x bytes per weight
+};
+
+GemmShape gemm_shape(double n, double k, double w_bytes) {
+  return GemmShape{n, k, 1.0 / n, 1.0 / k, std::ceil(n / kGemmTileCols), n * k * w_bytes};
+}
+
+// The rows of a GEMM and what depends on them alone (shared by every matmul of a step).
+struct GemmRows {
+  double m = 0;
+  double inv_m = 0;      // 1 / m
+  double row_tiles = 0;  // ceil(m / kGemmTileRows)
+};
+
+GemmRows gemm_rows(double m) { return GemmRows{m, 1.0 / m, std::ceil(m / kGemmTileRows)}; }
+
+// A product with a precomputed reciprocal is within a few ulps of the quotient, so when it clears the
+// other side of a comparison by this relative margin the comparison is decided without dividing; near
+// ties divide exactly. The results are bit for bit those of dividing every time.
+constexpr double kQuotientMargin = 1e-9;
+
+// One GEMM: M rows (tokens) x K inputs x N outputs, weights of `w_bytes` per element (in the shape).
+RoofTime gemm_time(const Rates& r, const GemmRows& rows, const GemmShape& g, double a_bytes, double flop_rate) {
+  const double m = rows.m, n = g.n, k = g.k;
+  if (m <= 0 || n <= 0 || k <= 0) return {};
+  const double intensity = 1.0 / (rows.inv_m + g.inv_n + g.inv_k);  // FLOPs per element moved, /2
   const double eff_m = intensity / (intensity + r.half_intensity);
-  double t_c = 2.0 * m * n * k / (flop_rate * eff_m);
+  const double flops = 2.0 * m * n * k;
+  double t_c = flops / (flop_rate * eff_m);
   // Wave quantization: output tiles run in waves of one tile per SM; a partial last wave idles the rest.
   if (r.sms > 0) {
-    const double tiles = std::ceil(m / kGemmTileRows) * std::ceil(n / kGemmTileCols);
+    const double tiles = rows.row_tiles * g.col_tiles;
     const double waves = tiles / r.sms;
     t_c *= std::ceil(waves) / waves;
   }
   // Engines pick the faster kernel: for a few rows a CUDA-core GEMV beats an underfilled tensor-core tile.
-  if (r.cuda_core_flops > 0) t_c = std::min(t_c, 2.0 * m * n * k / r.cuda_core_flops);
-  const double t_m = (n * k * w_bytes + (m * k + m * n) * a_bytes) / r.bandwidth;
-  c.roof(t_c, t_m);
+  if (r.cuda_core_flops > 0 && !(flops * r.inv_cuda_core_flops > t_c * (1 + kQuotientMargin))) {
+    t_c = std::min(t_c, flops / r.cuda_core_flops);
+  }
+  const double bytes = g.weight_bytes + (m * k + m * n) * a_bytes;
+  if (bytes * r.inv_bandwidth < t_c * (1 - kQuotientMargin)) return RoofTime{t_c, true, true};
+  const double t_m = bytes / r.bandwidth;
+  return t_c >= t_m ? RoofTime{t_c, true, true} : RoofTime{t_m, false, true};
+}
+
+void gemm(Cost& c, const Rates& r, double m, double n, double k, double w_bytes, double a_bytes, double flop_rate) {
+  add_roof(c, gemm_time(r, gemm_rows(m), gemm_shape(n, k, w_bytes), a_bytes, flop_rate));
 }
 
 // Ring all-reduce of `bytes` over n devices: 2(n-1)/n x bytes over the bus bandwidth, plus latency.
@@ -164,37 +220,110 @@ struct LayerCosts {
   Cost comm;
 };
 
-LayerCosts layer_costs(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const StepShape& s) {
-  LayerCosts lc;
+// The matmuls of a layer and the LM head, as shapes: they depend on the model, the tensor-parallel
+// degree and the weight format only, so a sweep resolves them once.
+struct MatmulShapes {
+  GemmShape qkv, out, up, down;              // attention projections and the dense MLP
+  GemmShape router, expert_up, expert_down;  // MoE: the router and ONE routed expert
+  GemmShape head;
+  bool mlp = false;
+  bool experts = false;
+};
+
+MatmulShapes matmul_shapes(const PerfArch& a, const Workload& w, const PerfRun& run) {
+  MatmulShapes sh;
   const double tp = std::max(1, w.tp);
-  const double tokens = s.batch * s.q;
   const double wb = run.weights.bits_per_weight / 8.0;
-  const double ab = run.activation_bytes;
   const double h = dbl(a.hidden);
   // Attention projections and dense MLP: N split across tensor-parallel ranks.
-  gemm(lc.gemm, r, tokens, a.qkv_params_per_layer / h / tp, h, wb, ab, r.gemm_flops);
+  sh.qkv = gemm_shape(a.qkv_params_per_layer / h / tp, h, wb);
   const double out_in = a.out_params_per_layer / h;
-  gemm(lc.gemm, r, tokens, h, out_in / tp, wb, ab, r.gemm_flops);
-  if (a.mlp_params_per_layer > 0) {
+  sh.out = gemm_shape(h, out_in / tp, wb);
+  sh.mlp = a.mlp_params_per_layer > 0;
+  if (sh.mlp) {
     const double inter_total = a.mlp_params_per_layer / h;  // summed inner widths of up(+gate) and down
     const double up_share = a.gated_mlp ? kGatedMlpUpShare : kPlainMlpUpShare;
-    gemm(lc.gemm, r, tokens, inter_total * up_share / tp, h, wb, ab, r.gemm_flops);
-    gemm(lc.gemm, r, tokens, h, inter_total * (1 - up_share) / tp, wb, ab, r.gemm_flops);
+    sh.up = gemm_shape(inter_total * up_share / tp, h, wb);
+    sh.down = gemm_shape(h, inter_total * (1 - up_share) / tp, wb);
   }
-  if (a.experts > 0 && a.expert_params_per_layer > 0) {
-    const double e = dbl(a.experts), k = dbl(a.experts_per_token);
-    gemm(lc.gemm, r, tokens, a.router_params_per_layer / h, h, 2, ab, r.head_flops);
-    // Experts a step touches: each token picks k of e; expected distinct = e (1 - (1 - k/e)^tokens).
-    const double touched = e * (1.0 - std::pow(1.0 - k / e, tokens));
-    const double rows_per_expert = tokens * k / touched;
+  sh.experts = a.experts > 0 && a.expert_params_per_layer > 0;
+  if (sh.experts) {
+    sh.router = gemm_shape(a.router_params_per_layer / h, h, 2);
     const double inner = a.expert_params_per_layer / h;
     const double up_share = a.gated_mlp ? kGatedMlpUpShare : kPlainMlpUpShare;
-    Cost one;
-    gemm(one, r, rows_per_expert, inner * up_share / tp, h, wb, ab, r.gemm_flops);
-    gemm(one, r, rows_per_expert, h, inner * (1 - up_share) / tp, wb, ab, r.gemm_flops);
-    lc.gemm.add(one, touched);
+    sh.expert_up = gemm_shape(inner * up_share / tp, h, wb);
+    sh.expert_down = gemm_shape(h, inner * (1 - up_share) / tp, wb);
   }
-  // Attention core. Heads split across tensor-parallel ranks (KV heads too, at least one per rank).
+  sh.head = gemm_shape(a.head_params / dbl(a.hidden) / std::max(1, w.tp), dbl(a.hidden), run.weights.head_bits / 8.0);
+  return sh;
+}
+
+// The parts of a layer that depend only on the step's tokens (batch x new tokens): matmuls,
+// element-wise passes and tensor-parallel all-reduces; and the LM head of `logit_rows`.
+struct TokenCosts {
+  Cost gemm;
+  Cost elementwise;
+  Cost comm;
+  RoofTime head;
+};
+
+TokenCosts token_costs(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const MatmulShapes& sh,
+                       double tokens, double logit_rows) {
+  TokenCosts tc;
+  const double tp = std::max(1, w.tp);
+  const double ab = run.activation_bytes;
+  const double h = dbl(a.hidden);
+  const GemmRows rows = gemm_rows(tokens);
+  add_roof(tc.gemm, gemm_time(r, rows, sh.qkv, ab, r.gemm_flops));
+  add_roof(tc.gemm, gemm_time(r, rows, sh.out, ab, r.gemm_flops));
+  if (sh.mlp) {
+    add_roof(tc.gemm, gemm_time(r, rows, sh.up, ab, r.gemm_flops));
+    add_roof(tc.gemm, gemm_time(r, rows, sh.down, ab, r.gemm_flops));
+  }
+  if (sh.experts) {
+    const double e = dbl(a.experts), k = dbl(a.experts_per_token);
+    add_roof(tc.gemm, gemm_time(r, rows, sh.router, ab, r.head_flops));
+    // Experts a step touches: each token picks k of e; expected distinct = e (1 - (1 - k/e)^tokens).
+    const double touched = e * (1.0 - std::pow(1.0 - k / e, tokens));
+    const GemmRows expert_rows = gemm_rows(tokens * k / touched);
+    Cost one;
+    add_roof(one, gemm_time(r, expert_rows, sh.expert_up, ab, r.gemm_flops));
+    add_roof(one, gemm_time(r, expert_rows, sh.expert_down, ab, r.gemm_flops));
+    tc.gemm.add(one, touched);
+  }
+  // Element-wise passes (norms, residual adds, rotary, activation).
+  const double inter_active =
+      a.mlp_params_per_layer / h / (a.gated_mlp ? 3.0 : 2.0) +
+      (a.experts > 0 ? dbl(a.experts_per_token) * a.expert_params_per_layer / h / (a.gated_mlp ? 3.0 : 2.0) : 0);
+  const double ew_bytes =
+      tokens * ab * (kElementwiseHiddenPasses * h + kElementwiseIntermediatePasses * inter_active / tp);
+  tc.elementwise.memory +=
+      ew_bytes * (engine_perf(w.engine).fused_elementwise ? 1.0 : kEagerElementwiseFactor) / r.bandwidth;
+  // Tensor parallel: one all-reduce after attention, one after the MLP.
+  if (w.tp > 1)
+    tc.comm.comm +=
+        kTpAllReducesPerLayer * allreduce_seconds(tokens * h * ab, w.tp, r.allreduce_bw, r.allreduce_latency);
+  if (logit_rows > 0 && a.head_params > 0) {
+    tc.head = gemm_time(r, gemm_rows(logit_rows), sh.head, run.activation_bytes, r.head_flops);
+  }
+  return tc;
+}
+
+// Attention of one global layer and of one window layer.
+struct AttentionCosts {
+  Cost global;
+  Cost window;
+  double flops_global = 0;
+  double flops_window = 0;
+};
+
+AttentionCosts attention_costs(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r,
+                               const StepShape& s) {
+  AttentionCosts ac;
+  const double tp = std::max(1, w.tp);
+  const double tokens = s.batch * s.q;
+  const double ab = run.activation_bytes;
+  // Heads split across tensor-parallel ranks (KV heads too, at least one per rank).
   const double heads = dbl(a.heads) / tp;
   const double kv_heads = std::max(1.0, dbl(a.kv_heads) / tp);
   const double d = dbl(a.head_dim);
@@ -214,41 +343,41 @@ LayerCosts layer_costs(const PerfArch& a, const Workload& w, const PerfRun& run,
       c.roof(flops / r.attn_gemm_flops, (kv_read + qo + scores) / r.bandwidth);
     }
   };
-  attention(lc.attention, 0, lc.attention_flops_global);
-  if (a.window_layers > 0) attention(lc.attention_window, dbl(a.window_tokens), lc.attention_flops_window);
-  // Element-wise passes (norms, residual adds, rotary, activation).
-  const double inter_active =
-      a.mlp_params_per_layer / h / (a.gated_mlp ? 3.0 : 2.0) +
-      (a.experts > 0 ? dbl(a.experts_per_token) * a.expert_params_per_layer / h / (a.gated_mlp ? 3.0 : 2.0) : 0);
-  const double ew_bytes =
-      tokens * ab * (kElementwiseHiddenPasses * h + kElementwiseIntermediatePasses * inter_active / tp);
-  lc.elementwise.memory +=
-      ew_bytes * (engine_perf(w.engine).fused_elementwise ? 1.0 : kEagerElementwiseFactor) / r.bandwidth;
-  // Tensor parallel: one all-reduce after attention, one after the MLP.
-  if (w.tp > 1)
-    lc.comm.comm +=
-        kTpAllReducesPerLayer * allreduce_seconds(tokens * h * ab, w.tp, r.allreduce_bw, r.allreduce_latency);
+  attention(ac.global, 0, ac.flops_global);
+  if (a.window_layers > 0) attention(ac.window, dbl(a.window_tokens), ac.flops_window);
+  return ac;
+}
+
+LayerCosts layer_costs(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const StepShape& s) {
+  const TokenCosts tc = token_costs(a, w, run, r, matmul_shapes(a, w, run), s.batch * s.q, 0);
+  const AttentionCosts ac = attention_costs(a, w, run, r, s);
+  LayerCosts lc;
+  lc.gemm = tc.gemm;
+  lc.attention = ac.global;
+  lc.attention_window = ac.window;
+  lc.elementwise = tc.elementwise;
+  lc.attention_flops_global = ac.flops_global;
+  lc.attention_flops_window = ac.flops_window;
+  lc.comm = tc.comm;
   return lc;
 }
 
-// Forward step over this GPU's layers (all layers / pp), LM head included (last stage).
+// Forward step over this GPU's layers (all layers / pp), LM head included (last stage); `tc` holds
+// the parts that depend only on the step's tokens (token_costs of s.batch x s.q and s.logit_rows).
 Cost forward_step(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const StepShape& s,
-                  double kernels) {
-  const LayerCosts lc = layer_costs(a, w, run, r, s);
+                  double kernels, const TokenCosts& tc) {
+  const AttentionCosts ac = attention_costs(a, w, run, r, s);
   const double pp = std::max(1, w.pp);
   const double global = dbl(a.global_layers) / pp, window = dbl(a.window_layers) / pp;
   const double layers = global + window;
   Cost c;
-  c.add(lc.gemm, layers);
-  c.add(lc.attention, global);
-  c.add(lc.attention_window, window);
-  c.add(lc.elementwise, layers);
-  c.add(lc.comm, layers);
+  c.add(tc.gemm, layers);
+  c.add(ac.global, global);
+  c.add(ac.window, window);
+  c.add(tc.elementwise, layers);
+  c.add(tc.comm, layers);
   c.overhead += layers * kernels * r.kernel_seconds;
-  if (s.logit_rows > 0 && a.head_params > 0) {
-    gemm(c, r, s.logit_rows, a.head_params / dbl(a.hidden) / std::max(1, w.tp), dbl(a.hidden),
-         run.weights.head_bits / 8.0, run.activation_bytes, r.head_flops);
-  }
+  add_roof(c, tc.head);
   return c;
 }
 
@@ -258,14 +387,19 @@ double engine_step_seconds(const Workload& w, const PerfEfficiency& eff) {
 
 // One inference step as the user sees it: every pipeline stage in turn, plus the engine's host work.
 Cost inference_step(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const StepShape& s,
-                    const PerfEfficiency& eff) {
-  Cost c = forward_step(a, w, run, r, s, engine_perf(w.engine).kernels_per_layer);
+                    const PerfEfficiency& eff, const TokenCosts& tc) {
+  Cost c = forward_step(a, w, run, r, s, engine_perf(w.engine).kernels_per_layer, tc);
   const double pp = std::max(1, w.pp);
   Cost out;
   out.add(c, pp);
   if (w.pp > 1) out.comm += (pp - 1) * r.allreduce_latency;  // point-to-point hand-offs between stages
   out.overhead += engine_step_seconds(w, eff);
   return out;
+}
+
+Cost inference_step(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const MatmulShapes& sh,
+                    const StepShape& s, const PerfEfficiency& eff) {
+  return inference_step(a, w, run, r, s, eff, token_costs(a, w, run, r, sh, s.batch * s.q, s.logit_rows));
 }
 
 }  // namespace
@@ -514,10 +648,19 @@ double training_flops_per_token(const PerfArch& a, int64_t seq_len) {
          kAttentionTrainFlopsFactor * dbl(a.layers) * dbl(a.heads) * dbl(a.head_dim) * dbl(seq_len);
 }
 
-InferencePerf predict_inference(const PerfArch& a, const PerfDevice& d, const Workload& w, const PerfRun& run,
-                                const PerfEfficiency& eff) {
+namespace {
+
+// The decode step's token costs of the last batch a sweep asked for (they do not depend on the
+// prompt length, which only the attention reads).
+struct DecodeCache {
+  bool valid = false;
+  double batch = 0;
+  TokenCosts costs;
+};
+
+InferencePerf inference_with(const PerfArch& a, const PerfDevice& d, const Workload& w, const PerfRun& run,
+                             const PerfEfficiency& eff, const Rates& r, const MatmulShapes& sh, DecodeCache* cache) {
   InferencePerf out;
-  const Rates r = make_rates(d, w.engine, run, eff);
   const double batch = dbl(std::max<int64_t>(1, w.batch));
   const double input = dbl(perf_input_tokens(w));
   const double output = dbl(perf_output_tokens(w));
@@ -535,9 +678,18 @@ InferencePerf predict_inference(const PerfArch& a, const PerfDevice& d, const Wo
     out.bound = out.prefill_bound = out.decode_bound = c.bound();
     return out;
   }
-  const Cost pre = inference_step(a, w, run, r, StepShape{batch, input, 0, batch, false}, eff);
+  const Cost pre = inference_step(a, w, run, r, sh, StepShape{batch, input, 0, batch, false}, eff);
   const double mean_ctx = input + (output - 1) / 2.0;
-  const Cost dec = inference_step(a, w, run, r, StepShape{batch, 1, mean_ctx, batch, false}, eff);
+  const StepShape decode{batch, 1, mean_ctx, batch, false};
+  TokenCosts own;
+  const TokenCosts* decode_costs = &own;
+  if (cache && cache->valid && cache->batch == batch) {
+    decode_costs = &cache->costs;
+  } else {
+    own = token_costs(a, w, run, r, sh, decode.batch * decode.q, decode.logit_rows);
+    if (cache) *cache = DecodeCache{true, batch, own};
+  }
+  const Cost dec = inference_step(a, w, run, r, decode, eff, *decode_costs);
   out.ttft_seconds = pre.total();
   out.tpot_seconds = dec.total();
   out.decode_tokens_per_second = 1.0 / out.tpot_seconds;
@@ -551,21 +703,67 @@ InferencePerf predict_inference(const PerfArch& a, const PerfDevice& d, const Wo
   return out;
 }
 
+}  // namespace
+
+InferencePerf predict_inference(const PerfArch& a, const PerfDevice& d, const Workload& w, const PerfRun& run,
+                                const PerfEfficiency& eff) {
+  const Rates r = make_rates(d, w.engine, run, eff);
+  return inference_with(a, d, w, run, eff, r, matmul_shapes(a, w, run), nullptr);
+}
+
+struct InferenceSweep::State {
+  PerfArch arch;
+  PerfDevice device;
+  Workload workload;
+  PerfRun run;
+  PerfEfficiency eff;
+  Rates rates;
+  MatmulShapes shapes;
+  DecodeCache decode;
+};
+
+InferenceSweep::InferenceSweep(const PerfArch& arch, const PerfDevice& device, const Workload& w, const PerfRun& run,
+                               const PerfEfficiency& eff)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.arch = arch;
+  s.device = device;
+  s.workload = w;
+  s.run = run;
+  s.eff = eff;
+  s.rates = make_rates(device, w.engine, run, eff);
+  s.shapes = matmul_shapes(arch, w, run);
+}
+
+InferenceSweep::~InferenceSweep() = default;
+InferenceSweep::InferenceSweep(InferenceSweep&&) noexcept = default;
+InferenceSweep& InferenceSweep::operator=(InferenceSweep&&) noexcept = default;
+
+InferencePerf InferenceSweep::at(int64_t batch, int64_t input_tokens) {
+  State& s = *state_;
+  s.workload.batch = batch;
+  s.workload.input_tokens = input_tokens;
+  return inference_with(s.arch, s.device, s.workload, s.run, s.eff, s.rates, s.shapes, &s.decode);
+}
+
 ServingPerf predict_serving(const PerfArch& a, const PerfDevice& d, const Workload& w, const PerfRun& run,
                             const PerfEfficiency& eff, int64_t max_batch, double rate) {
   ServingPerf s;
   if (a.cnn || max_batch < 1) return s;
   const Rates r = make_rates(d, w.engine, run, eff);
+  const MatmulShapes sh = matmul_shapes(a, w, run);
   const double input = dbl(perf_input_tokens(w));
   const double output = dbl(perf_output_tokens(w));
   const double bmax = dbl(max_batch);
   const double mean_ctx = input + (output - 1) / 2.0;
-  auto step = [&](double b) { return inference_step(a, w, run, r, StepShape{b, 1, mean_ctx, b, false}, eff).total(); };
+  auto step = [&](double b) {
+    return inference_step(a, w, run, r, sh, StepShape{b, 1, mean_ctx, b, false}, eff).total();
+  };
   // Prefill work per request, prompts batched into chunks of kPrefillChunkTokens.
   const double per_chunk = std::max(1.0, std::floor(kPrefillChunkTokens / input));
   const double prefill_batch = std::min(per_chunk, bmax);
   const double prefill_per_request =
-      inference_step(a, w, run, r, StepShape{prefill_batch, input, 0, prefill_batch, false}, eff).total() /
+      inference_step(a, w, run, r, sh, StepShape{prefill_batch, input, 0, prefill_batch, false}, eff).total() /
       prefill_batch;
   const double t_max = step(bmax);
   s.max_batch = max_batch;
@@ -594,7 +792,7 @@ ServingPerf predict_serving(const PerfArch& a, const PerfDevice& d, const Worklo
   s.mean_batch = b;
   const double t_b = t0 + slope * b;
   s.tpot_seconds = t_b / (1.0 - rho_prefill);
-  const double prefill_one = inference_step(a, w, run, r, StepShape{1, input, 0, 1, false}, eff).total();
+  const double prefill_one = inference_step(a, w, run, r, sh, StepShape{1, input, 0, 1, false}, eff).total();
   // A new request waits for the running step to end (half a step on average) and for prompts ahead of
   // it (M/D/1 waiting time rho P / (2 (1 - rho))), then its own prefill.
   s.ttft_seconds = t_b / 2 + rho_prefill * prefill_per_request / (2 * (1 - rho_prefill)) + prefill_one;

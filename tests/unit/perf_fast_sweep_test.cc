@@ -1,0 +1,132 @@
+// The sweep path: InferenceSweep::at equals predict_inference bit for bit (every field, across models
+// with and without sliding windows, MoE, GPUs of several generations, a MIG slice, formats, tensor
+// parallelism, batches and prompt lengths, in sweep order and out of it), and the inner loop of a
+// memory + latency sweep does not allocate (counted by this binary's operator new).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "gpuplan/catalog.h"
+#include "gpuplan/memory.h"
+#include "gpuplan/model.h"
+#include "gpuplan/perf.h"
+
+namespace {
+// Allocations made on a thread while it counts them (only the test below turns counting on).
+thread_local bool counting = false;
+std::atomic<long> counted_allocations{0};
+}  // namespace
+
+// The replaceable global allocation functions, counting while `counting` is set.
+void* operator new(std::size_t size) {
+  if (counting) counted_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t size) { return ::operator new(size); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace gpuplan {
+namespace {
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+void expect_identical(const InferencePerf& a, const InferencePerf& b, const std::string& where) {
+  EXPECT_TRUE(same_bits(a.ttft_seconds, b.ttft_seconds)) << where;
+  EXPECT_TRUE(same_bits(a.tpot_seconds, b.tpot_seconds)) << where;
+  EXPECT_TRUE(same_bits(a.decode_tokens_per_second, b.decode_tokens_per_second)) << where;
+  EXPECT_TRUE(same_bits(a.batch_decode_tokens_per_second, b.batch_decode_tokens_per_second)) << where;
+  EXPECT_TRUE(same_bits(a.prefill_tokens_per_second, b.prefill_tokens_per_second)) << where;
+  EXPECT_TRUE(same_bits(a.total_seconds, b.total_seconds)) << where;
+  EXPECT_TRUE(same_bits(a.throughput_tokens_per_second, b.throughput_tokens_per_second)) << where;
+  EXPECT_EQ(a.prefill_bound, b.prefill_bound) << where;
+  EXPECT_EQ(a.decode_bound, b.decode_bound) << where;
+  EXPECT_EQ(a.bound, b.bound) << where;
+}
+
+TEST(InferenceSweep, EqualsPredictInferenceBitForBit) {
+  auto cat = Catalog::embedded();
+  const PerfEfficiency eff = default_efficiency();
+  int checked = 0;
+  for (const char* model_id : {"llama-3.1-8b", "mixtral-8x7b", "gemma-2-27b", "llama-3.1-70b"}) {
+    const Model& m = *zoo_model(model_id).value();
+    const PerfArch a = perf_arch(m);
+    for (const char* gpu : {"h100-80gb-sxm5", "a100-80gb-sxm4", "l4", "v100-16gb-sxm2", "a100-40gb-sxm4/1g.5gb"}) {
+      for (int tp : {1, 2, 8}) {
+        auto ref = cat->resolve(gpu);
+        ASSERT_TRUE(ref.ok()) << gpu;
+        if (ref->is_mig() && tp > 1) continue;
+        const PerfDevice d = perf_device(Target::linked(*ref, tp));
+        for (WeightFormat f : {WeightFormat::kBf16, WeightFormat::kFp8, WeightFormat::kInt4Awq}) {
+          for (Engine e : {Engine::kVllm, Engine::kTransformers}) {
+            Workload w;
+            w.engine = e;
+            w.tp = tp;
+            w.output_tokens = 200;
+            w.context = 40000;
+            PerfRun run;
+            run.weights = perf_weights(f, m, d, e);
+            InferenceSweep sweep(a, d, w, run, eff);
+            // Sweep order (prompt lengths of one batch in a row), then out of order (cache misses).
+            for (int pass = 0; pass < 2; ++pass) {
+              for (int64_t b : {1, 3, 64, 256}) {
+                for (int64_t n : {1, 100, 2048, 32768}) {
+                  const int64_t batch = pass == 0 ? b : (n % 7) + 1;
+                  Workload one = w;
+                  one.batch = batch;
+                  one.input_tokens = n;
+                  const std::string where = std::string(model_id) + " " + gpu + " tp " + std::to_string(tp) +
+                                            " batch " + std::to_string(batch) + " prompt " + std::to_string(n);
+                  expect_identical(sweep.at(batch, n), predict_inference(a, d, one, run, eff), where);
+                  ++checked;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 5000);
+}
+
+TEST(InferenceSweep, MemoryAndLatencyInnerLoopDoesNotAllocate) {
+  const Model& m = *zoo_model("llama-3.1-70b").value();
+  const PerfArch a = perf_arch(m);
+  const Target t = Target::linked(Catalog::embedded()->resolve("h100-80gb-sxm5").value(), 4);
+  const PerfDevice d = perf_device(t);
+  Workload w;
+  w.model = std::shared_ptr<const Model>(&m, [](const Model*) {});  // the zoo outlives the test
+  w.engine = Engine::kVllm;
+  w.weights = WeightFormat::kFp8;
+  w.tp = 4;
+  w.count = 4;
+  w.output_tokens = 256;
+  w.context = 32768 + 256;
+  auto prepared = prepare(w);
+  ASSERT_TRUE(prepared.ok()) << prepared.error().message;
+  PerfRun run;
+  run.weights = perf_weights(w.weights, m, d, w.engine);
+  InferenceSweep sweep(a, d, w, run, default_efficiency());
+  double sum = 0;
+  counted_allocations = 0;
+  counting = true;
+  for (int64_t b : {1, 8, 64, 256}) {
+    for (int64_t c : {512, 2048, 8192, 32768}) {
+      sum += estimate_memory(*prepared, b, c + 256, t.link).total_bytes;
+      sum += sweep.at(b, c).tpot_seconds;
+    }
+  }
+  counting = false;
+  EXPECT_EQ(counted_allocations.load(), 0);
+  EXPECT_GT(sum, 0);
+}
+
+}  // namespace
+}  // namespace gpuplan
