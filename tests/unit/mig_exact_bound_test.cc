@@ -14,8 +14,9 @@
 namespace gpuplan::mig {
 namespace {
 
+// A file of the source tree, whatever directory the test runs in (ctest runs it in build/tests).
 std::string read(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(std::string(GPUPLAN_SOURCE_DIR) + "/" + path);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
