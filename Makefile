@@ -7,7 +7,7 @@ FUZZ_DIR  ?= build-fuzz
 JOBS      ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test check-includes test-unit test-asan fuzz fuzz-build fuzz-replay bench bench-check bench-record format tidy tidy-changed clean
+.PHONY: all deps build run test check-includes test-unit test-asan fuzz fuzz-build fuzz-replay bench bench-check bench-record install format tidy tidy-changed clean
 
 all: build
 
@@ -29,6 +29,11 @@ DEMO_DIR ?= .gpuplan-demo
 run: build
 	@echo "gpuplan: open http://$(HOST):$(PORT)/ in a browser (API under /api/v1; Ctrl-C stops it)"
 	./scripts/market-demo.sh ./$(BUILD_DIR)/gpuplan $(HOST) $(PORT) $(DEMO_DIR)
+
+# The gpuplan binary (its data is embedded) into $(PREFIX)/bin.
+PREFIX ?= /usr/local
+install: build
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
 
 # The include direction between src/ folders (scripts/layers.txt; docs/design.md "Dependency rules").
 check-includes:

@@ -277,7 +277,13 @@ def main():
             results = run_bench(a.bench, tracked)
         else:
             p.error("check needs --bench or --results")
-        return check(results, tracked, load_json(a.recorded))
+        rc = check(results, tracked, load_json(a.recorded))
+        if rc and a.bench:
+            # A slowdown must show in two runs: one noisy moment on a shared CI machine is not a regression.
+            print("bench-check: a benchmark was beyond its band; running the set once more to confirm",
+                  file=sys.stderr)
+            rc = check(run_bench(a.bench, tracked), tracked, load_json(a.recorded))
+        return rc
     if a.mode == "record":
         if not a.bench:
             p.error("record needs --bench")
