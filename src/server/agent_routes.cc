@@ -2,6 +2,7 @@
 #include "server/agent_routes.h"
 
 #include "core/request.h"
+#include "server/market_routes.h"
 #include "server/server.h"
 
 namespace gpuplan::server {
@@ -10,25 +11,14 @@ namespace {
 
 using market::Market;
 
-HttpResponse json_answer(int status, const Json& body) {
-  HttpResponse res;
-  res.status = status;
-  res.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
-  res.headers.emplace_back("Cache-Control", "no-store");
-  return res;
-}
-
 // The market's errors, with the agent's two kinds of 409 named: `stale` (an older seq: fenced) and
 // `inventory_required` (a heartbeat from a boot the inventory has not described).
-HttpResponse error_answer(const Error& e) {
+HttpResponse agent_error_answer(const Error& e) {
   if (e.code == ErrorCode::kConflict && e.field == "seq") return error_response(409, "stale", e.message, e.field);
   if (e.code == ErrorCode::kConflict && e.field == "boot_id") {
     return error_response(409, "inventory_required", e.message, e.field);
   }
-  HttpResponse res = json_answer(http_status(e.code), error_json(e));
-  if (e.code == ErrorCode::kUnauthenticated) res.headers.emplace_back("WWW-Authenticate", "Bearer");
-  if (e.code == ErrorCode::kUnavailable) res.headers.emplace_back("Retry-After", "1");
-  return res;
+  return market_error_answer(e);
 }
 
 HttpResponse method_not_allowed(const char* allowed) {
@@ -163,42 +153,42 @@ HttpResponse agent_response(Market& m, const HttpRequest& req, const std::vector
   if (what == "enroll") {
     if (method != "POST") return method_not_allowed("POST");
     const Request in(body, "market.agent.enroll");
-    if (Status keys = in.check_keys(); !keys) return error_answer(keys.error());
+    if (Status keys = in.check_keys(); !keys) return agent_error_answer(keys.error());
     auto token = in.text("enrollment_token");
-    if (!token) return error_answer(token.error());
+    if (!token) return agent_error_answer(token.error());
     auto boot = in.text("boot_id");
-    if (!boot) return error_answer(boot.error());
+    if (!boot) return agent_error_answer(boot.error());
     auto t = m.enroll_agent(*token, *boot);
-    if (!t) return error_answer(t.error());
-    return json_answer(
+    if (!t) return agent_error_answer(t.error());
+    return market_json_answer(
         201, Json{{"node_id", t->node_id}, {"agent_token", t->token}, {"heartbeat_seconds", t->heartbeat_seconds}});
   }
   if (what == "inventory") {
     if (method != "PUT") return method_not_allowed("PUT");
     // The body first (a malformed one is 400 whoever sends it), then whose token it is.
     auto inv = inventory_of(body);
-    if (!inv) return error_answer(inv.error());
+    if (!inv) return agent_error_answer(inv.error());
     auto agent = agent_of(m, req);
-    if (!agent) return error_answer(agent.error());
+    if (!agent) return agent_error_answer(agent.error());
     auto r = m.put_inventory(*agent, *inv);
-    if (!r) return error_answer(r.error());
-    return json_answer(200, inventory_json(*r));
+    if (!r) return agent_error_answer(r.error());
+    return market_json_answer(200, inventory_json(*r));
   }
   if (what == "heartbeat") {
     if (method != "POST") return method_not_allowed("POST");
     auto hb = heartbeat_of(body);
-    if (!hb) return error_answer(hb.error());
+    if (!hb) return agent_error_answer(hb.error());
     auto agent = agent_of(m, req);
-    if (!agent) return error_answer(agent.error());
+    if (!agent) return agent_error_answer(agent.error());
     auto r = m.heartbeat(*agent, *hb);
-    if (!r) return error_answer(r.error());
+    if (!r) return agent_error_answer(r.error());
     if (r->stale) {
       // Fenced: the report acted on an older generation. The desired list comes along so it can catch up.
       Json out = desired_json(*r);
       out["error"] = Json{{"code", "stale"}, {"message", r->stale_reason}, {"field", "running"}};
-      return json_answer(409, out);
+      return market_json_answer(409, out);
     }
-    return json_answer(200, desired_json(*r));
+    return market_json_answer(200, desired_json(*r));
   }
   return error_response(404, "not_found",
                         "no API route " + req.method + " " + req.path + "; the routes are in /api/v1/openapi.json",

@@ -13,6 +13,21 @@
 
 namespace gpuplan::server {
 
+HttpResponse market_json_answer(int status, const Json& body) {
+  HttpResponse res;
+  res.status = status;
+  res.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  res.headers.emplace_back("Cache-Control", "no-store");
+  return res;
+}
+
+HttpResponse market_error_answer(const Error& e) {
+  HttpResponse res = market_json_answer(http_status(e.code), error_json(e));
+  if (e.code == ErrorCode::kUnauthenticated) res.headers.emplace_back("WWW-Authenticate", "Bearer");
+  if (e.code == ErrorCode::kUnavailable) res.headers.emplace_back("Retry-After", "1");
+  return res;
+}
+
 namespace {
 
 using market::Market;
@@ -27,25 +42,10 @@ Json j_opt(const std::optional<int64_t>& v) { return v ? Json(*v) : Json(nullptr
 Json j_str_or_null(const std::string& s) { return s.empty() ? Json(nullptr) : Json(s); }
 double money(int64_t micros) { return static_cast<double>(micros) / kMicrosPerUnit; }
 
-HttpResponse json_answer(int status, const Json& body) {
-  HttpResponse res;
-  res.status = status;
-  res.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
-  res.headers.emplace_back("Cache-Control", "no-store");
-  return res;
-}
-
-HttpResponse error_answer(const Error& e) {
-  HttpResponse res = json_answer(http_status(e.code), error_json(e));
-  if (e.code == ErrorCode::kUnauthenticated) res.headers.emplace_back("WWW-Authenticate", "Bearer");
-  if (e.code == ErrorCode::kUnavailable) res.headers.emplace_back("Retry-After", "1");
-  return res;
-}
-
 template <typename T>
 HttpResponse answer(const Result<T>& r, int status, Json (*to_json)(const T&)) {
-  if (!r) return error_answer(r.error());
-  return json_answer(status, to_json(*r));
+  if (!r) return market_error_answer(r.error());
+  return market_json_answer(status, to_json(*r));
 }
 
 // --- JSON of the market's objects ---------------------------------------------------------------------------
@@ -340,7 +340,7 @@ HttpResponse replan_conflict(const Error& e) {
   Json j = error_json(e);
   j["replan"] = kReplanPath;
   j["error"]["replan"] = kReplanPath;
-  return json_answer(http_status(e.code), j);
+  return market_json_answer(http_status(e.code), j);
 }
 
 // POST /rentals {"plan": <a plan request>, template?, idempotency_key?, hours?, ends_at_ms?}: plans over
@@ -350,10 +350,10 @@ HttpResponse replan_conflict(const Error& e) {
 // the plan and the rent.
 HttpResponse rent_plan(Market& m, const Principal& p, const Json& body, const PlanRunner& plan) {
   auto base = rent_request(body, m.clock().now_ms(), true);
-  if (!base) return error_answer(base.error());
+  if (!base) return market_error_answer(base.error());
   // Who may rent, before any planning (a viewer's write is 403 whatever the plan finds).
   if (auto gate = m.rent_many(p, {}); !gate && gate.error().code != ErrorCode::kUsage)
-    return error_answer(gate.error());
+    return market_error_answer(gate.error());
   if (!plan) {
     return error_response(404, "plan_unavailable",
                           "this server cannot plan; rent an offer by its id ({\"offer\": ...})", "plan");
@@ -369,12 +369,12 @@ HttpResponse rent_plan(Market& m, const Principal& p, const Json& body, const Pl
         made.push_back(rental_json(*it));
       }
       if (!made.empty())
-        return json_answer(200, Json{{"plan", nullptr}, {"rentals", std::move(made)}, {"replayed", true}});
+        return market_json_answer(200, Json{{"plan", nullptr}, {"rentals", std::move(made)}, {"replayed", true}});
     }
   }
   Json request = Request(body, "market.rent").raw("plan");
   if (request.contains("source") && request["source"] != "market") {
-    return error_answer(
+    return market_error_answer(
         usage_error("a plan to rent uses the market's live offers only: drop 'source' or set it to "
                     "\"market\" (POST /api/v1/plan compares them with offers files)",
                     "plan.source"));
@@ -385,7 +385,7 @@ HttpResponse rent_plan(Market& m, const Principal& p, const Json& body, const Pl
   if (!planned) {
     Error e = planned.error();
     if (!e.field.empty()) e.field = "plan." + e.field;
-    return error_answer(e);
+    return market_error_answer(e);
   }
   const Json& best = (*planned)["best"];
   if (!best.is_object() || !best.contains("offer") || !best["offer"].is_string() || !best["instances"].is_number()) {
@@ -405,10 +405,10 @@ HttpResponse rent_plan(Market& m, const Principal& p, const Json& body, const Pl
   const std::string offer_id = best["offer"].get<std::string>();
   const int64_t instances = best["instances"].get<int64_t>();
   if (instances < 1 || static_cast<size_t>(instances) > market::kMaxRentManyRentals) {
-    return error_answer(limit_error("the plan needs " + std::to_string(instances) + " instances; one rent holds 1 to " +
-                                        std::to_string(market::kMaxRentManyRentals) +
-                                        " (kMaxRentManyRentals): plan with a lower max_instances",
-                                    "plan.max_instances"));
+    return market_error_answer(limit_error(
+        "the plan needs " + std::to_string(instances) + " instances; one rent holds 1 to " +
+            std::to_string(market::kMaxRentManyRentals) + " (kMaxRentManyRentals): plan with a lower max_instances",
+        "plan.max_instances"));
   }
   std::vector<market::RentRequest> requests;
   for (int64_t i = 0; i < instances; ++i) {
@@ -421,7 +421,7 @@ HttpResponse rent_plan(Market& m, const Principal& p, const Json& body, const Pl
   auto rented = m.rent_many(p, requests);
   if (!rented) {
     Error e = rented.error();
-    if (e.code != ErrorCode::kConflict) return error_answer(e);
+    if (e.code != ErrorCode::kConflict) return market_error_answer(e);
     e.message = "the plan's offer " + offer_id + " sold out between planning and renting, so nothing was rented (" +
                 e.message + "); plan again (POST " + kReplanPath + ") and rent the new plan";
     e.field = "plan";
@@ -433,7 +433,7 @@ HttpResponse rent_plan(Market& m, const Principal& p, const Json& body, const Pl
     replayed = replayed && r.replayed;
     rentals.push_back(rental_json(r));
   }
-  return json_answer(replayed ? 200 : 201, Json{{"plan", best}, {"rentals", std::move(rentals)}});
+  return market_json_answer(replayed ? 200 : 201, Json{{"plan", best}, {"rentals", std::move(rentals)}});
 }
 
 HttpResponse no_route(const HttpRequest& req) {
@@ -583,66 +583,67 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
   }
 
   if (trim(req.authorization).empty()) {
-    return error_answer(Error{ErrorCode::kUnauthenticated,
-                              "this endpoint needs `Authorization: Bearer <token>` (`gpuplan admin init` prints the "
-                              "platform's first token; `POST /tokens` makes more)",
-                              "Authorization"});
+    return market_error_answer(
+        Error{ErrorCode::kUnauthenticated,
+              "this endpoint needs `Authorization: Bearer <token>` (`gpuplan admin init` prints the "
+              "platform's first token; `POST /tokens` makes more)",
+              "Authorization"});
   }
   if (Market::looks_like_agent_token(req.authorization)) {
     // A node agent's token opens /agent/* only (issue #15): a valid one is 403 here, anything else 401.
     auto agent = m.authenticate_agent(req.authorization);
-    if (!agent) return error_answer(agent.error());
-    return error_answer(Error{ErrorCode::kForbidden,
-                              "a node agent's token opens only /api/v1/agent/*; use a user's token (gpl_...) here",
-                              ""});
+    if (!agent) return market_error_answer(agent.error());
+    return market_error_answer(
+        Error{ErrorCode::kForbidden,
+              "a node agent's token opens only /api/v1/agent/*; use a user's token (gpl_...) here", ""});
   }
   auto principal = m.authenticate(req.authorization);
-  if (!principal) return error_answer(principal.error());
+  if (!principal) return market_error_answer(principal.error());
   const Principal& p = *principal;
 
   switch (op) {
     case Op::kCreateTenant: {
       const Request in(body, "market.create.tenant");
-      if (Status keys = in.check_keys(); !keys) return error_answer(keys.error());
+      if (Status keys = in.check_keys(); !keys) return market_error_answer(keys.error());
       auto name = in.text("name");
-      if (!name) return error_answer(name.error());
+      if (!name) return market_error_answer(name.error());
       auto kind_text = in.text("kind");
-      if (!kind_text) return error_answer(kind_text.error());
+      if (!kind_text) return market_error_answer(kind_text.error());
       auto kind = market::parse_tenant_kind(*kind_text, "kind");
-      if (!kind) return error_answer(kind.error());
+      if (!kind) return market_error_answer(kind.error());
       auto limit = in.whole("credit_limit");
-      if (!limit) return error_answer(limit.error());
+      if (!limit) return market_error_answer(limit.error());
       auto t = m.create_tenant(p, *name, *kind);
-      if (!t) return error_answer(t.error());
+      if (!t) return market_error_answer(t.error());
       if (in.has("credit_limit")) {
         auto with = m.set_credit_limit(p, t->id, *limit);
-        if (!with) return error_answer(with.error());
-        return json_answer(201, tenant_json(*with));
+        if (!with) return market_error_answer(with.error());
+        return market_json_answer(201, tenant_json(*with));
       }
-      return json_answer(201, tenant_json(*t));
+      return market_json_answer(201, tenant_json(*t));
     }
     case Op::kCreateUser: {
       const Request in(body, "market.create.user");
-      if (Status keys = in.check_keys(); !keys) return error_answer(keys.error());
+      if (Status keys = in.check_keys(); !keys) return market_error_answer(keys.error());
       auto name = in.text("name");
-      if (!name) return error_answer(name.error());
+      if (!name) return market_error_answer(name.error());
       auto role_text = in.text("role");
-      if (!role_text) return error_answer(role_text.error());
+      if (!role_text) return market_error_answer(role_text.error());
       auto role = market::parse_role(*role_text, "role");
-      if (!role) return error_answer(role.error());
+      if (!role) return market_error_answer(role.error());
       return answer(m.create_user(p, segs[1], *name, *role), 201, user_json);
     }
     case Op::kCreateToken: {
       const Request in(body, "market.create.token");
-      if (Status keys = in.check_keys(); !keys) return error_answer(keys.error());
+      if (Status keys = in.check_keys(); !keys) return market_error_answer(keys.error());
       auto user = in.text("user_id");
-      if (!user) return error_answer(user.error());
+      if (!user) return market_error_answer(user.error());
       auto expires = in.whole("expires_at_ms");
-      if (!expires) return error_answer(expires.error());
+      if (!expires) return market_error_answer(expires.error());
       auto scope_text = in.text("scope");
-      if (!scope_text) return error_answer(scope_text.error());
+      if (!scope_text) return market_error_answer(scope_text.error());
       auto scope = market::parse_scope(*scope_text, "scope");
-      if (!scope) return error_answer(scope.error());
+      if (!scope) return market_error_answer(scope.error());
       market::TokenOptions options;
       if (in.has("expires_at_ms")) options.expires_at_ms = *expires;
       options.scope = *scope;
@@ -650,29 +651,29 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
     }
     case Op::kRevokeToken: {
       Status s = m.revoke_token(p, segs[1]);
-      if (!s) return error_answer(s.error());
-      return json_answer(200, Json{{"id", segs[1]}, {"revoked", true}});
+      if (!s) return market_error_answer(s.error());
+      return market_json_answer(200, Json{{"id", segs[1]}, {"revoked", true}});
     }
     case Op::kAddNode: {
       auto spec = node_spec(body);
-      if (!spec) return error_answer(spec.error());
+      if (!spec) return market_error_answer(spec.error());
       auto node = m.add_node(p, *spec);
-      if (!node) return error_answer(node.error());
+      if (!node) return market_error_answer(node.error());
       // The node's one-time enrolment token for `gpuplan agent --enroll` (shown once; POST
       // /nodes/{id}/enrollment issues a fresh one).
       auto enrol = m.issue_enrollment(p, node->id);
-      if (!enrol) return error_answer(enrol.error());
+      if (!enrol) return market_error_answer(enrol.error());
       Json out = node_json(*node);
       out["enrollment_token"] = enrol->token;
       out["enrollment_expires_at_ms"] = enrol->expires_at_ms;
-      return json_answer(201, out);
+      return market_json_answer(201, out);
     }
     case Op::kEnrollment: {
       auto enrol = m.issue_enrollment(p, segs[1]);
-      if (!enrol) return error_answer(enrol.error());
-      return json_answer(201, Json{{"node_id", enrol->node_id},
-                                   {"enrollment_token", enrol->token},
-                                   {"enrollment_expires_at_ms", enrol->expires_at_ms}});
+      if (!enrol) return market_error_answer(enrol.error());
+      return market_json_answer(201, Json{{"node_id", enrol->node_id},
+                                          {"enrollment_token", enrol->token},
+                                          {"enrollment_expires_at_ms", enrol->expires_at_ms}});
     }
     case Op::kListNodes:
       return answer(m.list_nodes(p), 200, nodes_json);
@@ -680,18 +681,18 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
       return answer(m.drain_node(p, segs[1]), 200, node_json);
     case Op::kRemoveNode: {
       Status s = m.remove_node(p, segs[1]);
-      if (!s) return error_answer(s.error());
-      return json_answer(200, Json{{"id", segs[1]}, {"removed", true}});
+      if (!s) return market_error_answer(s.error());
+      return market_json_answer(200, Json{{"id", segs[1]}, {"removed", true}});
     }
     case Op::kCreateOffer: {
       auto spec = offer_spec(body);
-      if (!spec) return error_answer(spec.error());
+      if (!spec) return market_error_answer(spec.error());
       return answer(m.create_offer(p, *spec), 201, offer_json);
     }
     case Op::kDeleteOffer: {
       Status s = m.delete_offer(p, segs[1]);
-      if (!s) return error_answer(s.error());
-      return json_answer(200, Json{{"id", segs[1]}, {"deleted", true}});
+      if (!s) return market_error_answer(s.error());
+      return market_json_answer(200, Json{{"id", segs[1]}, {"deleted", true}});
     }
     case Op::kProviderRentals:
       return answer(m.list_provider_rentals(p), 200, rentals_json);
@@ -700,17 +701,17 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
     case Op::kRent: {
       if (Request(body, "market.rent").has("plan")) return rent_plan(m, p, body, plan);
       auto request = rent_request(body, m.clock().now_ms());
-      if (!request) return error_answer(request.error());
+      if (!request) return market_error_answer(request.error());
       auto r = m.rent(p, *request);
-      if (!r) return error_answer(r.error());
-      return json_answer(r->replayed ? 200 : 201, rental_json(*r));
+      if (!r) return market_error_answer(r.error());
+      return market_json_answer(r->replayed ? 200 : 201, rental_json(*r));
     }
     case Op::kListRentals:
       return answer(m.list_rentals(p), 200, rentals_json);
     case Op::kGetRental: {
       auto r = m.get_rental(p, segs[1]);
-      if (!r) return error_answer(r.error());
-      HttpResponse res = json_answer(200, rental_json(*r));
+      if (!r) return market_error_answer(r.error());
+      HttpResponse res = market_json_answer(200, rental_json(*r));
       res.headers.emplace_back("ETag", "\"" + std::to_string(r->version) + "\"");
       return res;
     }
@@ -718,12 +719,12 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
     case Op::kStart:
     case Op::kDeleteRental: {
       auto version = if_match(req);
-      if (!version) return error_answer(version.error());
+      if (!version) return market_error_answer(version.error());
       auto r = op == Op::kStop    ? m.stop_rental(p, segs[1], *version)
                : op == Op::kStart ? m.start_rental(p, segs[1], *version)
                                   : m.delete_rental(p, segs[1], *version);
-      if (!r) return error_answer(r.error());
-      HttpResponse res = json_answer(200, rental_json(*r));
+      if (!r) return market_error_answer(r.error());
+      HttpResponse res = market_json_answer(200, rental_json(*r));
       res.headers.emplace_back("ETag", "\"" + std::to_string(r->version) + "\"");
       return res;
     }

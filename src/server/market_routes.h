@@ -28,6 +28,12 @@ struct HttpResponse;
 // Offers of this provider tenant are demo data (`make run`): their answers carry "demo": true.
 inline constexpr std::string_view kDemoProviderName = "demo-provider";
 
+// The market's answers, shared with the agent's routes (agent_routes.cc): a JSON body that is never
+// cached (Cache-Control: no-store), and an Error as its HTTP status and JSON error body (401 with
+// WWW-Authenticate: Bearer, 503 with Retry-After).
+HttpResponse market_json_answer(int status, const Json& body);
+HttpResponse market_error_answer(const Error& e);
+
 // Whether the request names a market resource (by its first path segment after /api/v1). /offers is
 // shared with the offers-file command: the market answers GET /offers?source=market, DELETE
 // /offers/{id} and a POST /offers that carries `Authorization: Bearer` (without one, POST /offers runs
