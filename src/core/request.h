@@ -74,4 +74,10 @@ class Request {
   std::string command_;
 };
 
+// An error read from one item of a list of objects (as objects() returns them), named by the item:
+// field "gpus[2]" turns {"... is missing", "uuid"} into {"gpus[2]: ... is missing", "gpus[2].uuid"}.
+inline Error item_error(const Error& e, const std::string& item) {
+  return Error{e.code, item + ": " + e.message, item + "." + e.field};
+}
+
 }  // namespace gpuplan

@@ -43,11 +43,6 @@ Result<market::AgentPrincipal> agent_of(Market& m, const HttpRequest& req) {
   return m.authenticate_agent(req.authorization);
 }
 
-// An item error of a list, prefixed with the item's field ("gpus[2].uuid").
-Error in_item(const Error& e, const std::string& field) {
-  return Error{e.code, field + ": " + e.message, field + "." + e.field};
-}
-
 Result<market::Inventory> inventory_of(const Json& body) {
   const Request req(body, "market.agent.inventory");
   GPUPLAN_CHECK(req.check_keys());
@@ -70,12 +65,12 @@ Result<market::Inventory> inventory_of(const Json& body) {
     auto pci = g.text("pci_bus_id");
     auto mig = g.text("mig_mode");
     for (auto* r : {&uuid, &name, &pci, &mig}) {
-      if (!*r) return in_item(r->error(), field);
+      if (!*r) return item_error(r->error(), field);
     }
     auto memory = g.whole("memory_bytes");
-    if (!memory) return in_item(memory.error(), field);
+    if (!memory) return item_error(memory.error(), field);
     auto instances = g.objects("instances");
-    if (!instances) return in_item(instances.error(), field);
+    if (!instances) return item_error(instances.error(), field);
     out.uuid = *uuid;
     out.name = *name;
     out.pci_bus_id = *pci;
@@ -84,9 +79,9 @@ Result<market::Inventory> inventory_of(const Json& body) {
     for (size_t k = 0; k < instances->size(); ++k) {
       const std::string fi = field + ".instances[" + std::to_string(k) + "]";
       auto profile = (*instances)[k].text("profile");
-      if (!profile) return in_item(profile.error(), fi);
+      if (!profile) return item_error(profile.error(), fi);
       auto start = (*instances)[k].whole("start");
-      if (!start) return in_item(start.error(), fi);
+      if (!start) return item_error(start.error(), fi);
       out.instances.push_back(market::InventoryInstance{*profile, static_cast<int>(*start)});
     }
     inv.gpus.push_back(std::move(out));
@@ -106,9 +101,9 @@ Result<market::Heartbeat> heartbeat_of(const Json& body) {
   for (size_t i = 0; i < running.size(); ++i) {
     const std::string field = "running[" + std::to_string(i) + "]";
     auto id = running[i].text("rental_id");
-    if (!id) return in_item(id.error(), field);
+    if (!id) return item_error(id.error(), field);
     auto generation = running[i].whole("generation");
-    if (!generation) return in_item(generation.error(), field);
+    if (!generation) return item_error(generation.error(), field);
     hb.running.push_back(market::RunningReport{*id, *generation});
   }
   return hb;

@@ -269,7 +269,7 @@ Result<market::NodeSpec> node_spec(const Json& body) {
     auto mig = gpu.text("mig");
     auto layout = gpu.text("layout");
     for (auto* r : {&target, &uuid, &mig, &layout}) {
-      if (!*r) return Error{r->error().code, field + ": " + r->error().message, field + "." + r->error().field};
+      if (!*r) return item_error(r->error(), field);
     }
     auto policy = market::parse_mig_policy(*mig, field + ".mig");
     if (!policy) return policy.error();
