@@ -1,7 +1,6 @@
 // The node agent's loop (agent.h): enrol, PUT the inventory, heartbeat, back off on errors.
 #include "agent/agent.h"
 
-#include <httplib.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -10,6 +9,8 @@
 #include <ostream>
 #include <random>
 #include <thread>
+
+#include "core/http_client.h"
 
 namespace gpuplan::agent {
 
@@ -30,19 +31,23 @@ struct Answer {
 
 Answer http_call(const std::string& server, const std::string& method, const std::string& path,
                  const std::string& token, const Json& body) {
-  httplib::Client client(server);
-  client.set_connection_timeout(kConnectTimeoutSeconds, 0);
-  client.set_read_timeout(kReadTimeoutSeconds, 0);
-  client.set_write_timeout(kReadTimeoutSeconds, 0);
-  httplib::Headers headers;
-  if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
-  const std::string full = "/api/v1" + path;
-  const std::string payload = body.dump(-1, ' ', false, Json::error_handler_t::replace);
-  httplib::Result res = method == "PUT" ? client.Put(full, headers, payload, "application/json")
-                                        : client.Post(full, headers, payload, "application/json");
   Answer a;
+  auto url = http::parse_url(server, "server");
+  if (!url) {
+    a.transport_error = url.error().message;
+    return a;
+  }
+  http::Request req;
+  req.method = method;
+  req.target = "/api/v1" + path;
+  req.connect_timeout_ms = kConnectTimeoutSeconds * 1000;
+  req.timeout_ms = kReadTimeoutSeconds * 1000;
+  if (!token.empty()) req.headers.emplace_back("Authorization", "Bearer " + token);
+  req.headers.emplace_back("Content-Type", "application/json");
+  req.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  auto res = http::send(*url, req);
   if (!res) {
-    a.transport_error = httplib::to_string(res.error());
+    a.transport_error = res.error().message;
     return a;
   }
   a.status = res->status;
@@ -135,9 +140,7 @@ Status run_agent(const AgentOptions& o, const std::atomic<bool>& stop, bool json
     out << j.dump(2) << "\n";  // JSON either way: the inventory is data
     return Status::Ok();
   }
-  if (o.server.rfind("http://", 0) != 0) {
-    return usage_error("--server must be an http:// URL (got '" + o.server + "'); https needs a TLS proxy", "server");
-  }
+  GPUPLAN_CHECK(http::parse_url(o.server, "server"));
   std::string token;
   if (!o.token_file.empty()) {
     GPUPLAN_TRY(t, read_token_file(o.token_file));

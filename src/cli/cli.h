@@ -72,7 +72,11 @@ struct CliCommand {
 
 // Every row of command_rows(), in order: the groups, each library command's subcommand with its
 // declared options, and the CLI-own commands. `commands` gets one entry per library command.
-void add_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands);
+// `argv_words`: the command line's words (argv[1..]); a row whose words are not among them gets its
+// subcommand (so `gpuplan --help` lists it) but not its options, which are most of a process's start-up
+// work (issue #19). Empty: every row gets its options (tests and help generators).
+void add_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands,
+                  std::span<const std::string_view> argv_words = {});
 // Every option data/options.yaml declares for c.command, in declaration order: typed
 // (`--batch INT:[1..1048576]=1`), with its allowed words, default, help, and required/positional as
 // declared. The one way a command gets its options (cli_options.cc).

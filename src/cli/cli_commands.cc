@@ -62,11 +62,28 @@ CLI::App* group_app(CLI::App& app, std::string_view word) {
   return group;
 }
 
+// Whether the command line names this row: its words appear in order, one after another (a group
+// row "mig pack": "mig" then "pack"). Over-matching costs only start-up time (a value that happens to
+// equal a command word); a row the line names is never missed, since CLI11 matches subcommands by
+// their exact word.
+bool named(std::string_view path, std::span<const std::string_view> words) {
+  if (words.empty()) return true;
+  const size_t space = path.find(' ');
+  const std::string_view first = path.substr(0, space);
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (words[i] != first) continue;
+    if (space == std::string_view::npos) return true;
+    if (i + 1 < words.size() && words[i + 1] == path.substr(space + 1)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::span<const CommandRow> command_rows() { return kCommandRows; }
 
-void add_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands) {
+void add_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands,
+                  std::span<const std::string_view> argv_words) {
   for (const CommandRow& row : kCommandRows) {
     if (row.add) {
       row.add(app);
@@ -81,7 +98,7 @@ void add_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& comma
     auto c = std::make_unique<CliCommand>();
     c->row = &row;
     c->app = parent->add_subcommand(std::string(word), command_description(row.command));
-    add_declared_options(*c);
+    if (named(row.path, argv_words)) add_declared_options(*c);
     commands.push_back(std::move(c));
   }
 }

@@ -3,11 +3,8 @@
 // GPUPLAN_TOKEN), printed as a table, or as the server's JSON with --json. `admin init` is the one
 // command that opens the store itself (it makes the first token, before any server can be called).
 //
-// The HTTP client is cpp-httplib: header-only, already a dependency of the build (the loopback tests),
-// blocking calls with timeouts, which is all a one-call CLI needs. Plain http:// only (a server behind
-// a TLS proxy on another machine needs CPPHTTPLIB_OPENSSL_SUPPORT: not built here).
-#include <httplib.h>
-
+// The HTTP client is core/http_client.h: blocking, one request per connection, under a deadline, which
+// is all a one-call CLI needs. Plain http:// only (a server on another machine goes behind a TLS proxy).
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
@@ -16,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "core/decimal.h"
+#include "core/http_client.h"
 #include "gpuplan/market.h"
 #include "market/db.h"
 
@@ -37,8 +35,8 @@ std::string random_idempotency_key() {
 
 // How long the CLI waits for the server: connecting, and the whole answer (the server's own request
 // deadline is 10 s, so this is longer than any answer it gives).
-constexpr time_t kConnectTimeoutSeconds = 5;
-constexpr time_t kReadTimeoutSeconds = 30;
+constexpr int kConnectTimeoutSeconds = 5;
+constexpr int kReadTimeoutSeconds = 30;
 constexpr const char* kDefaultServer = "http://127.0.0.1:8080";
 
 struct MarketCli {
@@ -89,25 +87,23 @@ Result<Json> call(const std::string& method, const std::string& path, const Json
   const MarketCli& s = state();
   const std::string server = s.server.empty() ? env_or("GPUPLAN_SERVER", kDefaultServer) : s.server;
   const std::string token = s.token.empty() ? env_or("GPUPLAN_TOKEN", "") : s.token;
-  if (server.rfind("http://", 0) != 0) {
-    return usage_error("--server must be an http:// URL (got '" + server + "'); https needs a TLS proxy", "server");
+  GPUPLAN_TRY(url, http::parse_url(server, "server"));
+  http::Request req;
+  req.method = method;
+  req.target = "/api/v1" + path;
+  req.connect_timeout_ms = kConnectTimeoutSeconds * 1000;
+  req.timeout_ms = kReadTimeoutSeconds * 1000;
+  if (!token.empty()) req.headers.emplace_back("Authorization", "Bearer " + token);
+  for (const auto& [k, v] : extra_headers) req.headers.emplace_back(k, v);
+  if (method != "GET" && method != "DELETE") {
+    req.headers.emplace_back("Content-Type", "application/json");
+    req.body = body ? body->dump() : std::string();
   }
-  httplib::Client client(server);
-  client.set_connection_timeout(kConnectTimeoutSeconds, 0);
-  client.set_read_timeout(kReadTimeoutSeconds, 0);
-  client.set_write_timeout(kReadTimeoutSeconds, 0);
-  httplib::Headers headers;
-  if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
-  for (const auto& [k, v] : extra_headers) headers.emplace(k, v);
-  const std::string full = "/api/v1" + path;
-  const std::string payload = body ? body->dump() : std::string();
-  httplib::Result res = method == "GET"      ? client.Get(full, headers)
-                        : method == "DELETE" ? client.Delete(full, headers)
-                                             : client.Post(full, headers, payload, "application/json");
+  auto res = http::send(url, req);
   if (!res) {
     return Error{ErrorCode::kUnavailable,
-                 "cannot reach the gpuplan server at " + server + " (" + httplib::to_string(res.error()) +
-                     "); start one with `gpuplan serve --data-dir DIR` or pass --server / GPUPLAN_SERVER",
+                 "cannot reach the gpuplan server at " + server + ": " + res.error().message +
+                     "; start one with `gpuplan serve --data-dir DIR` or pass --server / GPUPLAN_SERVER",
                  "server"};
   }
   Json answer;

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <functional>
 #include <iostream>
+#include <string_view>
+#include <vector>
 
 #include "cli/cli.h"
 #include "gpuplan/api.h"
@@ -22,7 +24,8 @@ int run(int argc, char** argv) {
   app.add_flag("--csv", fmt.csv, "Print tables as CSV");
 
   std::vector<std::unique_ptr<cli::CliCommand>> commands;
-  cli::add_commands(app, commands);
+  const std::vector<std::string_view> words(argv + std::min(argc, 1), argv + argc);
+  cli::add_commands(app, commands, words);
   // Options given after the subcommand (`gpuplan catalog list --json`) reach the top level too.
   std::function<void(CLI::App*)> fall = [&](CLI::App* a) {
     a->fallthrough(true);

@@ -2,10 +2,6 @@
 // machine and billing. Every statement is written once, in the portable SQL subset (db.h).
 #include "gpuplan/market.h"
 
-#include <openssl/crypto.h>
-#include <openssl/rand.h>
-#include <openssl/sha.h>
-
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -13,8 +9,10 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <span>
 #include <tuple>
 
+#include "core/digest.h"
 #include "gpuplan/catalog.h"
 #include "gpuplan/mig.h"
 #include "market/db.h"
@@ -65,7 +63,7 @@ Error conflict(std::string message, std::string field = {}) {
 
 std::string random_hex(size_t bytes) {
   std::string raw(bytes, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(bytes)) != 1) {
+  if (!random_bytes(std::span(reinterpret_cast<uint8_t*>(raw.data()), raw.size()))) {
     std::abort();  // no entropy: continuing would issue guessable tokens
   }
   static constexpr char kHex[] = "0123456789abcdef";
@@ -80,21 +78,9 @@ std::string random_hex(size_t bytes) {
 
 std::string new_id(std::string_view prefix) { return std::string(prefix) + random_hex(kIdRandomBytes); }
 
-std::string sha256_hex(std::string_view s) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), digest);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : digest) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
-}
+std::string sha256_hex(std::string_view s) { return gpuplan::sha256_hex(s); }
 
-bool constant_time_equal(const std::string& a, const std::string& b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
+bool constant_time_equal(const std::string& a, const std::string& b) { return gpuplan::constant_time_equal(a, b); }
 
 // Names, regions, UUIDs, idempotency keys: 1..kMaxNameBytes of [A-Za-z0-9._:-@/ ] (printable, no quotes).
 Status check_name(std::string_view s, const std::string& field, bool allow_empty = false) {

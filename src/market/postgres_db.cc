@@ -23,6 +23,7 @@
 // candidate), so each INSERT/UPDATE/DELETE of a write transaction runs under a savepoint that is
 // rolled back on kConflict; the transaction stays usable, as on SQLite. Any other error leaves the
 // transaction failed: later statements and commit() return that error again.
+#include <dlfcn.h>
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -45,6 +46,52 @@
 
 namespace gpuplan::market {
 namespace {
+
+// libpq is loaded when the first PostgreSQL store opens (dlopen of libpq.so.5), not linked: the library
+// and its dependencies (Kerberos, LDAP, GnuTLS: 20 shared objects) cost every gpuplan process about 8 ms
+// of start-up (measured on the 2-core CI machine: a hello-world linked with -lpq starts in 8.7 ms, without
+// it in 0.9 ms), and only `--database postgresql://` needs them. The signatures are libpq-fe.h's own
+// (decltype), so a mismatch is a compile error; the symbols are resolved once, all or none.
+#define GPUPLAN_PQ_FUNCTIONS(X)                                                                               \
+  X(PQclear)                                                                                                  \
+  X(PQcmdStatus) X(PQcmdTuples) X(PQconnectdbParams) X(PQerrorMessage) X(PQexec) X(PQexecParams) X(PQfinish)  \
+      X(PQfreemem) X(PQftype) X(PQgetisnull) X(PQgetlength) X(PQgetvalue) X(PQnfields) X(PQntuples)           \
+          X(PQresultErrorField) X(PQresultErrorMessage) X(PQresultStatus) X(PQsetNoticeProcessor) X(PQstatus) \
+              X(PQtransactionStatus) X(PQunescapeBytea)
+
+struct PqApi {
+#define GPUPLAN_PQ_MEMBER(name) decltype(&::name) name = nullptr;
+  GPUPLAN_PQ_FUNCTIONS(GPUPLAN_PQ_MEMBER)
+#undef GPUPLAN_PQ_MEMBER
+  std::string error;  // empty once every symbol resolved
+};
+
+// The soname Debian's libpq5 installs (the ABI major version libpq-fe.h describes).
+constexpr const char* kLibpqSoname = "libpq.so.5";
+
+const PqApi& load_pq() {
+  static const PqApi api = [] {
+    PqApi a;
+    void* handle = dlopen(kLibpqSoname, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char* why = dlerror();
+      a.error = std::string("cannot load ") + kLibpqSoname + " (" + (why ? why : "not found") +
+                "): install libpq5 (Debian: apt-get install libpq5) to use a postgresql:// database";
+      return a;
+    }
+#define GPUPLAN_PQ_RESOLVE(name)                                      \
+  a.name = reinterpret_cast<decltype(&::name)>(dlsym(handle, #name)); \
+  if (!a.name && a.error.empty()) a.error = std::string(kLibpqSoname) + " has no " #name;
+    GPUPLAN_PQ_FUNCTIONS(GPUPLAN_PQ_RESOLVE)
+#undef GPUPLAN_PQ_RESOLVE
+    return a;  // the handle stays open for the process's life
+  }();
+  return api;
+}
+
+// Every call below goes through this table; open_postgresql checks load_pq().error first, so no call
+// is reached with a missing symbol.
+const PqApi& pq() { return load_pq(); }
 
 // Connections one Db opens at most: the HTTP server's workers each hold one during a transaction; a
 // PostgreSQL 15 default allows 100 connections, so 2-3 server processes fit with room for psql.
@@ -88,14 +135,14 @@ std::string trim_message(const char* text) {
 
 // The error a failed result (or a lost connection) means, from its SQLSTATE (Appendix A of the manual).
 Error error_from(PGconn* conn, const PGresult* res) {
-  const char* state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  const char* state = res ? pq().PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
   std::string sqlstate = state ? state : "";
-  std::string message = trim_message(res ? PQresultErrorMessage(res) : nullptr);
-  if (message.empty()) message = trim_message(PQerrorMessage(conn));
+  std::string message = trim_message(res ? pq().PQresultErrorMessage(res) : nullptr);
+  if (message.empty()) message = trim_message(pq().PQerrorMessage(conn));
   // No SQLSTATE: libpq's own error, not the server's (the connection dropped mid-statement, measured
   // under `pg_ctl stop -m immediate`: "server closed the connection unexpectedly", while PQstatus still
   // said CONNECTION_OK).
-  if (PQstatus(conn) == CONNECTION_BAD || sqlstate.empty() || sqlstate.rfind("08", 0) == 0) {
+  if (pq().PQstatus(conn) == CONNECTION_BAD || sqlstate.empty() || sqlstate.rfind("08", 0) == 0) {
     return unavailable("the PostgreSQL connection was lost (" + message + "); retry");
   }
   if (sqlstate == "23505") return Error{ErrorCode::kConflict, "a unique key is already taken: " + message, "database"};
@@ -110,7 +157,7 @@ Error error_from(PGconn* conn, const PGresult* res) {
 }
 
 struct ResultDeleter {
-  void operator()(PGresult* r) const { PQclear(r); }
+  void operator()(PGresult* r) const { pq().PQclear(r); }
 };
 using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
 
@@ -193,7 +240,7 @@ namespace {
 struct Conn {
   PGconn* pg = nullptr;
   ~Conn() {
-    if (pg) PQfinish(pg);
+    if (pg) pq().PQfinish(pg);
   }
 };
 
@@ -254,25 +301,26 @@ Result<std::unique_ptr<Conn>> PgDb::connect() {
   const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
   const char* values[] = {kConnectTimeoutSeconds, "gpuplan", conninfo_.c_str(), nullptr};
   auto conn = std::make_unique<Conn>();
-  conn->pg = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
+  conn->pg = pq().PQconnectdbParams(keys, values, /*expand_dbname=*/1);
   if (!conn->pg) return unavailable("cannot allocate a PostgreSQL connection");
-  if (PQstatus(conn->pg) != CONNECTION_OK) {
-    return unavailable("cannot connect to PostgreSQL (" + trim_message(PQerrorMessage(conn->pg)) +
+  if (pq().PQstatus(conn->pg) != CONNECTION_OK) {
+    return unavailable("cannot connect to PostgreSQL (" + trim_message(pq().PQerrorMessage(conn->pg)) +
                        "); check --database and that the server is running");
   }
   // Fewer surprises across servers: UTC, no notices on stderr, a bound on waiting for a row lock.
-  PQsetNoticeProcessor(
+  pq().PQsetNoticeProcessor(
       conn->pg, [](void*, const char*) {}, nullptr);
   std::string setup =
       std::string("SET TIME ZONE 'UTC'; SET lock_timeout = '") + kLockTimeout + "'; SET client_min_messages = warning";
-  PgResult res(PQexec(conn->pg, setup.c_str()));
-  if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) return error_from(conn->pg, res.get());
+  PgResult res(pq().PQexec(conn->pg, setup.c_str()));
+  if (pq().PQresultStatus(res.get()) != PGRES_COMMAND_OK) return error_from(conn->pg, res.get());
   return conn;
 }
 
 void PgDb::give_back(std::unique_ptr<Conn> conn) {
   std::lock_guard lock(mu_);
-  if (conn && conn->pg && PQstatus(conn->pg) == CONNECTION_OK && PQtransactionStatus(conn->pg) == PQTRANS_IDLE) {
+  if (conn && conn->pg && pq().PQstatus(conn->pg) == CONNECTION_OK &&
+      pq().PQtransactionStatus(conn->pg) == PQTRANS_IDLE) {
     idle_.push_back(std::move(conn));
   } else {
     --open_count_;  // dropped: a later begin() opens a fresh one
@@ -328,15 +376,15 @@ Result<std::unique_ptr<Tx>> PgDb::begin(TxMode mode) {
 }
 
 PgTx::~PgTx() {
-  if (open_ && conn_ && PQstatus(conn_->pg) == CONNECTION_OK) {
-    PgResult res(PQexec(conn_->pg, "ROLLBACK"));
+  if (open_ && conn_ && pq().PQstatus(conn_->pg) == CONNECTION_OK) {
+    PgResult res(pq().PQexec(conn_->pg, "ROLLBACK"));
   }
   db_.give_back(std::move(conn_));
 }
 
 Status PgTx::simple(const char* sql) {
-  PgResult res(PQexec(conn_->pg, sql));
-  if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) return error_from(conn_->pg, res.get());
+  PgResult res(pq().PQexec(conn_->pg, sql));
+  if (pq().PQresultStatus(res.get()) != PGRES_COMMAND_OK) return error_from(conn_->pg, res.get());
   return Status::Ok();
 }
 
@@ -349,8 +397,8 @@ Status PgTx::begin() {
   GPUPLAN_CHECK(simple("BEGIN ISOLATION LEVEL READ COMMITTED"));
   open_ = true;
   const std::string lock = "SELECT pg_advisory_xact_lock(" + std::to_string(kWriterLockKey) + ")";
-  PgResult res(PQexec(conn_->pg, lock.c_str()));
-  if (PQresultStatus(res.get()) != PGRES_TUPLES_OK) {
+  PgResult res(pq().PQexec(conn_->pg, lock.c_str()));
+  if (pq().PQresultStatus(res.get()) != PGRES_TUPLES_OK) {
     failed_ = error_from(conn_->pg, res.get());
     return *failed_;
   }
@@ -397,9 +445,9 @@ Result<PgResult> PgTx::run_once(const std::string& text, std::span<const Value> 
     values[k] = storage[k].data();
     lengths[k] = static_cast<int>(storage[k].size());
   }
-  PgResult res(PQexecParams(conn_->pg, text.c_str(), static_cast<int>(params.size()), types.data(), values.data(),
-                            lengths.data(), formats.data(), /*resultFormat=*/0));
-  const auto st = PQresultStatus(res.get());
+  PgResult res(pq().PQexecParams(conn_->pg, text.c_str(), static_cast<int>(params.size()), types.data(), values.data(),
+                                 lengths.data(), formats.data(), /*resultFormat=*/0));
+  const auto st = pq().PQresultStatus(res.get());
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return error_from(conn_->pg, res.get());
   return res;
 }
@@ -422,7 +470,7 @@ Result<PgResult> PgTx::run(std::string_view sql, std::span<const Value> params) 
   }
   auto res = run_once(text, params);
   if (!res) {
-    if (guarded && res.error().code == ErrorCode::kConflict && PQstatus(conn_->pg) == CONNECTION_OK) {
+    if (guarded && res.error().code == ErrorCode::kConflict && pq().PQstatus(conn_->pg) == CONNECTION_OK) {
       if (simple("ROLLBACK TO SAVEPOINT gpuplan_stmt; RELEASE SAVEPOINT gpuplan_stmt")) {
         savepoint_ = false;
         return res.error();  // the transaction goes on, as after a failed statement on SQLite
@@ -435,11 +483,11 @@ Result<PgResult> PgTx::run(std::string_view sql, std::span<const Value> params) 
 }
 
 Value column_value(const PGresult* res, int row, int col) {
-  if (PQgetisnull(res, row, col)) return std::monostate{};
-  const char* text = PQgetvalue(res, row, col);
-  const int len = PQgetlength(res, row, col);
+  if (pq().PQgetisnull(res, row, col)) return std::monostate{};
+  const char* text = pq().PQgetvalue(res, row, col);
+  const int len = pq().PQgetlength(res, row, col);
   const std::string_view s(text, static_cast<size_t>(len));
-  switch (PQftype(res, col)) {
+  switch (pq().PQftype(res, col)) {
     case kBoolOid:
       return int64_t{s == "t" ? 1 : 0};
     case kInt2Oid:
@@ -464,11 +512,11 @@ Value column_value(const PGresult* res, int row, int col) {
       return std::strtod(std::string(s).c_str(), nullptr);
     case kByteaOid: {
       size_t out_len = 0;
-      unsigned char* raw = PQunescapeBytea(reinterpret_cast<const unsigned char*>(text), &out_len);
+      unsigned char* raw = pq().PQunescapeBytea(reinterpret_cast<const unsigned char*>(text), &out_len);
       Blob b;
       if (raw) {
         b.bytes.assign(reinterpret_cast<const char*>(raw), out_len);
-        PQfreemem(raw);
+        pq().PQfreemem(raw);
       }
       return b;
     }
@@ -479,8 +527,8 @@ Value column_value(const PGresult* res, int row, int col) {
 
 Result<std::vector<Row>> PgTx::query(std::string_view sql, std::span<const Value> params) {
   GPUPLAN_TRY(res, run(sql, params));
-  const int rows = PQntuples(res.get());
-  const int cols = PQnfields(res.get());
+  const int rows = pq().PQntuples(res.get());
+  const int cols = pq().PQnfields(res.get());
   std::vector<Row> out;
   out.reserve(static_cast<size_t>(rows));
   for (int r = 0; r < rows; ++r) {
@@ -494,7 +542,7 @@ Result<std::vector<Row>> PgTx::query(std::string_view sql, std::span<const Value
 
 Result<int64_t> PgTx::exec(std::string_view sql, std::span<const Value> params) {
   GPUPLAN_TRY(res, run(sql, params));
-  const char* tuples = PQcmdTuples(res.get());
+  const char* tuples = pq().PQcmdTuples(res.get());
   int64_t changed = 0;
   if (tuples && *tuples) std::from_chars(tuples, tuples + std::strlen(tuples), changed);
   return changed;
@@ -503,11 +551,11 @@ Result<int64_t> PgTx::exec(std::string_view sql, std::span<const Value> params) 
 Status PgTx::commit() {
   if (failed_) return *failed_;
   if (!open_) return internal("the transaction is already committed or rolled back");
-  PgResult res(PQexec(conn_->pg, "COMMIT"));
+  PgResult res(pq().PQexec(conn_->pg, "COMMIT"));
   open_ = false;
-  if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) return error_from(conn_->pg, res.get());
+  if (pq().PQresultStatus(res.get()) != PGRES_COMMAND_OK) return error_from(conn_->pg, res.get());
   // An aborted transaction "commits" as ROLLBACK: that is a failure, not a success.
-  if (std::strcmp(PQcmdStatus(res.get()), "COMMIT") != 0) return internal("the transaction was rolled back");
+  if (std::strcmp(pq().PQcmdStatus(res.get()), "COMMIT") != 0) return internal("the transaction was rolled back");
   return Status::Ok();
 }
 
@@ -517,22 +565,23 @@ Status PgDb::migrate() {
   // that starts at the same time waits here, then finds every migration recorded and applies none. The
   // lock goes with that transaction (its COMMIT below, or the connection when this process dies).
   GPUPLAN_TRY(guard, connect());
-  PgResult begin(PQexec(guard->pg, "BEGIN"));
-  if (PQresultStatus(begin.get()) != PGRES_COMMAND_OK) return error_from(guard->pg, begin.get());
+  PgResult begin(pq().PQexec(guard->pg, "BEGIN"));
+  if (pq().PQresultStatus(begin.get()) != PGRES_COMMAND_OK) return error_from(guard->pg, begin.get());
   const std::string lock = "SELECT pg_advisory_xact_lock(" + std::to_string(kMigrationLockKey) + ")";
-  PgResult locked(PQexec(guard->pg, lock.c_str()));
-  if (PQresultStatus(locked.get()) != PGRES_TUPLES_OK) return error_from(guard->pg, locked.get());
+  PgResult locked(pq().PQexec(guard->pg, lock.c_str()));
+  if (pq().PQresultStatus(locked.get()) != PGRES_TUPLES_OK) return error_from(guard->pg, locked.get());
   const auto now_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
   Status applied = apply_migrations(*this, static_cast<int64_t>(now_ms));
-  PgResult done(PQexec(guard->pg, "COMMIT"));
+  PgResult done(pq().PQexec(guard->pg, "COMMIT"));
   return applied;
 }
 
 }  // namespace
 
 Result<std::unique_ptr<Db>> open_postgresql(const std::string& conninfo) {
+  if (const PqApi& api = load_pq(); !api.error.empty()) return unavailable(api.error);
   auto db = std::make_unique<PgDb>(conninfo);
   // Connect once now, so that a wrong --database is reported at start and not at the first request.
   GPUPLAN_CHECK(db->prime());
