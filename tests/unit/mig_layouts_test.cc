@@ -9,6 +9,7 @@
 
 #include "gpuplan/api.h"
 #include "gpuplan/mig.h"
+#include "mig/table_model.h"
 
 namespace gpuplan::mig {
 namespace {
@@ -138,6 +139,38 @@ TEST(MigLayouts, A100CountAndTheReportedCombination) {
     EXPECT_TRUE(dead_end);
   }
   EXPECT_TRUE(found);
+}
+
+// The table model's stranded capacity and maximal layouts (computed over one-instance extensions)
+// equal the definition: over every pair of layouts, the best superset's memory and compute slices.
+TEST(MigTableModel, StrandedAndMaximalEqualThePairwiseDefinition) {
+  for (const auto& [gpu, table] : tables()) {
+    auto m = table_model(*table);
+    ASSERT_TRUE(m) << gpu;
+    const size_t n = m->layouts.size();
+    std::vector<int> mem(n, 0), compute(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      for (const auto& p : m->layouts[i]) {
+        mem[i] += table->profiles[p.profile].memory_slices;
+        compute[i] += table->profiles[p.profile].compute_slices;
+      }
+    }
+    std::vector<int> maximal;
+    for (size_t i = 0; i < n; ++i) {
+      int best_mem = mem[i], best_compute = compute[i];
+      bool is_max = true;
+      for (size_t j = 0; j < n; ++j) {
+        if ((m->bits[j] & m->bits[i]) != m->bits[i]) continue;
+        if (m->bits[j] != m->bits[i]) is_max = false;
+        best_mem = std::max(best_mem, mem[j]);
+        best_compute = std::max(best_compute, compute[j]);
+      }
+      EXPECT_EQ(m->stranded[i].memory_slices, table->memory_slices - best_mem) << gpu << " layout " << i;
+      EXPECT_EQ(m->stranded[i].compute_slices, table->compute_slices - best_compute) << gpu << " layout " << i;
+      if (is_max) maximal.push_back(static_cast<int>(i));
+    }
+    EXPECT_EQ(m->maximal, maximal) << gpu;
+  }
 }
 
 }  // namespace
