@@ -16,8 +16,6 @@ namespace gpuplan::agent {
 
 namespace {
 
-constexpr int kConnectTimeoutSeconds = 5;
-constexpr int kReadTimeoutSeconds = 30;
 constexpr size_t kMaxTokenFileBytes = 256;  // a token is under 100 bytes
 constexpr int kMinHeartbeatSeconds = 1;     // the server's interval is clamped to [1, 300] s
 constexpr int kMaxHeartbeatSeconds = 300;
@@ -37,15 +35,8 @@ Answer http_call(const std::string& server, const std::string& method, const std
     a.transport_error = url.error().message;
     return a;
   }
-  http::Request req;
-  req.method = method;
-  req.target = "/api/v1" + path;
-  req.connect_timeout_ms = kConnectTimeoutSeconds * 1000;
-  req.timeout_ms = kReadTimeoutSeconds * 1000;
-  if (!token.empty()) req.headers.emplace_back("Authorization", "Bearer " + token);
-  req.headers.emplace_back("Content-Type", "application/json");
-  req.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
-  auto res = http::send(*url, req);
+  const std::string payload = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  auto res = http::send(*url, http::api_request(method, path, token, &payload));
   if (!res) {
     a.transport_error = res.error().message;
     return a;

@@ -33,10 +33,6 @@ std::string random_idempotency_key() {
   return key;
 }
 
-// How long the CLI waits for the server: connecting, and the whole answer (the server's own request
-// deadline is 10 s, so this is longer than any answer it gives).
-constexpr int kConnectTimeoutSeconds = 5;
-constexpr int kReadTimeoutSeconds = 30;
 constexpr const char* kDefaultServer = "http://127.0.0.1:8080";
 
 struct MarketCli {
@@ -88,17 +84,10 @@ Result<Json> call(const std::string& method, const std::string& path, const Json
   const std::string server = s.server.empty() ? env_or("GPUPLAN_SERVER", kDefaultServer) : s.server;
   const std::string token = s.token.empty() ? env_or("GPUPLAN_TOKEN", "") : s.token;
   GPUPLAN_TRY(url, http::parse_url(server, "server"));
-  http::Request req;
-  req.method = method;
-  req.target = "/api/v1" + path;
-  req.connect_timeout_ms = kConnectTimeoutSeconds * 1000;
-  req.timeout_ms = kReadTimeoutSeconds * 1000;
-  if (!token.empty()) req.headers.emplace_back("Authorization", "Bearer " + token);
+  const bool has_body = method != "GET" && method != "DELETE";
+  const std::string payload = has_body && body ? body->dump() : std::string();
+  http::Request req = http::api_request(method, path, token, has_body ? &payload : nullptr);
   for (const auto& [k, v] : extra_headers) req.headers.emplace_back(k, v);
-  if (method != "GET" && method != "DELETE") {
-    req.headers.emplace_back("Content-Type", "application/json");
-    req.body = body ? body->dump() : std::string();
-  }
   auto res = http::send(url, req);
   if (!res) {
     return Error{ErrorCode::kUnavailable,

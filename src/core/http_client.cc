@@ -300,6 +300,18 @@ Result<std::optional<Response>> parse_response(std::string_view raw, bool eof, s
   return std::optional<Response>(std::move(r));
 }
 
+Request api_request(std::string method, std::string_view path, const std::string& token, const std::string* json_body) {
+  Request req;
+  req.method = std::move(method);
+  req.target = "/api/v1" + std::string(path);
+  if (!token.empty()) req.headers.emplace_back("Authorization", "Bearer " + token);
+  if (json_body) {
+    req.headers.emplace_back("Content-Type", "application/json");
+    req.body = *json_body;
+  }
+  return req;
+}
+
 Result<Response> send(const Url& url, const Request& request) {
   if (!safe_value(request.method) || !safe_value(request.target) || request.target.empty() ||
       request.target.front() != '/') {

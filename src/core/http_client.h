@@ -31,8 +31,8 @@ struct Request {
   std::string target;  // origin-form: "/api/v1/offers?x=1"
   Headers headers;     // Host, Content-Length and Connection are added
   std::string body;
-  int connect_timeout_ms = 5000;
-  int timeout_ms = 30000;                   // the whole exchange, connect included
+  int connect_timeout_ms = 5000;            // a dead host is reported in seconds, not minutes
+  int timeout_ms = 30000;                   // the whole exchange: three times the server's 10 s deadline
   size_t max_response_bytes = 64ULL << 20;  // a bigger answer is an error, not an allocation
 };
 
@@ -42,6 +42,10 @@ struct Response {
   std::string body;
   std::optional<std::string> header(std::string_view lower_name) const;
 };
+
+// A call of gpuplan's HTTP API (the CLI's market commands, the agent): target "/api/v1" + path, the
+// bearer token when not empty, the JSON body with its Content-Type when given, default timeouts.
+Request api_request(std::string method, std::string_view path, const std::string& token, const std::string* json_body);
 
 // One exchange. Transport failures (refused, unreachable, timed out, malformed or oversized answers) are
 // kUnavailable with a message saying which; an HTTP error status is a Response, not an Error.
