@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/cli.h"
+#include "cli/cli_handoff.h"
 #include "gpuplan/api.h"
 #include "gpuplan/version.h"
 
@@ -60,6 +61,7 @@ int run(int argc, char** argv) {
   auto catalog = Catalog::load(catalog_dirs);
   if (!catalog) return report(catalog.error());
   Context ctx{*catalog};
+  if (cli::handoff_requested()) return cli::run_handoff(**catalog, fmt, report);
   if (cli::serve_requested()) return cli::run_serve(ctx);
 
   for (const auto& c : commands) {
