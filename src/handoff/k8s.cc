@@ -178,7 +178,9 @@ Result<K8sRental> k8s_rental_from_json(const Json& j) {
                                                         {"mig_profile", &r.mig_profile},
                                                         {"image", &r.image},
                                                         {"slurm_gres_type", &r.slurm_gres_type}};
-  for (const auto& [key, value] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string& key = item.key();
+    const Json& value = item.value();
     const auto* t = std::find_if(std::begin(texts), std::end(texts), [&](const auto& e) { return key == e.first; });
     if (t != std::end(texts)) {
       if (value.is_null()) continue;  // mig_profile: null for a whole GPU

@@ -260,3 +260,29 @@ TEST(K8s, KubectlArgvAndRunner) {
 
 }  // namespace
 }  // namespace gpuplan::handoff
+
+namespace gpuplan::handoff {
+namespace {
+
+TEST(K8s, RentalFromJsonRefusesUnknownKeysAndWrongTypes) {
+  auto r = k8s_rental_from_json(Json{{"rental_id", "r_1"}, {"generation", 2}, {"mig_profile", nullptr}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->rental_id, "r_1");
+  EXPECT_EQ(r->generation, 2);
+  EXPECT_TRUE(r->mig_profile.empty());
+  auto bad = k8s_rental_from_json(Json{{"rental_id", "r_1"}, {"imagee", "busybox"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().field, "imagee");
+  bad = k8s_rental_from_json(Json{{"generation", "2"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().field, "generation");
+  bad = k8s_rental_from_json(Json{{"image", 7}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().field, "image");
+  bad = k8s_rental_from_json(Json{{"placement_start", 99}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_FALSE(k8s_rental_from_json(Json::array()).ok());
+}
+
+}  // namespace
+}  // namespace gpuplan::handoff
