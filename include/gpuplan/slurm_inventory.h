@@ -62,15 +62,20 @@ struct GresTarget {
   std::string profile;  // MIG profile ("3g.40gb"), empty for a whole GPU
   std::string why;      // when unresolved: what was tried
 };
-GresTarget resolve_gres_type(const Catalog& catalog, std::string_view type);
+// `bare_profile_gpu`: the GPU model (any catalog name) that bare profile types ("3g.40gb", what
+// `mig pack --export slurm` writes) belong to on this cluster; empty: such a type resolves only when one
+// catalog GPU has the profile.
+GresTarget resolve_gres_type(const Catalog& catalog, std::string_view type, std::string_view bare_profile_gpu = {});
 
 // The node's inventory as the agent reports it (inventory_json's shape, without seq and boot_id,
 // which the caller adds), plus "unresolved": [{type, count, why}] for GRES types it could not place.
 // A node with more GPUs than kMaxSlurmGpusPerNode, or MIG instances that no layout holds, is an error.
-Result<Json> slurm_node_inventory(const Catalog& catalog, const SlurmNode& node);
+Result<Json> slurm_node_inventory(const Catalog& catalog, const SlurmNode& node,
+                                  std::string_view bare_profile_gpu = {});
 
 // Every node: {"nodes": [{"node", "state", "available", "gres": [{type, count, used, gpu, profile}],
 // "inventory": {...}}]}.
-Result<Json> slurm_inventory_json(const Catalog& catalog, const std::vector<SlurmNode>& nodes);
+Result<Json> slurm_inventory_json(const Catalog& catalog, const std::vector<SlurmNode>& nodes,
+                                  std::string_view bare_profile_gpu = {});
 
 }  // namespace gpuplan::handoff

@@ -40,6 +40,7 @@ struct HandoffCli {
   std::string slurm_file;
   bool from_scontrol = false;
   std::string node;
+  std::string bare_profile_gpu;
 };
 HandoffCli& state() {
   static HandoffCli s;
@@ -204,13 +205,13 @@ int run_import(const Catalog& catalog, const std::function<int(Error)>& report) 
   if (!st.node.empty()) {
     for (const handoff::SlurmNode& n : *nodes) {
       if (n.name != st.node) continue;
-      auto inv = handoff::slurm_node_inventory(catalog, n);
+      auto inv = handoff::slurm_node_inventory(catalog, n, st.bare_profile_gpu);
       if (!inv) return report(inv.error());
       return print_json(*inv);  // the body of PUT /agent/inventory, less seq and boot_id
     }
     return report(not_found_error("no node " + st.node + " in the scontrol output", "node"));
   }
-  auto all = handoff::slurm_inventory_json(catalog, *nodes);
+  auto all = handoff::slurm_inventory_json(catalog, *nodes, st.bare_profile_gpu);
   if (!all) return report(all.error());
   return print_json(*all);
 }
@@ -257,6 +258,9 @@ void add_handoff_commands(CLI::App& app) {
   st.import_slurm->add_option("--file", st.slurm_file, "A file holding the output of `scontrol show node -o`");
   st.import_slurm->add_flag("--from-scontrol", st.from_scontrol, "Run `scontrol show node -o` here");
   st.import_slurm->add_option("--node", st.node, "Print only this node's inventory (the PUT /agent/inventory body)");
+  st.import_slurm->add_option("--gpu-type", st.bare_profile_gpu,
+                              "The GPU model of bare MIG profile types (gpu:3g.40gb, as `mig pack --export slurm` "
+                              "writes them)");
 }
 
 bool handoff_requested() {

@@ -212,7 +212,7 @@ Result<std::vector<SlurmNode>> parse_scontrol_nodes(std::string_view text) {
   return nodes;
 }
 
-GresTarget resolve_gres_type(const Catalog& catalog, std::string_view type_in) {
+GresTarget resolve_gres_type(const Catalog& catalog, std::string_view type_in, std::string_view bare_profile_gpu) {
   const std::string type = lower(type_in);
   GresTarget out;
   if (type.empty()) {
@@ -228,6 +228,22 @@ GresTarget resolve_gres_type(const Catalog& catalog, std::string_view type_in) {
   } else if (const size_t us = type.rfind('_'); us != std::string::npos && looks_like_profile(type.substr(us + 1))) {
     profile = type.substr(us + 1);
     gpu_part = type.substr(0, us);
+  }
+  if (gpu_part.empty() && !profile.empty() && !bare_profile_gpu.empty()) {
+    // A bare profile: the GPU model the caller named for them.
+    auto ref = catalog.resolve(bare_profile_gpu);
+    if (!ref.ok()) {
+      out.why = "--gpu-type '" + std::string(bare_profile_gpu) + "': " + ref.error().message;
+      return out;
+    }
+    const MigProfile* p = profile_of(catalog, *ref->gpu, profile);
+    if (p == nullptr) {
+      out.why = ref->gpu->id + " has no MIG profile " + profile;
+      return out;
+    }
+    out.gpu_id = ref->gpu->id;
+    out.profile = p->name;
+    return out;
   }
   const std::vector<std::string> want = tokens(gpu_part);
   std::vector<const Gpu*> candidates;
@@ -261,7 +277,7 @@ GresTarget resolve_gres_type(const Catalog& catalog, std::string_view type_in) {
   return out;
 }
 
-Result<Json> slurm_node_inventory(const Catalog& catalog, const SlurmNode& node) {
+Result<Json> slurm_node_inventory(const Catalog& catalog, const SlurmNode& node, std::string_view bare_profile_gpu) {
   // The node's GPUs: whole GPUs first in GRES order, then the MIG GPUs each model's instances need.
   struct MigGpu {
     const Gpu* gpu;
@@ -292,7 +308,7 @@ Result<Json> slurm_node_inventory(const Catalog& catalog, const SlurmNode& node)
                              ", over " + std::to_string(kMaxGresCountPerItem),
                          "scontrol");
     }
-    const GresTarget t = resolve_gres_type(catalog, item.type);
+    const GresTarget t = resolve_gres_type(catalog, item.type, bare_profile_gpu);
     if (t.gpu_id.empty()) {
       unresolved.push_back(Json{{"type", item.type}, {"count", item.count}, {"why", t.why}});
       continue;
@@ -378,7 +394,8 @@ Result<Json> slurm_node_inventory(const Catalog& catalog, const SlurmNode& node)
   return inv;
 }
 
-Result<Json> slurm_inventory_json(const Catalog& catalog, const std::vector<SlurmNode>& nodes) {
+Result<Json> slurm_inventory_json(const Catalog& catalog, const std::vector<SlurmNode>& nodes,
+                                  std::string_view bare_profile_gpu) {
   Json out = Json::array();
   for (const SlurmNode& n : nodes) {
     Json gres = Json::array();
@@ -388,14 +405,14 @@ Result<Json> slurm_inventory_json(const Catalog& catalog, const std::vector<Slur
       for (const GresItem& u : n.gres_used) {
         if (u.name == g.name && u.type == g.type) used = u.count;
       }
-      const GresTarget t = resolve_gres_type(catalog, g.type);
+      const GresTarget t = resolve_gres_type(catalog, g.type, bare_profile_gpu);
       gres.push_back(Json{{"type", g.type},
                           {"count", g.count},
                           {"used", used},
                           {"gpu", t.gpu_id.empty() ? Json(nullptr) : Json(t.gpu_id)},
                           {"profile", t.profile.empty() ? Json(nullptr) : Json(t.profile)}});
     }
-    GPUPLAN_TRY(inv, slurm_node_inventory(catalog, n));
+    GPUPLAN_TRY(inv, slurm_node_inventory(catalog, n, bare_profile_gpu));
     out.push_back(Json{{"node", n.name},
                        {"state", n.state},
                        {"available", n.available()},

@@ -65,6 +65,12 @@ TEST(SlurmInventory, GresTypesResolveToCatalogIdsAndProfiles) {
     EXPECT_FALSE(t.why.empty()) << type;
   }
   EXPECT_NE(resolve_gres_type(*cat, "a100_3g.40gb").why.find("a100-80gb-sxm4"), std::string::npos);
+  // The types `mig pack --export slurm` writes are bare profiles: the provider names the model once.
+  const GresTarget bare = resolve_gres_type(*cat, "3g.40gb", "a100-80gb-sxm4");
+  EXPECT_EQ(bare.gpu_id, "a100-80gb-sxm4") << bare.why;
+  EXPECT_EQ(bare.profile, "3g.40gb");
+  EXPECT_EQ(resolve_gres_type(*cat, "3g.40gb", "l4").gpu_id, "");  // no MIG on an L4
+  EXPECT_EQ(resolve_gres_type(*cat, "h100-80gb-sxm5", "a100-80gb-sxm4").gpu_id, "h100-80gb-sxm5");
 }
 
 TEST(SlurmInventory, NodeInventoryIsTheAgentsShape) {
