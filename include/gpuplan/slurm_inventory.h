@@ -74,7 +74,8 @@ Result<Json> slurm_node_inventory(const Catalog& catalog, const SlurmNode& node,
                                   std::string_view bare_profile_gpu = {});
 
 // Every node: {"nodes": [{"node", "state", "available", "gres": [{type, count, used, gpu, profile}],
-// "inventory": {...}}]}.
+// "inventory": {...}}]}; a node whose inventory is impossible has "inventory": null and "error": {code,
+// message} (the other nodes are still imported).
 Result<Json> slurm_inventory_json(const Catalog& catalog, const std::vector<SlurmNode>& nodes,
                                   std::string_view bare_profile_gpu = {});
 

@@ -100,7 +100,9 @@ Result<std::vector<GresItem>> parse_gres(std::string_view v, const std::string& 
       scale = count.back() == 'K' ? kKilo : count.back() == 'M' ? kKilo * kKilo : kKilo * kKilo * kKilo;
       count.remove_suffix(1);
     }
-    if (count.empty() || count.size() > 12 ||
+    // At most 9 digits: times the largest suffix (2^30) that stays far inside int64.
+    constexpr size_t kMaxCountDigits = 9;
+    if (count.empty() || count.size() > kMaxCountDigits ||
         !std::all_of(count.begin(), count.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       return usage_error(where + ": GRES item '" + std::string(item) + "' has no count", "scontrol");
     }
@@ -412,12 +414,16 @@ Result<Json> slurm_inventory_json(const Catalog& catalog, const std::vector<Slur
                           {"gpu", t.gpu_id.empty() ? Json(nullptr) : Json(t.gpu_id)},
                           {"profile", t.profile.empty() ? Json(nullptr) : Json(t.profile)}});
     }
-    GPUPLAN_TRY(inv, slurm_node_inventory(catalog, n, bare_profile_gpu));
-    out.push_back(Json{{"node", n.name},
-                       {"state", n.state},
-                       {"available", n.available()},
-                       {"gres", std::move(gres)},
-                       {"inventory", inv}});
+    // One node's impossible GRES (over the bounds) is that node's error, not the import's.
+    auto inv = slurm_node_inventory(catalog, n, bare_profile_gpu);
+    Json row{{"node", n.name},
+             {"state", n.state},
+             {"available", n.available()},
+             {"gres", std::move(gres)},
+             {"inventory", inv.ok() ? *inv : Json(nullptr)}};
+    if (!inv.ok())
+      row["error"] = Json{{"code", std::string(error_code_name(inv.error().code))}, {"message", inv.error().message}};
+    out.push_back(std::move(row));
   }
   return Json{{"nodes", std::move(out)}};
 }

@@ -151,3 +151,32 @@ TEST(SlurmInventory, BadInputIsAnErrorNamingTheLine) {
 
 }  // namespace
 }  // namespace gpuplan::handoff
+
+namespace gpuplan::handoff {
+namespace {
+
+TEST(SlurmInventory, HugeCountsAreRefusedBeforeArithmetic) {
+  EXPECT_FALSE(parse_scontrol_nodes("NodeName=a Gres=mps:999999999999G\n").ok());  // would overflow int64
+  auto ok = parse_scontrol_nodes("NodeName=a Gres=mps:100K,gpu:h100-80gb-sxm5:1\n");
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ((*ok)[0].gres[0].count, 102400);
+}
+
+}  // namespace
+}  // namespace gpuplan::handoff
+
+namespace gpuplan::handoff {
+namespace {
+
+TEST(SlurmInventory, OneImpossibleNodeDoesNotStopTheImport) {
+  auto nodes = parse_scontrol_nodes("NodeName=big Gres=gpu:h100-80gb-sxm5:40\nNodeName=ok Gres=gpu:h100-80gb-sxm5:2\n");
+  ASSERT_TRUE(nodes.ok());
+  auto all = slurm_inventory_json(*Catalog::embedded(), *nodes);
+  ASSERT_TRUE(all.ok()) << all.error().message;
+  EXPECT_TRUE((*all)["nodes"][0]["inventory"].is_null());
+  EXPECT_EQ((*all)["nodes"][0]["error"]["code"], "limit");
+  EXPECT_EQ((*all)["nodes"][1]["inventory"]["gpus"].size(), 2u);
+}
+
+}  // namespace
+}  // namespace gpuplan::handoff
