@@ -74,6 +74,7 @@ Result<handoff::ProcessResult> run_process(const std::vector<std::string>& argv,
   posix_spawn_file_actions_adddup2(&fa, pout[1], 1);
   posix_spawn_file_actions_adddup2(&fa, perr[1], 2);
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;

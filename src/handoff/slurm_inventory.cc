@@ -9,7 +9,7 @@ namespace gpuplan::handoff {
 
 namespace {
 
-constexpr int64_t kBytesPerMib = 1024 * 1024;
+constexpr int64_t kBytesPerMib = int64_t{1024} * 1024;
 
 std::string lower(std::string_view s) {
   std::string out(s);
