@@ -8,6 +8,7 @@
 #include <fstream>
 #include <ostream>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "core/http_client.h"
@@ -20,6 +21,7 @@ constexpr size_t kMaxTokenFileBytes = 256;  // a token is under 100 bytes
 constexpr int kMinHeartbeatSeconds = 1;     // the server's interval is clamped to [1, 300] s
 constexpr int kMaxHeartbeatSeconds = 300;
 constexpr auto kStopPoll = std::chrono::milliseconds(100);  // how soon a sleeping agent sees SIGTERM
+constexpr int64_t kMaxPlacementStart = 63;  // memory slices of a GPU are 8; a larger start is refused by NVML
 
 struct Answer {
   int status = 0;  // 0: no answer (connection refused, timeout)
@@ -115,6 +117,24 @@ bool nap(double seconds, const std::atomic<bool>& stop) {
 
 }  // namespace
 
+std::vector<DesiredInstance> desired_instances(const Json& desired) {
+  std::vector<DesiredInstance> out;
+  if (!desired.is_array()) return out;
+  for (const Json& d : desired) {
+    if (!d.is_object() || !d.contains("rental_id") || !d["rental_id"].is_string()) continue;
+    DesiredInstance x;
+    x.rental_id = d["rental_id"].get<std::string>();
+    if (d.contains("generation") && d["generation"].is_number_integer()) x.generation = d["generation"].get<int64_t>();
+    if (d.contains("gpu_uuid") && d["gpu_uuid"].is_string()) x.ref.gpu_uuid = d["gpu_uuid"].get<std::string>();
+    if (d.contains("profile") && d["profile"].is_string()) x.ref.profile = d["profile"].get<std::string>();
+    if (d.contains("placement") && d["placement"].is_number_integer()) {
+      x.ref.start = static_cast<int>(std::clamp<int64_t>(d["placement"].get<int64_t>(), -1, kMaxPlacementStart));
+    }
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
 int64_t next_seq(int64_t last) {
   const int64_t wall =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -123,7 +143,7 @@ int64_t next_seq(int64_t last) {
 }
 
 Status run_agent(const AgentOptions& o, const std::atomic<bool>& stop, bool json, std::ostream& out) {
-  GPUPLAN_TRY(backend, open_nvml(o.nvml));
+  GPUPLAN_TRY(backend, open_nvml(o.nvml, o.mig_writes));
   if (o.server.empty()) {
     if (!o.once) return usage_error("--server is required (only --once may print the inventory without one)", "server");
     GPUPLAN_TRY(inv, backend->read());
@@ -175,6 +195,8 @@ Status run_agent(const AgentOptions& o, const std::atomic<bool>& stop, bool json
   int since_inventory = 0;
   std::string boot;
   Json running = Json::array();    // what the last answer said should run, echoed as running
+  Json failed = Json::array();     // dynamic MIG: rentals whose instance could not be made, for the next heartbeat
+  NodeInventory last_inventory;    // what the last inventory PUT said (dynamic MIG compares against it)
   Json once_out = Json::object();  // --once with a server: the inventory's and the heartbeat's answers
   while (!stop.load()) {
     if (need_inventory || since_inventory >= kInventoryEveryHeartbeats || backend->boot_id() != boot) {
@@ -184,6 +206,7 @@ Status run_agent(const AgentOptions& o, const std::atomic<bool>& stop, bool json
         continue;
       }
       boot = backend->boot_id();
+      last_inventory = *inv;
       Json body = inventory_json(*inv, boot);
       seq = next_seq(seq);
       body["seq"] = seq;
@@ -203,8 +226,9 @@ Status run_agent(const AgentOptions& o, const std::atomic<bool>& stop, bool json
       since_inventory = 0;
     }
     seq = next_seq(seq);
-    Answer h = http_call(o.server, "POST", "/agent/heartbeat", token,
-                         Json{{"seq", seq}, {"boot_id", boot}, {"running", running}});
+    Json beat{{"seq", seq}, {"boot_id", boot}, {"running", running}};
+    if (!failed.empty()) beat["failed"] = failed;
+    Answer h = http_call(o.server, "POST", "/agent/heartbeat", token, beat);
     if (h.status == 401 || h.status == 403) {
       return Error{ErrorCode::kUnauthenticated, "the server refused the agent token: " + error_text(h), "token"};
     }
@@ -215,14 +239,39 @@ Status run_agent(const AgentOptions& o, const std::atomic<bool>& stop, bool json
     if (h.status == 200 || (h.status == 409 && error_code(h) == "stale" && h.body.contains("desired"))) {
       backoff = kInitialBackoffSeconds;
       running = Json::array();
-      for (const Json& d : h.body.value("desired", Json::array())) {
-        if (d.is_object() && d.contains("rental_id")) {
+      failed = Json::array();
+      const Json desired = h.body.value("desired", Json::array());
+      std::set<std::string> failed_ids;
+      if (o.mig_writes == MigWrites::kDynamic) {
+        // Make the node's instances what the server placed; a rental whose instance failed is reported
+        // (not echoed as running) in the next heartbeat, and changed instances go out in a fresh inventory.
+        const MigReconcile rec = reconcile_mig(*backend, last_inventory, desired_instances(desired));
+        for (const MigFailure& f : rec.failures) {
+          failed_ids.insert(f.rental_id);
+          failed.push_back(
+              Json{{"rental_id", f.rental_id}, {"generation", f.generation}, {"code", f.code}, {"message", f.message}});
+          say(out, json, "mig_failed", Json{{"rental_id", f.rental_id}, {"code", f.code}, {"message", f.message}});
+        }
+        for (const std::string& e : rec.errors) say(out, json, "mig_error", Json{{"message", e}});
+        if (rec.created > 0 || rec.destroyed > 0) {
+          need_inventory = true;
+          say(out, json, "mig_changed",
+              Json{{"created", rec.created},
+                   {"destroyed", rec.destroyed},
+                   {"message",
+                    std::to_string(rec.created) + " created, " + std::to_string(rec.destroyed) + " destroyed"}});
+        }
+      }
+      for (const Json& d : desired) {
+        if (d.is_object() && d.contains("rental_id") && d["rental_id"].is_string() &&
+            !failed_ids.count(d["rental_id"].get<std::string>())) {
           running.push_back(Json{{"rental_id", d["rental_id"]}, {"generation", d.value("generation", 0)}});
         }
       }
       heartbeat_seconds = std::clamp(h.body.value("heartbeat_seconds", 10), kMinHeartbeatSeconds, kMaxHeartbeatSeconds);
       if (o.once) {
         once_out["heartbeat"] = h.body;
+        if (!failed.empty()) once_out["failed"] = failed;
         out << once_out.dump(2) << "\n";
         return Status::Ok();
       }

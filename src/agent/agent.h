@@ -22,6 +22,11 @@ struct AgentOptions {
   std::string token_file;  // the agent token: read if present, written (0600) after enrolment
   bool once = false;       // one inventory (and with a server one heartbeat), then exit
   std::string nvml;        // nvml, nvml:PATH, fake:FILE (nvml.h)
+  // The node's MIG policy as the agent applies it: kOff (read calls only) unless the provider set the
+  // node's policy to dynamic (--mig-policy dynamic): then the agent creates the GPU instances the
+  // heartbeat's desired rentals name and destroys the ones no rental wants (nvml.h, reconcile_mig), and
+  // reports a rental whose instance it could not create in the next heartbeat's `failed`.
+  MigWrites mig_writes = MigWrites::kOff;
   int max_backoff_seconds = 60;
 };
 
@@ -32,6 +37,10 @@ inline constexpr int kInventoryEveryHeartbeats = 6;  // a fresh inventory each m
 // round. Writes the inventory (once) or one line per event to `out`, as JSON lines when `json`.
 // Returns what failed for good (a refused enrolment, an unreadable token file); transient errors retry.
 Status run_agent(const AgentOptions& options, const std::atomic<bool>& stop, bool json, std::ostream& out);
+
+// The heartbeat's desired rentals as dynamic MIG reads them (entries that are not objects, or lack a
+// rental_id, are skipped).
+std::vector<DesiredInstance> desired_instances(const Json& desired);
 
 // The next report's sequence number: at least `last` + 1 and at least the wall clock in ms, so a restarted
 // agent always reports newer than the process before it (which the server then fences).

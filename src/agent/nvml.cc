@@ -32,12 +32,26 @@ constexpr std::array<std::string_view, 14> kWhitelist = {
     "nvmlGpuInstanceGetInfo",
 };
 
+// The calls of dynamic MIG, looked up only when the node's MIG policy is dynamic (MigWrites::kDynamic).
+// nvmlDeviceGetGpuInstancePossiblePlacements_v2 and nvmlGpuInstanceGetComputeInstanceProfileInfo read, but
+// only creating needs them, so they are here and the read-only agent never looks them up either.
+constexpr std::array<std::string_view, 7> kWriteWhitelist = {
+    "nvmlDeviceGetGpuInstancePossiblePlacements_v2",
+    "nvmlDeviceCreateGpuInstanceWithPlacement",
+    "nvmlGpuInstanceGetComputeInstanceProfileInfo",
+    "nvmlGpuInstanceCreateComputeInstance",
+    "nvmlGpuInstanceGetComputeInstances",
+    "nvmlComputeInstanceDestroy",
+    "nvmlGpuInstanceDestroy",
+};
+
 // A C string of at most `size` bytes from an NVML buffer (NUL-terminated by NVML; bounded here anyway).
 std::string from_buffer(const char* buf, size_t size) { return std::string(buf, strnlen(buf, size)); }
 
 class DlopenNvml final : public NvmlBackend {
  public:
-  DlopenNvml(void* handle, std::string path) : handle_(handle), path_(std::move(path)) {}
+  DlopenNvml(void* handle, std::string path, MigWrites writes)
+      : handle_(handle), path_(std::move(path)), writes_(writes) {}
   ~DlopenNvml() override {
     if (handle_ != nullptr) dlclose(handle_);
   }
@@ -61,8 +75,32 @@ class DlopenNvml final : public NvmlBackend {
         sym<decltype(api_.device_get_gpu_instance_profile_info)>("nvmlDeviceGetGpuInstanceProfileInfo");
     api_.device_get_gpu_instances = sym<decltype(api_.device_get_gpu_instances)>("nvmlDeviceGetGpuInstances");
     api_.gpu_instance_get_info = sym<decltype(api_.gpu_instance_get_info)>("nvmlGpuInstanceGetInfo");
+    if (writes_ != MigWrites::kDynamic) return;  // read-only: no write symbol is even looked up
+    w_.device_get_gpu_instance_possible_placements_v2 =
+        write_sym<decltype(w_.device_get_gpu_instance_possible_placements_v2)>(
+            "nvmlDeviceGetGpuInstancePossiblePlacements_v2");
+    w_.device_create_gpu_instance_with_placement =
+        write_sym<decltype(w_.device_create_gpu_instance_with_placement)>("nvmlDeviceCreateGpuInstanceWithPlacement");
+    w_.gpu_instance_get_compute_instance_profile_info =
+        write_sym<decltype(w_.gpu_instance_get_compute_instance_profile_info)>(
+            "nvmlGpuInstanceGetComputeInstanceProfileInfo");
+    w_.gpu_instance_create_compute_instance =
+        write_sym<decltype(w_.gpu_instance_create_compute_instance)>("nvmlGpuInstanceCreateComputeInstance");
+    w_.gpu_instance_get_compute_instances =
+        write_sym<decltype(w_.gpu_instance_get_compute_instances)>("nvmlGpuInstanceGetComputeInstances");
+    w_.compute_instance_destroy = write_sym<decltype(w_.compute_instance_destroy)>("nvmlComputeInstanceDestroy");
+    w_.gpu_instance_destroy = write_sym<decltype(w_.gpu_instance_destroy)>("nvmlGpuInstanceDestroy");
   }
   Result<NodeInventory> read() override { return nvml::read_inventory(api_); }
+  Status create_instance(const InstanceRef& ref) override {
+    if (writes_ != MigWrites::kDynamic) return read_only();
+    return nvml::create_instance(api_, w_, ref);
+  }
+  Status destroy_instance(const InstanceRef& ref) override {
+    if (writes_ != MigWrites::kDynamic) return read_only();
+    return nvml::destroy_instance(api_, w_, ref);
+  }
+  std::vector<std::string> looked_up() const override { return looked_up_; }
   std::string boot_id() override { return system_boot_id(); }
   std::string describe() const override { return "nvml (" + path_ + ")"; }
 
@@ -71,16 +109,35 @@ class DlopenNvml final : public NvmlBackend {
   template <typename F>
   F sym(std::string_view name) {
     if (std::find(kWhitelist.begin(), kWhitelist.end(), name) == kWhitelist.end()) return nullptr;
+    looked_up_.emplace_back(name);
     return reinterpret_cast<F>(dlsym(handle_, std::string(name).c_str()));
+  }
+  // A write symbol: only from the write whitelist, only in dynamic mode.
+  template <typename F>
+  F write_sym(std::string_view name) {
+    if (writes_ != MigWrites::kDynamic ||
+        std::find(kWriteWhitelist.begin(), kWriteWhitelist.end(), name) == kWriteWhitelist.end()) {
+      return nullptr;
+    }
+    looked_up_.emplace_back(name);
+    return reinterpret_cast<F>(dlsym(handle_, std::string(name).c_str()));
+  }
+  static Status read_only() {
+    return Error{ErrorCode::kForbidden, "the node's MIG policy is not dynamic: the agent changes no MIG instance",
+                 "mig_policy"};
   }
   void* handle_;
   std::string path_;
+  MigWrites writes_;
   nvml::Api api_{};
+  nvml::WriteApi w_{};
+  std::vector<std::string> looked_up_;
 };
 
 }  // namespace
 
 std::span<const std::string_view> nvml_whitelist() { return kWhitelist; }
+std::span<const std::string_view> nvml_write_whitelist() { return kWriteWhitelist; }
 
 std::string system_boot_id() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
@@ -241,10 +298,10 @@ Result<NodeInventory> read_inventory(const Api& api) {
 }  // namespace nvml
 
 // Defined in nvml_fake.cc.
-Result<std::unique_ptr<NvmlBackend>> open_fake_nvml(const std::string& file);
+Result<std::unique_ptr<NvmlBackend>> open_fake_nvml(const std::string& file, MigWrites writes);
 
-Result<std::unique_ptr<NvmlBackend>> open_nvml(const std::string& spec) {
-  if (spec.rfind("fake:", 0) == 0) return open_fake_nvml(spec.substr(5));
+Result<std::unique_ptr<NvmlBackend>> open_nvml(const std::string& spec, MigWrites writes) {
+  if (spec.rfind("fake:", 0) == 0) return open_fake_nvml(spec.substr(5), writes);
   std::string path = "libnvidia-ml.so.1";  // the driver's, never the -dev package's unversioned link
   if (spec.rfind("nvml:", 0) == 0) {
     path = spec.substr(5);
@@ -257,7 +314,7 @@ Result<std::unique_ptr<NvmlBackend>> open_nvml(const std::string& spec) {
     return Error{ErrorCode::kUnavailable,
                  "cannot load " + path + " (" + (why ? why : "unknown") + "): is the NVIDIA driver installed?", "nvml"};
   }
-  auto backend = std::make_unique<DlopenNvml>(handle, path);
+  auto backend = std::make_unique<DlopenNvml>(handle, path, writes);
   backend->load();
   return std::unique_ptr<NvmlBackend>(std::move(backend));
 }

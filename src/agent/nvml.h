@@ -46,6 +46,21 @@ inline constexpr std::string_view kFeatureMigInstances = "mig_instances";
 
 // The NVML functions the agent may look up: read calls only.
 std::span<const std::string_view> nvml_whitelist();
+// The calls of dynamic MIG (creating and destroying GPU and compute instances), a separate list looked up
+// ONLY when the node's MIG policy is dynamic (MigWrites::kDynamic); never in the default read-only mode.
+std::span<const std::string_view> nvml_write_whitelist();
+
+// Whether the agent may change the node's MIG layout: kOff (the default, read calls only) or kDynamic (the
+// node's MIG policy is dynamic: the agent creates the instances the server placed and destroys the rest).
+// The agent never changes MIG mode itself.
+enum class MigWrites { kOff, kDynamic };
+
+// One GPU instance: the GPU, the profile and the placement start.
+struct InstanceRef {
+  std::string gpu_uuid;
+  std::string profile;
+  int start = 0;
+};
 
 class NvmlBackend {
  public:
@@ -56,11 +71,41 @@ class NvmlBackend {
   // The boot id to report: /proc/sys/kernel/random/boot_id, or the fixture's (a fault may change it).
   virtual std::string boot_id() = 0;
   virtual std::string describe() const = 0;  // "nvml (libnvidia-ml.so.1)", "fake (FILE)"
+  // Dynamic MIG (MigWrites::kDynamic only; otherwise kForbidden and nothing is called): see
+  // nvml::create_instance / destroy_instance (nvml_api.h).
+  virtual Status create_instance(const InstanceRef& ref) = 0;
+  virtual Status destroy_instance(const InstanceRef& ref) = 0;
+  // Every NVML symbol this backend looked up (the dlopen loader) or would have (the fake), in order.
+  virtual std::vector<std::string> looked_up() const = 0;
 };
 
 // `spec`: "" or "nvml" -> dlopen("libnvidia-ml.so.1"); "nvml:PATH" -> dlopen(PATH) (the stub library of
 // the tests); "fake:FILE" -> the fake backend over the JSON fixture FILE.
-Result<std::unique_ptr<NvmlBackend>> open_nvml(const std::string& spec);
+// `writes`: kDynamic also looks up nvml_write_whitelist() (a missing one makes create/destroy kUnavailable).
+Result<std::unique_ptr<NvmlBackend>> open_nvml(const std::string& spec, MigWrites writes = MigWrites::kOff);
+
+// Dynamic MIG against what the server wants: `desired` are the heartbeat's desired rentals (a profile and
+// placement on a GPU each). Instances on MIG-enabled GPUs of `inv` that no desired rental names are
+// destroyed first (their slices free), then each desired instance `inv` lacks is created. A failure is
+// reported per rental and never stops the others.
+struct DesiredInstance {
+  std::string rental_id;
+  int64_t generation = 0;
+  InstanceRef ref;  // ref.profile empty: a whole GPU, nothing to create
+};
+struct MigFailure {
+  std::string rental_id;
+  int64_t generation = 0;
+  std::string code;     // "insufficient_resources", "invalid_placement", ...
+  std::string message;  // NVML's words
+};
+struct MigReconcile {
+  int created = 0;
+  int destroyed = 0;
+  std::vector<MigFailure> failures;
+  std::vector<std::string> errors;  // destroy failures (no rental to report them on)
+};
+MigReconcile reconcile_mig(NvmlBackend& backend, const NodeInventory& inv, const std::vector<DesiredInstance>& desired);
 
 // The inventory as the agent prints it (--once --json) and PUTs it (the body gains seq and boot_id).
 Json inventory_json(const NodeInventory& inv, const std::string& boot_id);

@@ -22,6 +22,7 @@ inline constexpr Return kErrorDriverNotLoaded = 9;
 inline constexpr Return kErrorTimeout = 10;
 inline constexpr Return kErrorFunctionNotFound = 13;
 inline constexpr Return kErrorGpuIsLost = 15;
+inline constexpr Return kErrorInUse = 19;
 inline constexpr Return kErrorInsufficientResources = 23;
 inline constexpr Return kErrorUnknown = 999;
 
@@ -100,6 +101,49 @@ struct Api {
   Return (*device_get_gpu_instances)(Device, unsigned int, GpuInstanceHandle*, unsigned int*);
   Return (*gpu_instance_get_info)(GpuInstanceHandle, GpuInstanceInfo*);
 };
+
+// The write calls of dynamic MIG (nvml.h, nvml_write_whitelist()): looked up only when the node's MIG
+// policy is dynamic; every entry null otherwise.
+struct ComputeInstanceSt;
+using ComputeInstanceHandle = ComputeInstanceSt*;  // nvmlComputeInstance_t
+// nvmlComputeInstanceProfileInfo_t (v1)
+struct ComputeInstanceProfileInfo {
+  unsigned int id;
+  unsigned int slice_count;
+  unsigned int instance_count;
+  unsigned int multiprocessor_count;
+  unsigned int shared_copy_engine_count;
+  unsigned int shared_decoder_count;
+  unsigned int shared_encoder_count;
+  unsigned int shared_jpeg_count;
+  unsigned int shared_ofa_count;
+};
+inline constexpr unsigned kComputeInstanceEngineProfileShared = 0;  // NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+// NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE (0) .. _1_SLICE_REV2 (9) in API 12; unknown ids answer NOT_SUPPORTED.
+inline constexpr unsigned kComputeInstanceProfileCount = 10;
+inline constexpr unsigned kMaxPlacements = 8;  // possible placements of one profile: at most the 8 memory slices
+
+struct WriteApi {
+  Return (*device_get_gpu_instance_possible_placements_v2)(Device, unsigned int, GpuInstancePlacement*, unsigned int*);
+  Return (*device_create_gpu_instance_with_placement)(Device, unsigned int, const GpuInstancePlacement*,
+                                                      GpuInstanceHandle*);
+  Return (*gpu_instance_get_compute_instance_profile_info)(GpuInstanceHandle, unsigned int, unsigned int,
+                                                           ComputeInstanceProfileInfo*);
+  Return (*gpu_instance_create_compute_instance)(GpuInstanceHandle, unsigned int, ComputeInstanceHandle*);
+  Return (*gpu_instance_get_compute_instances)(GpuInstanceHandle, unsigned int, ComputeInstanceHandle*, unsigned int*);
+  Return (*compute_instance_destroy)(ComputeInstanceHandle);
+  Return (*gpu_instance_destroy)(GpuInstanceHandle);
+};
+
+// Creates the GPU instance `ref.profile` at placement `ref.start` on GPU `ref.gpu_uuid`, then one compute
+// instance over all its slices (what `nvidia-smi mig -cgi P -C` does); a failed compute instance destroys
+// the GPU instance again. NVML's INSUFFICIENT_RESOURCES (the slices are taken) is kConflict, a placement
+// the profile does not have kInvalidLayout, a missing write symbol kUnavailable.
+Status create_instance(const Api& api, const WriteApi& w, const InstanceRef& ref);
+// Destroys the compute instances of that GPU instance, then the GPU instance; absent is success.
+Status destroy_instance(const Api& api, const WriteApi& w, const InstanceRef& ref);
+// "insufficient_resources", "in_use", "not_supported", ... for a failure report.
+std::string return_word(Return r);
 
 // The whole inventory through `api`: core calls (init, count, handle, UUID, name) missing or failing
 // are an error; every other call missing or NOT_SUPPORTED turns its feature off; a GPU whose handle

@@ -2,7 +2,10 @@
 // from a JSON fixture (tests/data/nvml/*.json) and script faults. A fixture:
 //   {"boot_id": "...", "driver_version": "550.54.15",
 //    "gpus": [{"uuid", "name", "pci_bus_id", "memory_bytes", "mig_mode": "enabled"|"disabled",
-//              "instances": [{"profile": "3g.40gb", "start": 0}]}],
+//              "instances": [{"profile": "3g.40gb", "start": 0}],
+//              "profiles": ["1g.10gb", "3g.40gb", "7g.80gb"]}],   // what dynamic MIG may create
+//    (dynamic MIG: a profile of <c>g spans m memory slices of 8, m = 1, 2, 4, 4, 8 for c = 1, 2, 3, 4, 7; it
+//     starts at multiples of m with start + m <= 8 and start <= 7 - c, A100's and H100's placements)
 //    "missing": ["nvmlDeviceGetPciInfo_v3"],            // symbols the library lacks
 //    "faults": [{"call": "nvmlDeviceGetHandleByIndex_v2", "index": 3, "return": "GPU_IS_LOST"},
 //               {"call": "nvmlDeviceGetGpuInstances", "return": "INSUFFICIENT_RESOURCES"},
@@ -13,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <list>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -42,6 +46,14 @@ struct Fault {
 struct FakeGpu {
   GpuInfo info;
   std::vector<std::string> profiles;  // distinct instance profiles: profile id = position
+};
+constexpr int kFakeMemorySlices = 8;  // A100 and H100: 8 memory slices, 7 compute slices
+// Memory slices of a profile of `compute` compute slices (A100/H100 MIG tables).
+int fake_memory_slices(unsigned compute) { return compute <= 2 ? static_cast<int>(compute) : compute <= 4 ? 4 : 8; }
+// A compute instance the fake holds: on GPU `gpu`, GPU instance at `start`.
+struct FakeCi {
+  int gpu;
+  int start;
 };
 
 struct Fixture {
@@ -90,6 +102,7 @@ Result<Fixture> parse_fixture(const std::string& file) {
       fg.info.pci_bus_id = g.value("pci_bus_id", std::string());
       fg.info.memory_bytes = g.value("memory_bytes", int64_t{0});
       fg.info.mig_mode = g.value("mig_mode", std::string("disabled"));
+      for (const Json& p : g.value("profiles", Json::array())) fg.profiles.push_back(p.get<std::string>());
       for (const Json& i : g.value("instances", Json::array())) {
         GpuInstance gi{i.at("profile").get<std::string>(), i.at("start").get<int>()};
         if (std::find(fg.profiles.begin(), fg.profiles.end(), gi.profile) == fg.profiles.end()) {
@@ -126,7 +139,12 @@ FakeNvml* g_fake = nullptr;
 
 class FakeNvml final : public NvmlBackend {
  public:
-  FakeNvml(Fixture f, std::string file) : f_(std::move(f)), file_(std::move(file)) {}
+  FakeNvml(Fixture f, std::string file, MigWrites writes) : f_(std::move(f)), file_(std::move(file)), writes_(writes) {
+    // Every instance of the fixture has its compute instance, as nvidia-smi mig -cgi P -C leaves them.
+    for (size_t g = 0; g < f_.gpus.size(); ++g) {
+      for (const GpuInstance& i : f_.gpus[g].info.instances) cis_.push_back(FakeCi{static_cast<int>(g), i.start});
+    }
+  }
   ~FakeNvml() override {
     std::lock_guard<std::mutex> lock(g_fake_mu);
     if (g_fake == this) g_fake = nullptr;
@@ -150,6 +168,44 @@ class FakeNvml final : public NvmlBackend {
     return id;
   }
   std::string describe() const override { return "fake (" + file_ + ")"; }
+  Status create_instance(const InstanceRef& ref) override {
+    if (writes_ != MigWrites::kDynamic) return read_only();
+    std::lock_guard<std::mutex> lock(g_fake_mu);
+    g_fake = this;
+    return nvml::create_instance(table(), write_table(), ref);
+  }
+  Status destroy_instance(const InstanceRef& ref) override {
+    if (writes_ != MigWrites::kDynamic) return read_only();
+    std::lock_guard<std::mutex> lock(g_fake_mu);
+    g_fake = this;
+    return nvml::destroy_instance(table(), write_table(), ref);
+  }
+  // The symbols a real library would have been asked for: the read whitelist, and the write one only
+  // in dynamic mode (the same rule as the dlopen loader; the tests check both).
+  std::vector<std::string> looked_up() const override {
+    std::vector<std::string> out(nvml_whitelist().begin(), nvml_whitelist().end());
+    if (writes_ == MigWrites::kDynamic)
+      out.insert(out.end(), nvml_write_whitelist().begin(), nvml_write_whitelist().end());
+    return out;
+  }
+  FakeGpu* mutable_gpu(Device d) {
+    const int i = index_of(d);
+    return i >= 0 ? &f_.gpus[static_cast<size_t>(i)] : nullptr;
+  }
+  std::list<FakeCi>& cis() { return cis_; }
+  // The GPU and start of a GPU instance handle.
+  std::pair<int, const GpuInstance*> locate(GpuInstanceHandle h) const {
+    for (size_t g = 0; g < f_.gpus.size(); ++g) {
+      for (const GpuInstance& i : f_.gpus[g].info.instances) {
+        if (handle_of(i) == h) return {static_cast<int>(g), &i};
+      }
+    }
+    return {-1, nullptr};
+  }
+  void erase_instance(int gpu, int start) {
+    auto& v = f_.gpus[static_cast<size_t>(gpu)].info.instances;
+    v.erase(std::remove_if(v.begin(), v.end(), [&](const GpuInstance& i) { return i.start == start; }), v.end());
+  }
 
   // The scripted answer of `call` for GPU `index` (kSuccess: answer from the fixture), after its delay.
   Return fault(std::string_view call, int index) const {
@@ -186,9 +242,16 @@ class FakeNvml final : public NvmlBackend {
   const Fixture& fixture() const { return f_; }
 
  private:
+  static Status read_only() {
+    return Error{ErrorCode::kForbidden, "the node's MIG policy is not dynamic: the agent changes no MIG instance",
+                 "mig_policy"};
+  }
   Api table() const;
+  static WriteApi write_table();
   Fixture f_;
   std::string file_;
+  MigWrites writes_;
+  std::list<FakeCi> cis_;  // stable addresses: the compute instance handles
   int reads_ = 0;
 };
 
@@ -290,6 +353,99 @@ Return fake_instance_info(GpuInstanceHandle h, GpuInstanceInfo* info) {
   return kSuccess;
 }
 
+// --- dynamic MIG: the write calls, over the fixture's state (g_fake_mu is held: create/destroy took it).
+Return fake_possible_placements(Device d, unsigned pid, GpuInstancePlacement* out, unsigned* count) {
+  const FakeGpu* g = g_fake->gpu(d);
+  if (g == nullptr || pid >= g->profiles.size()) return kErrorInvalidArgument;
+  unsigned compute = 0, gb = 0;
+  if (std::sscanf(g->profiles[pid].c_str(), "%ug.%ugb", &compute, &gb) != 2 || compute == 0) return kErrorNotSupported;
+  const int m = fake_memory_slices(compute);
+  unsigned n = 0;
+  for (int start = 0; start + m <= kFakeMemorySlices && n < *count; start += m) {
+    if (start <= 7 - static_cast<int>(compute))
+      out[n++] = GpuInstancePlacement{static_cast<unsigned>(start), static_cast<unsigned>(m)};
+  }
+  *count = n;
+  return kSuccess;
+}
+Return fake_create_gi(Device d, unsigned pid, const GpuInstancePlacement* p, GpuInstanceHandle* out) {
+  FakeGpu* g = g_fake->mutable_gpu(d);
+  if (g == nullptr || pid >= g->profiles.size() || p == nullptr) return kErrorInvalidArgument;
+  if (Return r = g_fake->fault("nvmlDeviceCreateGpuInstanceWithPlacement", g_fake->index_of(d)); r != kSuccess) {
+    return r;
+  }
+  if (g->info.mig_mode != "enabled") return kErrorNotSupported;
+  unsigned compute = 0, gb = 0;
+  if (std::sscanf(g->profiles[pid].c_str(), "%ug.%ugb", &compute, &gb) != 2) return kErrorNotSupported;
+  const int start = static_cast<int>(p->start), size = fake_memory_slices(compute);
+  for (const GpuInstance& i : g->info.instances) {
+    unsigned c = 0, b = 0;
+    if (std::sscanf(i.profile.c_str(), "%ug.%ugb", &c, &b) != 2) continue;
+    const int s0 = i.start, s1 = i.start + fake_memory_slices(c);
+    if (start < s1 && s0 < start + size) return kErrorInsufficientResources;  // the slices are taken
+  }
+  g->info.instances.push_back(GpuInstance{g->profiles[pid], start});
+  *out = FakeNvml::handle_of(g->info.instances.back());
+  return kSuccess;
+}
+// Compute instance profile cp spans the GPU instance when its slice count is the GPU instance's.
+Return fake_ci_profile_info(GpuInstanceHandle h, unsigned cp, unsigned, ComputeInstanceProfileInfo* info) {
+  const auto [gpu, gi] = g_fake->locate(h);
+  if (gi == nullptr) return kErrorInvalidArgument;
+  unsigned compute = 0, gb = 0;
+  if (std::sscanf(gi->profile.c_str(), "%ug.%ugb", &compute, &gb) != 2) return kErrorNotSupported;
+  if (cp != compute - 1) return kErrorNotSupported;  // one CI profile per GI in the fake: the full one
+  *info = ComputeInstanceProfileInfo{};
+  info->id = cp;
+  info->slice_count = compute;
+  return kSuccess;
+}
+Return fake_create_ci(GpuInstanceHandle h, unsigned, ComputeInstanceHandle* out) {
+  const auto [gpu, gi] = g_fake->locate(h);
+  if (gi == nullptr) return kErrorInvalidArgument;
+  if (Return r = g_fake->fault("nvmlGpuInstanceCreateComputeInstance", gpu); r != kSuccess) return r;
+  g_fake->cis().push_back(FakeCi{gpu, gi->start});
+  *out = reinterpret_cast<ComputeInstanceHandle>(&g_fake->cis().back());
+  return kSuccess;
+}
+Return fake_get_cis(GpuInstanceHandle h, unsigned, ComputeInstanceHandle* out, unsigned* count) {
+  const auto [gpu, gi] = g_fake->locate(h);
+  if (gi == nullptr) return kErrorInvalidArgument;
+  unsigned n = 0;
+  for (FakeCi& c : g_fake->cis()) {
+    if (c.gpu == gpu && c.start == gi->start && n < kMaxInstancesPerProfile)
+      out[n++] = reinterpret_cast<ComputeInstanceHandle>(&c);
+  }
+  *count = n;
+  return kSuccess;
+}
+Return fake_destroy_ci(ComputeInstanceHandle h) {
+  auto& cis = g_fake->cis();
+  for (auto it = cis.begin(); it != cis.end(); ++it) {
+    if (reinterpret_cast<ComputeInstanceHandle>(&*it) == h) {
+      cis.erase(it);
+      return kSuccess;
+    }
+  }
+  return kErrorInvalidArgument;
+}
+Return fake_destroy_gi(GpuInstanceHandle h) {
+  const auto [gpu, gi] = g_fake->locate(h);
+  if (gi == nullptr) return kErrorInvalidArgument;
+  if (Return r = g_fake->fault("nvmlGpuInstanceDestroy", gpu); r != kSuccess) return r;
+  const int start = gi->start;
+  for (const FakeCi& c : g_fake->cis()) {
+    if (c.gpu == gpu && c.start == start) return kErrorInUse;  // NVML refuses while compute instances exist
+  }
+  g_fake->erase_instance(gpu, start);
+  return kSuccess;
+}
+
+WriteApi FakeNvml::write_table() {
+  return WriteApi{fake_possible_placements, fake_create_gi, fake_ci_profile_info, fake_create_ci, fake_get_cis,
+                  fake_destroy_ci,          fake_destroy_gi};
+}
+
 Api FakeNvml::table() const {
   Api api{fake_init,     fake_shutdown,     fake_error_string, fake_driver,       fake_count,
           fake_handle,   fake_uuid,         fake_name,         fake_pci,          fake_memory,
@@ -310,9 +466,9 @@ Api FakeNvml::table() const {
 
 }  // namespace
 
-Result<std::unique_ptr<NvmlBackend>> open_fake_nvml(const std::string& file) {
+Result<std::unique_ptr<NvmlBackend>> open_fake_nvml(const std::string& file, MigWrites writes) {
   GPUPLAN_TRY(f, parse_fixture(file));
-  return std::unique_ptr<NvmlBackend>(std::make_unique<FakeNvml>(f, file));
+  return std::unique_ptr<NvmlBackend>(std::make_unique<FakeNvml>(f, file, writes));
 }
 
 }  // namespace gpuplan::agent

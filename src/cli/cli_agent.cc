@@ -36,6 +36,16 @@ void add_agent_command(CLI::App& app) {
                   "print the inventory only");
   c.app->add_option("--nvml", c.options.nvml, "nvml (libnvidia-ml.so.1), nvml:PATH, or fake:FILE (a JSON fixture)")
       ->default_str("nvml");
+  c.app
+      ->add_option_function<std::string>(
+          "--mig-policy",
+          [&c](const std::string& v) {
+            c.options.mig_writes = v == "dynamic" ? agent::MigWrites::kDynamic : agent::MigWrites::kOff;
+          },
+          "read-only (default: NVML read calls only) or dynamic (the node's MIG policy is dynamic: create the "
+          "GPU instances the server placed, destroy the ones no rental wants)")
+      ->check(CLI::IsMember({"read-only", "static", "dynamic"}))
+      ->default_str("read-only");
 }
 
 bool agent_requested() { return agent_command().app && agent_command().app->parsed(); }

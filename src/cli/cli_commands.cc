@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <array>
 
-#include "cli/cli.h"
+#include "cli/cli_handoff.h"
 
 namespace gpuplan::cli {
 
@@ -47,6 +47,8 @@ constexpr CommandRow kCommandRows[] = {
     // options are the market's JSON bodies, not data/options.yaml's request keys, and they run without a
     // catalog, so they add themselves, after `offers list`, which they extend.
     {.path = "admin nodes rent rentals usage tenants tokens", .command = "", .add = add_market_commands},
+    // The hand-off (cli_handoff.cc): `k8s render`, and `nodes import-slurm` added to the market's `nodes`.
+    {.path = "k8s nodes", .command = "", .add = add_handoff_commands},
 };
 
 // The subcommand a group word names, made (with its help) the first time a row uses it.

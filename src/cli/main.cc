@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/cli.h"
+#include "cli/cli_handoff.h"
 #include "gpuplan/api.h"
 #include "gpuplan/version.h"
 
@@ -63,6 +64,7 @@ int run(int argc, char** argv) {
   auto catalog = Catalog::load(catalog_dirs);
   if (!catalog) return report(catalog.error());
   Context ctx{*catalog};
+  if (cli::handoff_requested()) return cli::run_handoff(**catalog, fmt, report);
   if (cli::serve_requested()) return cli::run_serve(ctx);
 
   for (const auto& c : commands) {

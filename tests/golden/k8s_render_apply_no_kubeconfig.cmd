@@ -1,0 +1,1 @@
+k8s render --rental-json tests/data/k8s/rental_mig.json --apply

@@ -1,0 +1,1 @@
+nodes import-slurm --file tests/data/slurm/scontrol_show_node_o.txt
