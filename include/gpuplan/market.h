@@ -430,11 +430,11 @@ struct MarketOptions {
 };
 
 // --- the outbox (src/market/market_outbox.cc; docs/market.md, "The outbox") ---------------------------------
-inline constexpr int kMaxApplyAttempts = 5;                 // then the rental fails with the last error
-inline constexpr int64_t kOutboxFirstBackoffMs = 1'000;     // 1 s, doubling per attempt
-inline constexpr int64_t kOutboxMaxBackoffMs = 5 * 60'000;  // stops and deletes retry for ever, at most 5 min apart
-inline constexpr size_t kMaxOutboxBatch = 256;              // rows one deliver_outbox call hands off
-inline constexpr size_t kMaxOutboxScan = 4'096;  // undelivered rows one call reads to keep each rental's order
+inline constexpr int kMaxApplyAttempts = 5;              // then the rental fails with the last error
+inline constexpr int64_t kOutboxFirstBackoffMs = 1'000;  // 1 s, doubling per attempt
+inline constexpr int64_t kOutboxMaxBackoffMs = 300'000;  // 5 min: stops and deletes retry for ever, this far apart
+inline constexpr size_t kMaxOutboxBatch = 256;           // rows one deliver_outbox call hands off
+inline constexpr size_t kMaxOutboxScan = 4'096;          // undelivered rows one call reads to keep each rental's order
 struct OutboxRow {
   std::string rental_id;
   int64_t generation = 0;
