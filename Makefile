@@ -40,9 +40,11 @@ check-includes:
 	./scripts/check-includes.sh
 
 # Every test runs inside a throwaway PostgreSQL 15 (scripts/with-postgres.sh: a Unix socket in a
-# temporary folder, removed afterwards), so the market's store tests run on SQLite and on PostgreSQL.
+# temporary folder, removed afterwards), so the market's store tests run on SQLite and on PostgreSQL,
+# and inside a throwaway Slurm (scripts/with-slurm.sh: slurmctld, slurmd and munged on localhost), so
+# the Slurm hand-off runs against a real one.
 test: build
-	./scripts/with-postgres.sh ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+	./scripts/with-postgres.sh ./scripts/with-slurm.sh ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of everything, running every test label (unit,
 # golden, web): the golden and browser tests drive the sanitized `gpuplan` binary, so a report there

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(g++ cmake ninja-build make pkg-config nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
           libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev glpk-utils chromium ccache
-          clang libclang-rt-dev clang-tidy libsqlite3-dev libpq-dev postgresql-15 libssl-dev)
+          clang libclang-rt-dev clang-tidy libsqlite3-dev libpq-dev postgresql-15 libssl-dev slurm-wlm munge)
 # Node may come from Debian or elsewhere (NodeSource's nodejs conflicts with Debian's npm): install
 # Debian's only when the commands are missing.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)

@@ -5,7 +5,13 @@
 #   scripts/market-demo.sh BUILD/gpuplan [HOST] [PORT] [DATA_DIR]
 # The first run initialises DATA_DIR (default .gpuplan-demo/) and writes the tokens to DATA_DIR/demo-tokens
 # (mode 600); later runs reuse them. Delete the folder to start over. Ctrl-C stops the server.
+# GPUPLAN_DEMO_SLURM=1 (with slurm-wlm installed): the demo runs inside scripts/with-slurm.sh, and a first
+# run adds a Slurm-managed node (region demo-slurm, one A100 as 2 x 3g.40gb) whose rentals become
+# holding jobs: `gpuplan rentals access ID` prints the srun line.
 set -euo pipefail
+if [ "${GPUPLAN_DEMO_SLURM:-}" = "1" ] && [ -z "${GPUPLAN_TEST_SLURM:-}" ] && [ -x /usr/sbin/slurmctld ]; then
+  exec "$(dirname "$0")/with-slurm.sh" "$0" "$@"
+fi
 gpuplan="${1:?usage: $0 path/to/gpuplan [HOST] [PORT] [DATA_DIR]}"
 host="${2:-127.0.0.1}"
 port="${3:-8080}"
@@ -55,6 +61,14 @@ if [ ! -f "$tokens" ]; then
   GPUPLAN_TOKEN="$ptoken" "$gpuplan" --json nodes add --name demo-h100-node --region demo-eu --interconnect pcie \
     --vcpus 64 --ram-gb 512 --disk-gb 4000 --gpu h100-80gb-pcie:GPU-DEMO-H100-0000:none \
     --gpu h100-80gb-pcie:GPU-DEMO-H100-0001:none >/dev/null
+  if [ -n "${GPUPLAN_TEST_SLURM:-}" ]; then
+    GPUPLAN_TOKEN="$ptoken" "$gpuplan" --json nodes add --name demo-slurm-node --region demo-slurm \
+      --scheduler slurm --slurm-partition "$GPUPLAN_TEST_SLURM_PARTITION" --slurm-node "$GPUPLAN_TEST_SLURM_NODE" \
+      --vcpus 8 --ram-gb 64 --disk-gb 100 --gpu "a100-80gb-sxm4:GPU-DEMO-SLURM-0000:static:3g.40gb@0,3g.40gb@4" \
+      >/dev/null
+    GPUPLAN_TOKEN="$ptoken" "$gpuplan" --json offers create --target a100-80gb-sxm4/3g.40gb --region demo-slurm \
+      --price-per-hour 1.10 >/dev/null
+  fi
   for offer in "a100-80gb-sxm4/1g.10gb 0.35" "a100-80gb-sxm4/3g.40gb 1.10" "a100-80gb-sxm4 1.90" "h100-80gb-pcie 2.49"; do
     set -- $offer
     GPUPLAN_TOKEN="$ptoken" "$gpuplan" --json offers create --target "$1" --region demo-eu --price-per-hour "$2" \
@@ -82,4 +96,11 @@ Rent a 1g.10gb MIG slice now (in another terminal):
   $gpuplan rentals list
 Ctrl-C stops the server; the data stays in $dir/ (delete it to start over).
 EOF
+if [ -n "${GPUPLAN_TEST_SLURM:-}" ]; then
+  cat <<EOF
+Slurm (GPUPLAN_DEMO_SLURM=1): rent the demo-slurm 3g.40gb offer; within a second or two it is a running
+holding job named gpuplan-r<id>-g<gen>, and "$gpuplan rentals access ID" prints its srun line.
+  SLURM_CONF=$SLURM_CONF squeue
+EOF
+fi
 wait "$server"

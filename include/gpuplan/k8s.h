@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "gpuplan/api.h"
+#include "gpuplan/handoff.h"
 #include "gpuplan/status.h"
 
 namespace gpuplan::handoff {
@@ -123,15 +124,6 @@ Result<std::vector<std::string>> kubectl_apply_argv(const KubectlConfig& config)
 // other rentals); absent objects are not an error.
 Result<std::vector<std::string>> kubectl_delete_argv(const KubectlConfig& config, const K8sRental& rental,
                                                      K8sMode mode);
-
-// A process run: argv[0] looked up in PATH, `stdin_text` written to its standard input.
-struct ProcessResult {
-  int exit_code = 0;
-  std::string out;
-  std::string err;
-};
-using ProcessRunner =
-    std::function<Result<ProcessResult>(const std::vector<std::string>& argv, const std::string& stdin_text)>;
 
 // Applies the manifests through `run`; a non-zero exit is kUnavailable with kubectl's error text.
 Result<ProcessResult> kubectl_apply(std::span<const Manifest> manifests, const KubectlConfig& config,

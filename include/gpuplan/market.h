@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gpuplan/handoff.h"
 #include "gpuplan/status.h"
 
 namespace gpuplan {
@@ -49,6 +50,9 @@ enum class MigPolicy {
   kDynamic
 };                                           // none: whole GPU only; static: a fixed layout; dynamic: any valid one
 enum class NodeState { kReady, kDraining };  // a draining node takes no new rentals (running ones stay)
+// Who runs a node's rentals (issue #15): manual (the hand-off is immediate, no outbox row), or an engine
+// the outbox worker hands each rental to (Market::deliver_outbox).
+enum class Scheduler { kManual, kSlurm, kKubernetes };
 enum class RentalState {
   kRequested,    // being placed (also after start on a stopped rental)
   kReserved,     // claims held, waiting for the hand-off
@@ -68,6 +72,7 @@ std::string_view to_string(Scope v);
 std::string_view to_string(Interconnect v);
 std::string_view to_string(MigPolicy v);
 std::string_view to_string(NodeState v);
+std::string_view to_string(Scheduler v);
 std::string_view to_string(RentalState v);
 // The inverse of to_string; kUsage naming `field` and the accepted words otherwise.
 Result<TenantKind> parse_tenant_kind(std::string_view s, std::string_view field = "kind");
@@ -76,6 +81,7 @@ Result<Scope> parse_scope(std::string_view s, std::string_view field = "scope");
 Result<Interconnect> parse_interconnect(std::string_view s, std::string_view field = "interconnect");
 Result<MigPolicy> parse_mig_policy(std::string_view s, std::string_view field = "mig");
 Result<RentalState> parse_rental_state(std::string_view s, std::string_view field = "state");
+Result<Scheduler> parse_scheduler(std::string_view s, std::string_view field = "scheduler");
 // Live: holds (or is about to hold) capacity or bills: requested..stopping, and lost.
 bool is_live(RentalState s);
 // Final: terminated or failed; no edge leaves it.
@@ -163,6 +169,10 @@ struct NodeSpec {
   int64_t ram_gb = 0;
   int64_t disk_gb = 0;
   std::vector<GpuSpec> gpus;  // 1 .. kMaxGpusPerNode
+  Scheduler scheduler = Scheduler::kManual;
+  std::string slurm_partition;  // slurm: the partition its holding jobs go to (empty: the default one)
+  std::string slurm_node;       // slurm: its NodeName in slurm.conf (empty: `name`)
+  std::string ssh;              // manual: "user@host:port" GET /rentals/{id}/access shows the renter
 };
 struct NodeGpu {
   std::string id;
@@ -185,6 +195,10 @@ struct Node {
   int64_t disk_gb = 0;
   NodeState state = NodeState::kReady;
   std::vector<NodeGpu> gpus;
+  Scheduler scheduler = Scheduler::kManual;
+  std::string slurm_partition;
+  std::string slurm_node;
+  std::string ssh;
   int64_t live_rentals = 0;
   int64_t created_at_ms = 0;
 };
@@ -409,6 +423,45 @@ enum class Handoff {
 struct MarketOptions {
   Handoff handoff = Handoff::kImmediate;
   std::shared_ptr<const Catalog> catalog;  // null: the embedded catalog
+  // The engines the outbox worker delivers to, by kind() ("slurm", "kubernetes"). A row whose node's
+  // scheduler has no target here waits (and says so in last_error) until a server that has one runs.
+  std::vector<std::shared_ptr<handoff::HandoffTarget>> targets;
+  int64_t outbox_lease_ms = 60'000;  // a delivery in flight is retried after this (the worker died)
+};
+
+// --- the outbox (src/market/market_outbox.cc; docs/market.md, "The outbox") ---------------------------------
+inline constexpr int kMaxApplyAttempts = 5;              // then the rental fails with the last error
+inline constexpr int64_t kOutboxFirstBackoffMs = 1'000;  // 1 s, doubling per attempt
+inline constexpr int64_t kOutboxMaxBackoffMs = 300'000;  // 5 min: stops and deletes retry for ever, this far apart
+inline constexpr size_t kMaxOutboxBatch = 256;           // rows one deliver_outbox call hands off
+inline constexpr size_t kMaxOutboxScan = 4'096;          // undelivered rows one call reads to keep each rental's order
+struct OutboxRow {
+  std::string rental_id;
+  int64_t generation = 0;
+  std::string action;       // apply, stop, delete
+  std::string target_kind;  // slurm, kubernetes
+  std::string node_id;
+  int64_t attempts = 0;
+  int64_t next_attempt_at_ms = 0;
+  std::optional<int64_t> delivered_at_ms;
+  std::optional<int64_t> gave_up_at_ms;
+  std::string last_error;
+  std::string external_id;
+};
+struct OutboxReport {
+  int64_t delivered = 0;  // rows the target answered and that are marked delivered
+  int64_t retried = 0;    // rows that failed this time and wait for their backoff
+  int64_t failed = 0;     // applies that gave up: their rental failed
+  int64_t running = 0;    // rentals moved starting -> running by a status poll
+  int64_t waiting = 0;    // due rows left for the next call (the batch was full, or no target of their kind)
+};
+// How the renter reaches a rental (GET /api/v1/rentals/{id}/access).
+struct RentalAccess {
+  std::string rental_id;
+  RentalState state = RentalState::kRequested;
+  handoff::HandoffAccess access;  // kind "manual" with `ssh` for nodes with no scheduler
+  std::string node_name;
+  int64_t generation = 0;  // of the hand-off shown (0 for manual)
 };
 
 // The market. All methods are thread-safe; each runs in its own store transaction(s).
@@ -530,6 +583,21 @@ class Market {
   // running rentals lost, billed up to the last heartbeat). Returns how many rentals it changed.
   Result<int64_t> mark_lost_nodes();
 
+  // --- the outbox (src/market/market_outbox.cc) ---
+  // Delivers up to `limit` due outbox rows, each rental's in order (apply before stop before delete):
+  // leases the row (attempts + 1, due again after outbox_lease_ms), calls the target outside any
+  // transaction, then marks it delivered (an apply moves its rental reserved -> starting, and -> running
+  // when the engine says it runs) in a transaction after the target answered. A failure backs off
+  // (1 s doubling, at most 5 min); an apply that failed kMaxApplyAttempts times fails its rental with the
+  // error. Then polls the starting rentals' engines: running -> running, gone -> failed. The server calls
+  // it every second on a thread of its own; `gpuplan market deliver --once` runs it once.
+  Result<OutboxReport> deliver_outbox(size_t limit = kMaxOutboxBatch);
+  // Platform admin: the outbox rows of one rental (empty id: every undelivered row), for operators and tests.
+  Result<std::vector<OutboxRow>> outbox_rows(const Principal& p, std::string_view rental_id) const;
+  // The renter's own rental (another tenant's: kNotFound): the Slurm job and srun line, the namespace
+  // and Pod, or the SSH endpoint the provider declared for the node.
+  Result<RentalAccess> rental_access(const Principal& p, std::string_view rental_id) const;
+
   struct Impl;
 
  private:
@@ -540,7 +608,8 @@ class Market {
 inline constexpr int64_t kCreditLookaheadSeconds = 3600;  // rent/start need room for one hour (design notes §5)
 
 // Crash-test hook: when the environment variable GPUPLAN_FAILPOINT equals `name`, the process kills
-// itself with SIGKILL at once. Names used: "after_claims", "before_commit", "after_commit".
+// itself with SIGKILL at once. Names used: "after_claims", "before_commit", "after_commit", and the
+// outbox worker's "outbox_before_deliver", "outbox_after_deliver", "outbox_before_mark_commit".
 void failpoint(std::string_view name);
 
 }  // namespace gpuplan::market

@@ -48,6 +48,11 @@ inline constexpr VocabEntry kNodeStateWords[] = {
     {words_detail::value(NodeState::kReady), "ready", "", "takes new rentals"},
     {words_detail::value(NodeState::kDraining), "draining", "", "takes no new rentals; running ones stay"},
 };
+inline constexpr VocabEntry kSchedulerWords[] = {
+    {words_detail::value(Scheduler::kManual), "manual", "", "no engine: the hand-off is immediate"},
+    {words_detail::value(Scheduler::kSlurm), "slurm", "", "a holding job per rental (sbatch), stopped by scancel"},
+    {words_detail::value(Scheduler::kKubernetes), "kubernetes", "", "a Pod per rental in the tenant's namespace"},
+};
 inline constexpr VocabEntry kRentalStateWords[] = {
     {words_detail::value(RentalState::kRequested), "requested", "", "being placed"},
     {words_detail::value(RentalState::kReserved), "reserved", "", "claims held, waiting for the hand-off"},
@@ -70,6 +75,7 @@ inline constexpr Vocabulary kMarketVocabularies[] = {
     {"interconnect", "interconnect", "interconnects", kInterconnectWords},
     {"mig_policy", "MIG policy", "policies", kMigPolicyWords},
     {"node_state", "node state", "states", kNodeStateWords},
+    {"scheduler", "scheduler", "schedulers", kSchedulerWords},
     {"rental_state", "rental state", "states", kRentalStateWords},
 };
 

@@ -59,78 +59,9 @@ Result<std::string> read_file(const std::string& path, size_t max_bytes, const s
   return text;
 }
 
-// Runs argv (PATH lookup), writes `in` to its stdin, collects stdout and stderr (each cut at
-// kMaxProcessOutputBytes), waits for it. The one process runner of these commands (ProcessRunner).
+// The one process runner (handoff::run_process): kubectl gets the manifest list on stdin.
 Result<handoff::ProcessResult> run_process(const std::vector<std::string>& argv, const std::string& in) {
-  if (argv.empty()) return Error{ErrorCode::kInternal, "empty argv", "process"};
-  std::array<int, 2> pin{-1, -1}, pout{-1, -1}, perr{-1, -1};
-  if (::pipe2(pin.data(), O_CLOEXEC) != 0 || ::pipe2(pout.data(), O_CLOEXEC) != 0 ||
-      ::pipe2(perr.data(), O_CLOEXEC) != 0) {
-    return Error{ErrorCode::kUnavailable, std::string("pipe: ") + std::strerror(errno), "process"};
-  }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, pin[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, pout[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, perr[1], 2);
-  std::vector<char*> args;
-  args.reserve(argv.size() + 1);
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = ::posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  for (int fd : {pin[0], pout[1], perr[1]}) ::close(fd);
-  if (rc != 0) {
-    for (int fd : {pin[1], pout[0], perr[0]}) ::close(fd);
-    return Error{ErrorCode::kUnavailable, "cannot run " + argv[0] + ": " + std::strerror(rc), "process"};
-  }
-  handoff::ProcessResult res;
-  size_t written = 0;
-  int to_child = pin[1];
-  if (in.empty()) {
-    ::close(to_child);
-    to_child = -1;
-  }
-  std::array<pollfd, 3> fds{};
-  bool out_open = true, err_open = true;
-  while (out_open || err_open || to_child >= 0) {
-    nfds_t n = 0;
-    if (out_open) fds[n++] = pollfd{pout[0], POLLIN, 0};
-    if (err_open) fds[n++] = pollfd{perr[0], POLLIN, 0};
-    if (to_child >= 0) fds[n++] = pollfd{to_child, POLLOUT, 0};
-    if (::poll(fds.data(), n, -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    for (nfds_t k = 0; k < n; ++k) {
-      if (fds[k].revents == 0) continue;
-      if (fds[k].fd == to_child) {
-        const ssize_t w = ::write(to_child, in.data() + written, in.size() - written);
-        if (w > 0) written += static_cast<size_t>(w);
-        if (w < 0 || written >= in.size()) {
-          ::close(to_child);
-          to_child = -1;
-        }
-        continue;
-      }
-      std::array<char, 4096> buf{};
-      const ssize_t r = ::read(fds[k].fd, buf.data(), buf.size());
-      std::string& dst = fds[k].fd == pout[0] ? res.out : res.err;
-      if (r <= 0) {
-        (fds[k].fd == pout[0] ? out_open : err_open) = false;
-        continue;
-      }
-      if (dst.size() < kMaxProcessOutputBytes) dst.append(buf.data(), static_cast<size_t>(r));
-    }
-  }
-  ::close(pout[0]);
-  ::close(perr[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  res.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  return res;
+  return handoff::run_process(argv, in);
 }
 
 int print_json(const Json& j) {

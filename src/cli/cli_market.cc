@@ -41,6 +41,10 @@ struct MarketCli {
   CLI::App* admin_init = nullptr;
   std::string init_data_dir;
   std::string init_database;
+  CLI::App* admin_deliver = nullptr;  // `admin deliver --once`: the outbox worker once, on the store itself
+  std::string deliver_data_dir;
+  std::string deliver_database;
+  bool deliver_once = false;
   // One entry per subcommand: what it sends, how it prints.
   struct Call {
     CLI::App* app = nullptr;
@@ -307,6 +311,11 @@ void add_market_commands(CLI::App& app) {
   st.admin_init = admin->add_subcommand("init", "Create the platform admin and print its token once");
   st.admin_init->add_option("--data-dir", st.init_data_dir, "Data directory (SQLite DIR/gpuplan.db)");
   st.admin_init->add_option("--database", st.init_database, "postgresql://... instead of a data directory");
+  st.admin_deliver = admin->add_subcommand(
+      "deliver", "Hand the outbox's due rows to their engines (Slurm on PATH) once, as the server does every second");
+  st.admin_deliver->add_option("--data-dir", st.deliver_data_dir, "Data directory (SQLite DIR/gpuplan.db)");
+  st.admin_deliver->add_option("--database", st.deliver_database, "postgresql://... instead of a data directory");
+  st.admin_deliver->add_flag("--once", st.deliver_once, "One pass (the only mode: the server runs the loop)");
 
   // nodes
   CLI::App* nodes = app.add_subcommand("nodes", "A provider's nodes in the market (needs --server)");
@@ -320,6 +329,10 @@ void add_market_commands(CLI::App& app) {
     auto& vcpus = integer();
     auto& ram = integer();
     auto& disk = integer();
+    auto& scheduler = str();
+    auto& partition = str();
+    auto& slurm_node = str();
+    auto& ssh = str();
     a->add_option("--name", name, "Node name (unique for the provider)")->required();
     a->add_option("--region", region, "Region, e.g. eu-west")->required();
     a->add_option("--interconnect", ic, "nvlink or pcie")->default_str("pcie");
@@ -327,12 +340,20 @@ void add_market_commands(CLI::App& app) {
     a->add_option("--vcpus", vcpus, "vCPUs");
     a->add_option("--ram-gb", ram, "RAM in GB");
     a->add_option("--disk-gb", disk, "Disk in GB");
+    a->add_option("--scheduler", scheduler, "Who runs its rentals: manual, slurm or kubernetes")->default_str("manual");
+    a->add_option("--slurm-partition", partition, "--scheduler slurm: the partition of its holding jobs");
+    a->add_option("--slurm-node", slurm_node, "--scheduler slurm: its NodeName in slurm.conf (default: --name)");
+    a->add_option("--ssh", ssh, "user@host:port its renters reach it at (rentals access)");
     add(
         a,
         [&]() -> Result<Json> {
           Json body{{"name", name},         {"region", region}, {"interconnect", ic.empty() ? "pcie" : ic},
                     {"vcpus", vcpus},       {"ram_gb", ram},    {"disk_gb", disk},
                     {"gpus", Json::array()}};
+          if (!scheduler.empty()) body["scheduler"] = scheduler;
+          if (!partition.empty()) body["slurm_partition"] = partition;
+          if (!slurm_node.empty()) body["slurm_node"] = slurm_node;
+          if (!ssh.empty()) body["ssh"] = ssh;
           for (const auto& g : gpus) {
             GPUPLAN_TRY(j, gpu_json(g));
             body["gpus"].push_back(j);
@@ -495,6 +516,20 @@ void add_market_commands(CLI::App& app) {
           },
           render_rental);
     }
+    CLI::App* ac = rentals->add_subcommand("access", "How to reach a rental: Slurm job and srun line, Pod, or SSH");
+    auto& aid = str();
+    ac->add_option("rental", aid, "Rental id")->required();
+    add(
+        ac, [&aid] { return call("GET", "/rentals/" + aid + "/access"); },
+        [](const Json& r) {
+          std::string out = s(r["rental_id"]) + " " + s(r["state"]) + " on " + s(r["kind"]);
+          if (r.contains("node") && r["node"].is_string()) out += " node " + s(r["node"]);
+          out += "\n";
+          for (const char* k : {"external_id", "command", "ssh", "namespace", "pod"}) {
+            if (r.contains(k) && r[k].is_string()) out += std::string("  ") + k + ": " + s(r[k]) + "\n";
+          }
+          return out;
+        });
     CLI::App* ev = rentals->add_subcommand("events", "A rental's history");
     auto& eid = str();
     ev->add_option("rental", eid, "Rental id")->required();
@@ -589,6 +624,7 @@ std::optional<Result<Json>> remote_command(std::string_view command, const Json&
 bool market_requested() {
   const MarketCli& st = state();
   if (st.admin_init && st.admin_init->parsed()) return true;
+  if (st.admin_deliver && st.admin_deliver->parsed()) return true;
   if (st.offers_list && st.offers_list->parsed() && !st.server.empty()) return true;
   for (const auto& c : st.calls) {
     if (c.app->parsed()) return true;
@@ -617,6 +653,26 @@ int run_market(const OutputFormat& fmt, const std::function<int(Error)>& report)
     } else {
       std::cout << "platform admin token (shown once; keep it):\n" << token->token << "\n";
     }
+    return 0;
+  }
+  if (st.admin_deliver && st.admin_deliver->parsed()) {
+    if (st.deliver_data_dir.empty() == st.deliver_database.empty()) {
+      return report(usage_error("admin deliver needs --data-dir DIR or --database postgresql://... (one)", "data-dir"));
+    }
+    auto db = market::open_store(st.deliver_database.empty() ? st.deliver_data_dir : st.deliver_database);
+    if (!db) return report(db.error());
+    market::MarketOptions options;
+    options.targets.push_back(std::shared_ptr<handoff::HandoffTarget>(handoff::make_slurm_target()));
+    auto m = market::Market::open(std::move(*db), nullptr, options);
+    if (!m) return report(m.error());
+    auto r = (*m)->deliver_outbox();
+    if (!r) return report(r.error());
+    const Json j{{"delivered", r->delivered},
+                 {"retried", r->retried},
+                 {"failed", r->failed},
+                 {"running", r->running},
+                 {"waiting", r->waiting}};
+    std::cout << (fmt.json ? j.dump(2) : j.dump()) << "\n";
     return 0;
   }
   if (st.offers_list && st.offers_list->parsed()) {

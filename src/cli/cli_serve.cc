@@ -27,6 +27,7 @@ struct ServeCommand {
 // The market's housekeeping (ends_at, credit limits) runs this often: a rental past its end is
 // terminated within this many seconds (billing stops at ends_at itself, not at the tick).
 constexpr std::chrono::seconds kMarketTickPeriod{5};
+constexpr std::chrono::seconds kOutboxPeriod{1};  // a reserved rental reaches its engine within about a second
 
 namespace {
 ServeCommand& serve_command() {
@@ -125,6 +126,9 @@ int run_serve(const Context& ctx) {
   }
   market::MarketOptions market_options;
   market_options.catalog = ctx.catalog;
+  // The outbox's engines: Slurm through sbatch/squeue/scancel on PATH (a row for a Slurm-managed node
+  // fails its attempts with "cannot run 'squeue'" where Slurm is not installed).
+  market_options.targets.push_back(std::shared_ptr<handoff::HandoffTarget>(handoff::make_slurm_target()));
   auto opened = market::Market::open(std::move(*db), nullptr, market_options);
   if (!opened) {
     std::cerr << "gpuplan: error: " << opened.error().message << "\n";
@@ -145,6 +149,15 @@ int run_serve(const Context& ctx) {
       lock.lock();
     }
   });
+  // The outbox worker (docs/market.md, "The outbox"): hands rentals to their engines every second.
+  std::thread outbox([&, m = options.market] {
+    std::unique_lock lock(mu);
+    while (!cv.wait_for(lock, kOutboxPeriod, [&] { return done; })) {
+      lock.unlock();
+      (void)m->deliver_outbox();  // a failure is retried at the next pass; rows keep their own backoff
+      lock.lock();
+    }
+  });
   const int rc = server::serve(ctx, options);
   {
     std::lock_guard lock(mu);
@@ -152,6 +165,7 @@ int run_serve(const Context& ctx) {
   }
   cv.notify_all();
   ticker.join();
+  outbox.join();
   return rc;
 }
 

@@ -994,6 +994,10 @@ struct Market::Impl {
     if (changed != 1) {
       return Error{ErrorCode::kPreconditionFailed, "rental " + r.id + " changed underneath; GET it again", "version"};
     }
+    if (to == RentalState::kStopped || to == RentalState::kTerminated || to == RentalState::kFailed) {
+      // What an engine runs for it goes too: a stop or delete row in this transaction (none for manual).
+      GPUPLAN_CHECK(internal::enqueue_undo(tx, r.id, to == RentalState::kStopped ? "stop" : "delete", t));
+    }
     if (is_final(to)) {
       // Its segments are closed for good: the charge is frozen, and the credit check sums it in SQL.
       GPUPLAN_TRY(us, usages(tx, "r.id = ?1", r.id, t));
@@ -1112,6 +1116,10 @@ struct Market::Impl {
     GPUPLAN_CHECK(claim(tx, rr.r, *ps, collision));
     failpoint("after_claims");
     GPUPLAN_CHECK(transition(tx, rr, RentalState::kReserved, actor, "placed"));
+    // A node with an engine (Slurm, Kubernetes): an outbox row in this transaction, delivered by
+    // deliver_outbox after it commits (market_outbox.cc). A manual node has nothing to deliver.
+    GPUPLAN_TRY(queued, internal::enqueue_apply(tx, rr.r, now()));
+    if (queued) return Status::Ok();
     if (options.handoff == Handoff::kImmediate) {
       GPUPLAN_CHECK(transition(tx, rr, RentalState::kStarting, "system", "hand-off: manual (immediate)"));
       GPUPLAN_CHECK(transition(tx, rr, RentalState::kRunning, "system", "hand-off: manual (immediate)"));
@@ -1472,7 +1480,8 @@ Result<std::vector<Node>> load_nodes(Tx& tx, const std::string& provider, const 
               tx.query("SELECT n.id, n.provider_id, n.name, n.region, n.interconnect, n.vcpus, n.ram_gb, n.disk_gb, "
                        "n.state, n.created_at, g.id, g.idx, g.uuid, g.catalog_id, g.mig_policy, "
                        "COALESCE(g.mig_layout, ''), g.mem_slices, (SELECT COUNT(*) FROM slice_claims c WHERE c.gpu_id "
-                       "= g.id) FROM nodes n JOIN gpus g ON g.node_id = n.id WHERE " +
+                       "= g.id), n.scheduler, COALESCE(n.slurm_partition, ''), COALESCE(n.slurm_node, ''), "
+                       "COALESCE(n.ssh, '') FROM nodes n JOIN gpus g ON g.node_id = n.id WHERE " +
                            where + " ORDER BY n.created_at, n.id, g.idx",
                        v));
   std::vector<Node> out;
@@ -1490,6 +1499,10 @@ Result<std::vector<Node>> load_nodes(Tx& tx, const std::string& provider, const 
       n.disk_gb = r.integer(7);
       n.state = stored_node_state(r.text(8));
       n.created_at_ms = r.integer(9);
+      n.scheduler = stored_word(parse_scheduler(r.text(18)), Scheduler::kManual);
+      n.slurm_partition = r.text(19);
+      n.slurm_node = r.text(20);
+      n.ssh = r.text(21);
       out.push_back(std::move(n));
     }
     NodeGpu g;
@@ -1536,6 +1549,14 @@ Result<Node> Market::add_node(const Principal& p, const NodeSpec& spec) {
     return limit_error(
         "a node has " + std::to_string(spec.gpus.size()) + " GPUs; the limit is " + std::to_string(kMaxGpusPerNode),
         "gpus");
+  }
+  if (spec.scheduler != Scheduler::kSlurm && (!spec.slurm_partition.empty() || !spec.slurm_node.empty())) {
+    return usage_error("slurm_partition and slurm_node are for a Slurm-managed node (scheduler: slurm)",
+                       spec.slurm_partition.empty() ? "slurm_node" : "slurm_partition");
+  }
+  for (const auto& [v, f] : {std::pair{&spec.slurm_partition, "slurm_partition"},
+                             std::pair{&spec.slurm_node, "slurm_node"}, std::pair{&spec.ssh, "ssh"}}) {
+    if (!v->empty()) GPUPLAN_CHECK(check_name(*v, f));
   }
   struct Resolved {
     std::string catalog_id;
@@ -1598,9 +1619,11 @@ Result<Node> Market::add_node(const Principal& p, const NodeSpec& spec) {
   Status s = with_tx(*impl_->db, TxMode::kWrite, [&](Tx& tx) -> Status {
     auto n = tx.exec(
         "INSERT INTO nodes (id, provider_id, name, region, interconnect, vcpus, ram_gb, disk_gb, state, "
-        "created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'ready', ?9)",
+        "created_at, scheduler, slurm_partition, slurm_node, ssh) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'ready', ?9, "
+        "?10, ?11, ?12, ?13)",
         params(node_id, p.tenant_id, spec.name, spec.region, std::string(to_string(spec.interconnect)), spec.vcpus,
-               spec.ram_gb, spec.disk_gb, now));
+               spec.ram_gb, spec.disk_gb, now, std::string(to_string(spec.scheduler)), opt_text(spec.slurm_partition),
+               opt_text(spec.slurm_node), opt_text(spec.ssh)));
     if (!n) {
       if (n.error().code == ErrorCode::kConflict) return conflict("you have a node named '" + spec.name + "'", "name");
       return n.error();
@@ -2224,6 +2247,7 @@ Status transition(Market::Impl& m, Tx& tx, std::string_view rental_id, RentalSta
   if (!rr) return rr.error();
   return m.transition(tx, *rr, to, "system", reason);
 }
+const MarketOptions& options(const Market::Impl& m) { return m.options; }
 }  // namespace internal
 
 }  // namespace gpuplan::market

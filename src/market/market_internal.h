@@ -34,5 +34,13 @@ std::string new_id(std::string_view prefix);                           // prefix
 Result<Rental> load_rental(Tx& tx, std::string_view rental_id);
 // THE transition function (Market::Impl::transition) on rental `rental_id`, actor "system".
 Status transition(Market::Impl& m, Tx& tx, std::string_view rental_id, RentalState to, const std::string& reason);
+const MarketOptions& options(const Market::Impl& m);
+
+// The outbox (market_outbox.cc). After `r` became reserved: an apply row when its node has an engine
+// (true), nothing for a manual node (false: the caller hands off at once).
+Result<bool> enqueue_apply(Tx& tx, const Rental& r, int64_t now_ms);
+// After rental `id` stopped ("stop") or ended ("delete"): a row that undoes its latest apply, if it had
+// one and no stop or delete of that generation is queued yet.
+Status enqueue_undo(Tx& tx, const std::string& rental_id, const std::string& action, int64_t now_ms);
 
 }  // namespace gpuplan::market::internal

@@ -47,6 +47,7 @@ std::string_view to_string(Interconnect v) { return name_of(kInterconnectWords, 
 std::string_view to_string(MigPolicy v) { return name_of(kMigPolicyWords, v, MigPolicy::kNone); }
 std::string_view to_string(NodeState v) { return name_of(kNodeStateWords, v, NodeState::kDraining); }
 std::string_view to_string(RentalState v) { return name_of(kRentalStateWords, v, RentalState::kFailed); }
+std::string_view to_string(Scheduler v) { return name_of(kSchedulerWords, v, Scheduler::kManual); }
 
 Result<TenantKind> parse_tenant_kind(std::string_view s, std::string_view field) {
   return parse_in<TenantKind>("tenant_kind", s, field);
@@ -58,6 +59,9 @@ Result<Interconnect> parse_interconnect(std::string_view s, std::string_view fie
 }
 Result<MigPolicy> parse_mig_policy(std::string_view s, std::string_view field) {
   return parse_in<MigPolicy>("mig_policy", s, field);
+}
+Result<Scheduler> parse_scheduler(std::string_view s, std::string_view field) {
+  return parse_in<Scheduler>("scheduler", s, field);
 }
 Result<RentalState> parse_rental_state(std::string_view s, std::string_view field) {
   return parse_in<RentalState>("rental_state", s, field);

@@ -87,9 +87,26 @@ Json node_json(const market::Node& n) {
               {"ram_gb", n.ram_gb},
               {"disk_gb", n.disk_gb},
               {"state", market::to_string(n.state)},
+              {"scheduler", market::to_string(n.scheduler)},
+              {"slurm_partition", j_str_or_null(n.slurm_partition)},
+              {"slurm_node", j_str_or_null(n.slurm_node)},
+              {"ssh", j_str_or_null(n.ssh)},
               {"live_rentals", n.live_rentals},
               {"gpus", std::move(gpus)},
               {"created_at_ms", n.created_at_ms}};
+}
+// GET /rentals/{id}/access: how the renter reaches what it rented (issue #15).
+Json access_json(const market::RentalAccess& a) {
+  return Json{{"rental_id", a.rental_id},
+              {"state", market::to_string(a.state)},
+              {"kind", a.access.kind},
+              {"node", j_str_or_null(a.node_name)},
+              {"generation", a.generation},
+              {"external_id", j_str_or_null(a.access.external_id)},
+              {"command", j_str_or_null(a.access.command)},
+              {"ssh", j_str_or_null(a.access.ssh)},
+              {"namespace", j_str_or_null(a.access.kube_namespace)},
+              {"pod", j_str_or_null(a.access.pod)}};
 }
 Json offer_json(const market::Offer& o) {
   return Json{{"id", o.id},
@@ -255,6 +272,15 @@ Result<market::NodeSpec> node_spec(const Json& body) {
   GPUPLAN_TRY(ram, req.whole("ram_gb"));
   GPUPLAN_TRY(disk, req.whole("disk_gb"));
   GPUPLAN_TRY(gpus, req.objects("gpus"));
+  GPUPLAN_TRY(sched, req.text("scheduler"));
+  GPUPLAN_TRY(scheduler, market::parse_scheduler(sched, "scheduler"));
+  GPUPLAN_TRY(partition, req.text("slurm_partition"));
+  GPUPLAN_TRY(slurm_node, req.text("slurm_node"));
+  GPUPLAN_TRY(ssh, req.text("ssh"));
+  spec.scheduler = scheduler;
+  spec.slurm_partition = partition;
+  spec.slurm_node = slurm_node;
+  spec.ssh = ssh;
   spec.name = name;
   spec.region = region;
   spec.interconnect = interconnect;
@@ -536,6 +562,7 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
     kStart,
     kDeleteRental,
     kEvents,
+    kAccess,
     kUsage
   };
   Op op = Op::kNone;
@@ -566,6 +593,7 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
       {root == "rentals" && n == 3 && segs[2] == "start", Op::kStart, "POST"},
       {root == "rentals" && n == 2, Op::kDeleteRental, "DELETE"},
       {root == "rentals" && n == 3 && segs[2] == "events", Op::kEvents, "GET"},
+      {root == "rentals" && n == 3 && segs[2] == "access", Op::kAccess, "GET"},
       {root == "usage" && n == 1, Op::kUsage, "GET"},
   };
   std::string allowed;
@@ -730,6 +758,8 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
     }
     case Op::kEvents:
       return answer(m.rental_events(p, segs[1]), 200, events_json);
+    case Op::kAccess:
+      return answer(m.rental_access(p, segs[1]), 200, access_json);
     case Op::kUsage:
       return answer(m.usage(p), 200, usage_json);
     case Op::kNone:
