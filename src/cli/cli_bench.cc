@@ -120,8 +120,9 @@ std::string render_bench(const Json& r, const Json&, const OutputFormat& fmt) {
     os << "\n";
   }
   const Json& k = c["conditions"];
+  const int others = k["other_processes"].get<int>();  // -1: NVML absent
   os << "Conditions: " << (k["shared"].get<bool>() ? "SHARED GPU" : "not shared") << ", other processes "
-     << k["other_processes"].get<int>();
+     << (others < 0 ? std::string("unknown") : std::to_string(others));
   if (k["sm_clock_mhz_median"].is_number())
     os << ", SM clock median " << fixed(k["sm_clock_mhz_median"].get<double>(), 0) << " MHz";
   if (k["temperature_c_max"].is_number()) os << ", max " << fixed(k["temperature_c_max"].get<double>(), 0) << " C";
@@ -129,7 +130,7 @@ std::string render_bench(const Json& r, const Json&, const OutputFormat& fmt) {
     os << ", power limit " << fixed(k["power_limit_watts"].get<double>(), 0) << " W";
   std::string throttle;
   for (const auto& t : k["throttle_reasons"]) throttle += (throttle.empty() ? "" : ", ") + t.get<std::string>();
-  os << ", throttling: " << (throttle.empty() ? "none" : throttle) << "\n";
+  os << ", throttling: " << (others < 0 ? "unknown" : throttle.empty() ? "none" : throttle) << "\n";
   for (const auto& f : k["features_off"]) os << "  not measured: " << f.get<std::string>() << "\n";
   rows.clear();
   bool blamed = false;
