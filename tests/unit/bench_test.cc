@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <set>
 
+#include "agent/nvml.h"
 #include "bench/bench_internal.h"
 #include "bench/fake_gpu.h"
 #include "bench/stopping.h"
@@ -372,6 +374,47 @@ TEST(BenchCuda, WithoutAGpuTheCudaBackendIsAClearError) {
   if (out.ok()) GTEST_SKIP() << "a CUDA GPU is here: BenchGpu.* measures it";
   EXPECT_EQ(out.error().code, ErrorCode::kUnavailable);
   EXPECT_FALSE(out.error().message.empty());
+}
+
+// The plugin built beside the CLI binary (GPUPLAN_CUDA found nvcc): it loads here, and with no GPU (or
+// no driver) answers an error value naming the CUDA call, never a crash.
+TEST(BenchCuda, ThePluginLoadsAndSaysWhyItCannotMeasure) {
+  std::string plugin = GPUPLAN_CLI_BINARY;
+  plugin = plugin.substr(0, plugin.rfind('/') + 1) + "libgpuplan_bench_cuda.so";
+  if (FILE* f = std::fopen(plugin.c_str(), "rb")) {
+    std::fclose(f);
+  } else {
+    GTEST_SKIP() << "no CUDA plugin in this build (no CUDA toolkit)";
+  }
+  ::setenv("GPUPLAN_BENCH_CUDA_PLUGIN", plugin.c_str(), 1);
+  device_access().store(true);
+  BenchOptions o;
+  o.budget_seconds = 1;
+  o.quick = true;
+  auto r = run_bench(catalog(), o);
+  device_access().store(false);
+  ::unsetenv("GPUPLAN_BENCH_CUDA_PLUGIN");
+  if (r.ok()) GTEST_SKIP() << "a CUDA GPU is here: BenchGpu.* measures it";
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(r.error().message.find("no CUDA GPU to measure: cuda"), std::string::npos) << r.error().message;
+}
+
+// The bench reads NVML through the agent's loader, which answers whitelisted names only (the stub
+// library of the agent's tests exports only NVML's core calls: the sensors are then unavailable).
+TEST(BenchNvml, TheLoaderAnswersWhitelistedReadCallsOnly) {
+  auto lib = agent::NvmlLibrary::open(GPUPLAN_NVML_STUB);
+  ASSERT_TRUE(lib.ok()) << lib.error().message;
+  EXPECT_NE((*lib)->symbol("nvmlInit_v2"), nullptr);
+  EXPECT_EQ((*lib)->symbol("nvmlDeviceSetPowerManagementLimit"), nullptr);    // not whitelisted
+  EXPECT_EQ((*lib)->symbol("nvmlDeviceGetTotalEnergyConsumption"), nullptr);  // whitelisted, not in the stub
+  for (std::string_view name : {"nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetClockInfo",
+                                "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetCurrentClocksEventReasons"}) {
+    const auto w = agent::nvml_whitelist();
+    EXPECT_NE(std::find(w.begin(), w.end(), name), w.end()) << name;
+  }
+  auto missing = agent::NvmlLibrary::open("/nonexistent/libnvidia-ml.so.1");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, ErrorCode::kUnavailable);
 }
 
 // The `gpu`-labelled ctest (tests/CMakeLists.txt): a quick real run that bench check must pass. Skipped
