@@ -182,6 +182,9 @@ Types types(Precision p) {
 class Cuda final : public BenchBackend {
  public:
   ~Cuda() override {
+    free_host(pinned_, true);
+    free_host(pageable_, false);
+    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
     release_pool();
     if (workspace_) cudaFree(workspace_);
     if (sink_) cudaFree(sink_);
@@ -315,27 +318,28 @@ class Cuda final : public BenchBackend {
     Timing t;
     if (bytes > cap_) return error(t, "transfer over the memory cap");
     if (std::string e = ensure_buffer(static_cast<size_t>(bytes)); !e.empty()) return error(t, e);
-    void* host = nullptr;
-    if (pinned) {
-      if (cudaMallocHost(&host, static_cast<size_t>(bytes)) != cudaSuccess) return error(t, "cudaMallocHost failed");
-    } else {
-      host = std::malloc(static_cast<size_t>(bytes));
-      if (host == nullptr) return error(t, "malloc of the pageable buffer failed");
+    // Host buffers are kept between calls (a 256 MiB cudaMallocHost takes tens of ms: budget, not work).
+    HostBuffer& hb = pinned ? pinned_ : pageable_;
+    if (hb.bytes < static_cast<size_t>(bytes)) {
+      free_host(hb, pinned);
+      void* p = nullptr;
+      if (pinned) {
+        if (cudaMallocHost(&p, static_cast<size_t>(bytes)) != cudaSuccess) return error(t, "cudaMallocHost failed");
+      } else {
+        p = std::malloc(static_cast<size_t>(bytes));
+        if (p == nullptr) return error(t, "malloc of the pageable buffer failed");
+      }
+      std::memset(p, 1, static_cast<size_t>(bytes));
+      hb = {p, static_cast<size_t>(bytes)};
     }
-    std::memset(host, 1, static_cast<size_t>(bytes));
+    void* host = hb.ptr;
     bool ok = cudaEventRecord(start_, stream_) == cudaSuccess;
     for (int r = 0; ok && r < reps; ++r) {
       ok = (h2d ? cudaMemcpyAsync(buffer_, host, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_)
                 : cudaMemcpyAsync(host, buffer_, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream_)) ==
            cudaSuccess;
     }
-    Timing out = ok ? finish(t) : error(t, "cudaMemcpyAsync failed");
-    if (pinned) {
-      cudaFreeHost(host);
-    } else {
-      std::free(host);
-    }
-    return out;
+    return ok ? finish(t) : error(t, "cudaMemcpyAsync failed");
   }
 
   Timing launch(bool graph, int launches) override {
@@ -371,6 +375,20 @@ class Cuda final : public BenchBackend {
 
  private:
   using Key = std::tuple<int, int64_t, int64_t, int64_t>;
+  struct HostBuffer {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  static void free_host(HostBuffer& b, bool pinned) {
+    if (b.ptr != nullptr) {
+      if (pinned) {
+        cudaFreeHost(b.ptr);
+      } else {
+        std::free(b.ptr);
+      }
+    }
+    b = {};
+  }
   struct Set {
     void* w = nullptr;  // n x k, stored k-major (column-major k x n, transposed: TN)
     void* x = nullptr;  // k x m
@@ -577,6 +595,7 @@ class Cuda final : public BenchBackend {
   void* buffer_ = nullptr;
   size_t buffer_bytes_ = 0;
   cudaGraphExec_t graph_exec_ = nullptr;
+  HostBuffer pinned_, pageable_;
   void* pool_ = nullptr;  // the operand sets, one allocation
   std::vector<Set> sets_;
   Key pool_key_{-1, 0, 0, 0};
