@@ -212,7 +212,7 @@ Sensors FakeGpu::sensors() {
   s.power_limit_watts = target_.tdp_w();
   s.sm_clock_mhz = kFakeBaseClockMhz * clock_share();
   s.temperature_c = kFakeTemperatureC + (clock_share() < 1 ? 30 : 0);
-  if (clock_share() < 1) s.throttle_reasons.push_back("sw_thermal_slowdown");
+  if (clock_share() < 1) s.throttle_reasons.emplace_back("sw_thermal_slowdown");
   s.other_processes = faults_.other_processes;
   return s;
 }
