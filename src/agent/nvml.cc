@@ -15,7 +15,7 @@ namespace {
 
 // Every NVML function the agent looks up: READ calls only (tests/unit/agent_test.cc checks that no name
 // sets, creates, destroys, resets or clears anything). The loader looks up nothing else.
-constexpr std::array<std::string_view, 14> kWhitelist = {
+constexpr std::array<std::string_view, 25> kWhitelist = {
     "nvmlInit_v2",
     "nvmlShutdown",
     "nvmlErrorString",
@@ -30,6 +30,18 @@ constexpr std::array<std::string_view, 14> kWhitelist = {
     "nvmlDeviceGetGpuInstanceProfileInfo",
     "nvmlDeviceGetGpuInstances",
     "nvmlGpuInstanceGetInfo",
+    // gpuplan bench's sensors (src/bench/nvml_sensors.cc, issue #16), read calls too:
+    "nvmlDeviceGetHandleByPciBusId_v2",
+    "nvmlDeviceGetTotalEnergyConsumption",
+    "nvmlDeviceGetPowerUsage",
+    "nvmlDeviceGetPowerManagementLimit",
+    "nvmlDeviceGetClockInfo",
+    "nvmlDeviceGetTemperature",
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetCurrentClocksThrottleReasons",
+    "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlDeviceGetCurrPcieLinkGeneration",
+    "nvmlDeviceGetCurrPcieLinkWidth",
 };
 
 // The calls of dynamic MIG, looked up only when the node's MIG policy is dynamic (MigWrites::kDynamic).
@@ -138,6 +150,25 @@ class DlopenNvml final : public NvmlBackend {
 
 std::span<const std::string_view> nvml_whitelist() { return kWhitelist; }
 std::span<const std::string_view> nvml_write_whitelist() { return kWriteWhitelist; }
+
+Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::open(const std::string& path) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    return Error{ErrorCode::kUnavailable, "cannot open " + path + (why ? std::string(": ") + why : std::string()),
+                 "nvml"};
+  }
+  return std::unique_ptr<NvmlLibrary>(new NvmlLibrary(handle));
+}
+
+NvmlLibrary::~NvmlLibrary() {
+  if (handle_ != nullptr) dlclose(handle_);
+}
+
+void* NvmlLibrary::symbol(std::string_view name) const {
+  if (std::find(kWhitelist.begin(), kWhitelist.end(), name) == kWhitelist.end()) return nullptr;
+  return dlsym(handle_, std::string(name).c_str());
+}
 
 std::string system_boot_id() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");

@@ -79,6 +79,21 @@ class NvmlBackend {
   virtual std::vector<std::string> looked_up() const = 0;
 };
 
+// NVML opened for another read-only reader (gpuplan bench's sensors, src/bench/): symbol() answers the
+// names of nvml_whitelist() only (nullptr for any other name, or a missing one).
+class NvmlLibrary {
+ public:
+  static Result<std::unique_ptr<NvmlLibrary>> open(const std::string& path = "libnvidia-ml.so.1");
+  ~NvmlLibrary();
+  NvmlLibrary(const NvmlLibrary&) = delete;
+  NvmlLibrary& operator=(const NvmlLibrary&) = delete;
+  void* symbol(std::string_view name) const;
+
+ private:
+  explicit NvmlLibrary(void* handle) : handle_(handle) {}
+  void* handle_;
+};
+
 // `spec`: "" or "nvml" -> dlopen("libnvidia-ml.so.1"); "nvml:PATH" -> dlopen(PATH) (the stub library of
 // the tests); "fake:FILE" -> the fake backend over the JSON fixture FILE.
 // `writes`: kDynamic also looks up nvml_write_whitelist() (a missing one makes create/destroy kUnavailable).

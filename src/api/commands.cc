@@ -7,6 +7,11 @@
 
 namespace gpuplan {
 
+namespace api {
+// bench_commands.cc (issue #16); declared here, not in commands.h, which every command family includes.
+void register_bench_commands(CommandTable& table);
+}  // namespace api
+
 namespace {
 const api::CommandTable& table() {
   static const api::CommandTable commands = [] {
@@ -20,6 +25,7 @@ const api::CommandTable& table() {
     api::register_perf_commands(t);
     api::register_model_commands(t);
     api::register_vocabulary_commands(t);
+    api::register_bench_commands(t);
     return t;
   }();
   return commands;

@@ -10,6 +10,15 @@
 
 namespace gpuplan::cli {
 
+// bench (cli_bench.cc, issue #16): SIGINT handling, the table, the --out file (bench_status writes it), and
+// bench check's exit 14 when the file fails. Declared here, the one place that uses them.
+Result<Json> prepare_bench(Json request);
+std::string render_bench(const Json& result, const Json& request, const OutputFormat& fmt);
+int bench_status(const Json& result);
+std::string render_bench_check(const Json& result, const Json& request, const OutputFormat& fmt);
+int bench_check_status(const Json& result);
+Result<Json> prepare_bench_check(Json request);
+
 namespace {
 
 // The CLI's group words: `gpuplan mig` alone lists its subcommands. Not library commands, so their
@@ -42,6 +51,13 @@ constexpr CommandRow kCommandRows[] = {
     {.path = "plan", .command = "plan", .render = render_plan, .prepare = read_model_file},
     {.path = "models list", .command = "models.list", .render = render_models_list},
     {.path = "vocabulary", .command = "vocabulary", .render = render_vocabulary},
+    // `bench` runs alone and is the group of `bench check` (main runs the deepest parsed command).
+    {.path = "bench", .command = "bench", .render = render_bench, .prepare = prepare_bench, .status = bench_status},
+    {.path = "bench check",
+     .command = "bench.check",
+     .render = render_bench_check,
+     .prepare = prepare_bench_check,
+     .status = bench_check_status},
     // The market's commands (admin, nodes, offers create|delete and `offers list --server`, rent,
     // rentals, usage, tenants, tokens) are an HTTP client of `gpuplan serve` (cli_market.cc): their
     // options are the market's JSON bodies, not data/options.yaml's request keys, and they run without a

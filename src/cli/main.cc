@@ -68,7 +68,8 @@ int run(int argc, char** argv) {
   if (cli::serve_requested()) return cli::run_serve(ctx);
 
   for (const auto& c : commands) {
-    if (!c->app->parsed()) continue;
+    // The deepest parsed command: `bench check` rather than its parent `bench`.
+    if (!c->app->parsed() || !c->app->get_subcommands().empty()) continue;
     auto built = c->request();
     if (!built) return report(built.error());
     Json request = std::move(built).value();

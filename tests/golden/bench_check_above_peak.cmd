@@ -1,0 +1,1 @@
+bench check tests/data/bench/above_peak.json
