@@ -137,6 +137,12 @@ struct PerfRun {
   bool fsdp = false;                // FSDP full shard (as ZeRO-3)
   bool cuda_graphs = true;          // decode steps replayed as CUDA graphs
   double trainable_parameters = 0;  // LoRA/QLoRA: adapter parameters (0 = a rough 1% of the weights)
+
+  // llama.cpp: a quantized matmul of more rows than this dequantizes its weights to an fp16 copy and
+  // runs FP16 cuBLAS on it (builds before MMQ became the default, GPUs without int8 tensor cores); 0 = never.
+  double cublas_above_rows = 0;
+  // Prompt tokens per forward pass (llama.cpp's micro-batch); 0 = the whole prompt in one pass.
+  double prefill_chunk_tokens = 0;
 };
 
 // The lengths the performance model reads for inference: at least one prompt and one generated token.

@@ -37,6 +37,45 @@ inline constexpr double kGemmFp8PeakFraction = 0.77;
 // about half the dense rate once compute-bound (Frantar et al. 2024, "MARLIN", Fig. 1: ~fp16 speed only
 // with Marlin; AWQ/exllama kernels at 0.3-0.6 of cuBLAS fp16 for batch >= 64).
 inline constexpr double kDequantGemmFraction = 0.55;
+// --- llama.cpp kernels (ggml-cuda) -------------------------------------------------------------------
+// Which matmul ggml-cuda runs for a quantized GGUF matrix times `rows` activation rows:
+// - rows <= 8: MMVQ, a matrix-vector kernel over the quantized blocks (mmvq.cu, MMVQ_MAX_BATCH_SIZE 8):
+//   memory-bound, the roofline's GEMV side.
+// - current builds, GPUs with int8 tensor cores (Turing and later): MMQ on int8 MMA for every larger row
+//   count (mmq.cu, ggml_cuda_should_use_mmq: `if (turing_mma_available(cc)) return true;`). MMQ became the
+//   default instead of FP16 cuBLAS in PR #8075 (2024-06-23, "use MMQ instead of cuBLAS by default"). Its
+//   tensor-core work is int8 (mma m16n8k32 s8), with the blocks unpacked and their scales applied in the
+//   loop: the int8 rate at kGemmFp8PeakFraction x kDequantGemmFraction.
+// - GPUs with FP16 tensor cores but no int8 MMA (Volta): MMQ on dp4a below MMQ_DP4A_MAX_BATCH_SIZE = 64
+//   rows (mmq.cuh), else the weights are dequantized to an fp16 copy and FP16 cuBLAS multiplies it.
+// - builds before PR #8075, any GPU with FP16 tensor cores: above MMQ_MAX_BATCH_SIZE = 32 rows
+//   (ggml-cuda.cu of early 2024: "max batch size to use MMQ kernels when tensor cores are available"),
+//   the same dequantize + FP16 cuBLAS path (ggml_cuda_op_mul_mat_cublas: to_fp16_cuda(src0) into a pool
+//   buffer, then cublasGemmEx), on every call, so once per matrix per micro-batch.
+inline constexpr double kLlamaCppCublasAboveRowsOld = 32;
+inline constexpr double kLlamaCppCublasAboveRowsDp4a = 64;
+// The fp16 copy the dequantize kernel writes per weight (to_fp16_cuda), read back by cuBLAS.
+inline constexpr double kDequantCopyBytesPerWeight = 2;
+// llama.cpp splits a prompt into micro-batches of n_ubatch = 512 tokens (common.h default; llama-bench's
+// default -ub 512; before n_ubatch existed, PR #6017 of 2024-03, n_batch = 512 played that part): each is
+// one forward pass, and every matmul runs once per micro-batch.
+inline constexpr double kLlamaCppUbatchTokens = 512;
+// Without CUDA graphs a native C++ engine launches each kernel from the host: cudaLaunchKernel plus
+// ggml's per-node work. Two measurements of the same change (CUDA graphs, llama.cpp PR #6766) give the
+// host cost per kernel that the graph removes, at 14 kernels per layer (kKernelsPerLayerLlamaCpp): RTX
+// 4090, Llama-2-7B Q4_0, 138.31 -> 146.81 tokens/s: 0.42 ms per token over 32 x 14 kernels = 0.9 us
+// (PR #6766, JohannesGaessler's table); H100 PCIe, Llama-2-7B Q4_K_M, 143.35 -> 163.83 tokens/s: 0.87 ms
+// = 1.9 us (issue #6763, NVIDIA's description). 1.4 us: their mean.
+inline constexpr double kNativeLaunchSeconds = 1.4e-6;
+// --- engine versions -------------------------------------------------------------------------------
+// llama.cpp builds are named by date (`--engine llama.cpp@2024-01-10`); a change applies from the day
+// its pull request was merged (github.com/ggml-org/llama.cpp):
+// - CUDA graphs for batch-1 decode: PR #6766, merged in early May 2024 (PR #7302 of 2024-05-15 already
+//   fixes its graphs being disabled for long prompts); 2024-05-08.
+// - MMQ instead of FP16 cuBLAS by default on int8-tensor-core GPUs: PR #8075, opened 2024-06-23 and merged
+//   by 2024-06-25 (PR #8115 of that day documents it as merged); 2024-06-24.
+inline constexpr EngineVersion kLlamaCppCudaGraphsSince{{2024, 5, 8}, true, 3, '-'};
+inline constexpr EngineVersion kLlamaCppMmqDefaultSince{{2024, 6, 24}, true, 3, '-'};
 // --- attention -------------------------------------------------------------------------------------
 // FlashAttention-2 reaches 50-73% of A100 peak forward and 35-63% backward (Dao 2023, arXiv 2307.08691,
 // Sec. 4.1); FlashAttention-3 ~75% forward on H100. 0.55 is the middle of the FA2 range.
