@@ -41,6 +41,7 @@ enum class Engine {
   kMegatron,
   kTensorrtLlm,
   kExllama,
+  kTorchCompile,  // compiled PyTorch: torch.compile reduce-overhead + static KV cache (gpt-fast, torchchat)
   kAuto
 };
 // A version of an engine, `--engine NAME@VERSION`: up to three numbers separated by '.' or '-', a release

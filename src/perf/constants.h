@@ -67,6 +67,27 @@ inline constexpr double kLlamaCppUbatchTokens = 512;
 // (PR #6766, JohannesGaessler's table); H100 PCIe, Llama-2-7B Q4_K_M, 143.35 -> 163.83 tokens/s: 0.87 ms
 // = 1.9 us (issue #6763, NVIDIA's description). 1.4 us: their mean.
 inline constexpr double kNativeLaunchSeconds = 1.4e-6;
+// --- bitsandbytes (eager transformers, issue #17 mechanism 4) ----------------------------------------
+// 4-bit NF4/FP4 (with or without double quantization), bitsandbytes/autograd/_functions.py matmul_4bit:
+// an input of ONE row (`A.numel() == A.shape[-1]` and no grad) runs F.gemv_4bit over the packed weights
+// (memory bound: the roofline's GEMV side at the 4-bit bytes); any other input runs MatMul4Bit.forward,
+// `linear(A, F.dequantize_4bit(B, quant_state).to(A.dtype).t())`: on every call a dequantize kernel reads
+// the packed weights and writes a 16-bit copy (kDequantCopyBytesPerWeight), which cuBLAS then multiplies
+// at the dense 16-bit rate. Prompts and decode batches above one sequence take that path.
+inline constexpr double kBnb4bitGemvMaxRows = 1;
+// LLM.int8() inference (MatMul8bitLt.forward with threshold 6.0, transformers' llm_int8_threshold
+// default): besides the int8 GEMM on int8 tensor cores (F.igemmlt, Turing and later: supports_igemmlt),
+// every linear call launches from Python: double_quant of the input (col/row absmax, quantize, the COO
+// outlier tensor: ~4), torch.unique of the outlier columns (~3, with a host sync), extract_outliers, the
+// outlier weights' scale, /127, transpose-copy and cast (4), two index writes zeroing outlier columns,
+// the gather of outlier inputs, the col32 transform, mm_dequant, the fp16 outlier matmul and its add,
+// the output clone: about 20 kernels more than a plain linear.
+inline constexpr double kLlmInt8ExtraKernelsPerLinear = 20;
+// Linear modules per transformer layer in transformers' modeling code (each a separate call to
+// bitsandbytes): q, k, v, o projections, and gate, up, down of a gated MLP (fc1, fc2 of a plain one).
+inline constexpr double kAttentionLinears = 4;
+inline constexpr double kGatedMlpLinears = 3;
+inline constexpr double kPlainMlpLinears = 2;
 // --- engine versions -------------------------------------------------------------------------------
 // llama.cpp builds are named by date (`--engine llama.cpp@2024-01-10`); a change applies from the day
 // its pull request was merged (github.com/ggml-org/llama.cpp):
@@ -126,6 +147,17 @@ inline constexpr double kStepSecondsTgi = 1.5e-3;
 inline constexpr double kStepSecondsTensorrtLlm = 0.2e-3;
 inline constexpr double kStepSecondsNative = 0.3e-3;  // llama.cpp, ExLlamaV2
 inline constexpr double kStepSecondsEager = 1.0e-3;   // transformers, PyTorch, DeepSpeed, Megatron
+// Compiled PyTorch (torch.compile mode="reduce-overhead", fullgraph; gpt-fast generate.py decode_one_token,
+// torchchat, transformers' StaticCache + compiled forward): inductor fuses every point-wise op of a layer into
+// the kernel beside it and the whole decode step, sampling included, is replayed as one CUDA graph, so
+// per-token host work is the Python loop around the graph (gpt-fast decode_n_tokens: replay, append, no
+// host sync). Kernels per layer, from gpt-fast model.py TransformerBlock.forward: fused RMSNorm, wqkv
+// matmul, fused rotary + KV cache index_copy, scaled_dot_product_attention, wo matmul, fused residual add
+// + RMSNorm, w1 and w3 matmuls, fused silu x mul, w2 matmul: 10, a serving engine's count
+// (kKernelsPerLayerServing). Host work: a C++-like loop with no per-kernel launches, as llama.cpp's
+// (kStepSecondsNative); not fitted to a row.
+inline constexpr double kKernelsPerLayerCompiled = kKernelsPerLayerServing;
+inline constexpr double kStepSecondsCompiled = kStepSecondsNative;
 // What the performance model knows of each engine: a column per figure (the constants above, with their
 // reasons and sources), a row per Engine, in the enum's order (the vocabulary's engine table,
 // fit/vocabulary.cc; a static_assert below checks it). A new engine is one row here and one there.
@@ -156,6 +188,8 @@ inline constexpr EnginePerf kEnginePerfTable[] = {
     {Engine::kMegatron, kKernelsPerLayerMegatron, kStepSecondsEager, true, true, false, true},
     {Engine::kTensorrtLlm, kKernelsPerLayerTensorrtLlm, kStepSecondsTensorrtLlm, true, true, false, true},
     {Engine::kExllama, kKernelsPerLayerServing, kStepSecondsNative, true, false, false, true},
+    // torch.compile: inductor-fused element-wise kernels, the decode step as one CUDA graph.
+    {Engine::kTorchCompile, kKernelsPerLayerCompiled, kStepSecondsCompiled, true, false, false, true},
     // "auto", the tuned engine: a serving engine's kernels and vLLM's host work.
     {Engine::kAuto, kKernelsPerLayerServing, kStepSecondsVllm, true, false, false, true},
 };

@@ -284,12 +284,23 @@ TokenCosts token_costs(const PerfArch& a, const Workload& w, const PerfRun& run,
   // fp16 copy (read the quantized bytes, write 2 bytes per weight), then multiplied at the dense rate.
   const bool cublas_copy = run.cublas_above_rows > 0 && tokens > run.cublas_above_rows;
   const double rate = cublas_copy ? r.dense_gemm_flops : r.gemm_flops;
-  add_roof(tc.gemm, gemm_time(r, rows, sh.qkv, ab, rate));
-  add_roof(tc.gemm, gemm_time(r, rows, sh.out, ab, rate));
-  if (sh.mlp) {
-    add_roof(tc.gemm, gemm_time(r, rows, sh.up, ab, rate));
-    add_roof(tc.gemm, gemm_time(r, rows, sh.down, ab, rate));
+  // cuBLAS reads the 16-bit copy, not the packed weights.
+  const GemmShape* lin[] = {&sh.qkv, &sh.out, &sh.up, &sh.down};
+  GemmShape copy[std::size(lin)];
+  if (cublas_copy) {
+    for (size_t i = 0; i < std::size(lin); ++i) {
+      copy[i] = gemm_shape(lin[i]->n, lin[i]->k, kDequantCopyBytesPerWeight);
+      lin[i] = &copy[i];
+    }
   }
+  add_roof(tc.gemm, gemm_time(r, rows, *lin[0], ab, rate));
+  add_roof(tc.gemm, gemm_time(r, rows, *lin[1], ab, rate));
+  if (sh.mlp) {
+    add_roof(tc.gemm, gemm_time(r, rows, *lin[2], ab, rate));
+    add_roof(tc.gemm, gemm_time(r, rows, *lin[3], ab, rate));
+  }
+  // Per call: one dequantize kernel per linear on the copy path, and LLM.int8's decomposition kernels.
+  tc.gemm.overhead += ((cublas_copy ? run.linears_per_layer : 0.0) + run.extra_kernels_per_layer) * r.kernel_seconds;
   if (sh.experts) {
     const double e = dbl(a.experts), k = dbl(a.experts_per_token);
     add_roof(tc.gemm, gemm_time(r, rows, sh.router, ab, r.head_flops));
@@ -680,7 +691,13 @@ PerfWeights perf_weights(WeightFormat format, const Model& model, const PerfDevi
       pw.compute = engine_perf(engine).int8_block_matmul && device.peak(Precision::kInt8) > 0 ? Precision::kInt8 : half;
       pw.dequantize = true;
       break;
-    default:  // weight-only int8, LLM.int8, GPTQ, AWQ, NF4, FP4: dequantize to 16 bits inside the matmul
+    case WeightFormat::kLlmInt8:
+      // LLM.int8() multiplies int8 weights by the int8-quantized input on int8 tensor cores (F.igemmlt) and
+      // scales the int32 result after (mm_dequant); without int8 MMA it casts the weights to 16 bits.
+      pw.compute = device.peak(Precision::kInt8) > 0 ? Precision::kInt8 : half;
+      pw.dequantize = device.peak(Precision::kInt8) <= 0;
+      break;
+    default:  // weight-only int8, GPTQ, AWQ, NF4, FP4: dequantize to 16 bits inside the matmul
       pw.compute = half;
       pw.dequantize = true;
       break;

@@ -108,6 +108,26 @@ PerfRun run_for(const PerfSetup& s, const PerfDevice& device, int count) {
     }
     w.prefill_chunk_tokens = kLlamaCppUbatchTokens;
   }
+  const double linears =
+      kAttentionLinears + (s.arch.gated_mlp ? kGatedMlpLinears : kPlainMlpLinears);  // transformers' modules
+  if (s.workload.task == Task::kInfer && !s.arch.cnn && s.workload.engine != Engine::kLlamaCpp) {
+    // bitsandbytes in inference (constants.h, "bitsandbytes"): 4-bit dequantizes to a 16-bit copy above
+    // one row; LLM.int8 decomposes every call. (QLoRA training has its own dequantize cost.)
+    switch (s.workload.weights) {
+      case WeightFormat::kNf4:
+      case WeightFormat::kNf4Dq:
+      case WeightFormat::kFp4:
+      case WeightFormat::kFp4Dq:
+        w.cublas_above_rows = kBnb4bitGemvMaxRows;
+        w.linears_per_layer = linears;
+        break;
+      case WeightFormat::kLlmInt8:
+        w.extra_kernels_per_layer = linears * kLlmInt8ExtraKernelsPerLinear;
+        break;
+      default:
+        break;
+    }
+  }
   if (w.dp <= 0) w.dp = std::max(1, count / std::max(1, s.workload.tp * s.workload.pp));
   return w;
 }
