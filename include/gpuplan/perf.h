@@ -137,6 +137,17 @@ struct PerfRun {
   bool fsdp = false;                // FSDP full shard (as ZeRO-3)
   bool cuda_graphs = true;          // decode steps replayed as CUDA graphs
   double trainable_parameters = 0;  // LoRA/QLoRA: adapter parameters (0 = a rough 1% of the weights)
+
+  // A quantized matmul of more rows than this dequantizes its weights to a 16-bit copy and runs 16-bit
+  // cuBLAS on it: llama.cpp builds before MMQ became the default and GPUs without int8 tensor cores;
+  // bitsandbytes 4-bit above one row; 0 = never.
+  double cublas_above_rows = 0;
+  // Prompt tokens per forward pass (llama.cpp's micro-batch); 0 = the whole prompt in one pass.
+  double prefill_chunk_tokens = 0;
+  // Linear modules per layer (a dequantize kernel each on the cuBLAS-copy path above; 0 = none counted).
+  double linears_per_layer = 0;
+  // Kernels per layer launched beside the matmuls on every call (bitsandbytes LLM.int8's decomposition).
+  double extra_kernels_per_layer = 0;
 };
 
 // The lengths the performance model reads for inference: at least one prompt and one generated token.

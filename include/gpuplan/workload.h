@@ -5,6 +5,8 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <compare>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -39,8 +41,29 @@ enum class Engine {
   kMegatron,
   kTensorrtLlm,
   kExllama,
+  kTorchCompile,  // compiled PyTorch: torch.compile reduce-overhead + static KV cache (gpt-fast, torchchat)
   kAuto
 };
+// A version of an engine, `--engine NAME@VERSION`: up to three numbers separated by '.' or '-', a release
+// (vllm@0.6.3, tensorrt-llm@0.5) or a build date (llama.cpp@2024-01-10; a month alone, 2024-05, means its
+// start). Unset: the engine's current release. The performance model keeps per-version differences where a
+// source documents them (src/perf/constants.h, docs/model.md "Engine versions").
+struct EngineVersion {
+  std::array<int, 3> parts{};  // missing parts are 0
+  bool given = false;
+  int count = 0;         // parts written (1-3), to print the version back as given
+  char separator = '.';  // '.' or '-', as written
+  // Ordered by parts only.
+  friend constexpr auto operator<=>(const EngineVersion& a, const EngineVersion& b) { return a.parts <=> b.parts; }
+  friend constexpr bool operator==(const EngineVersion& a, const EngineVersion& b) { return a.parts == b.parts; }
+};
+// True when `v` was named and is older than `since` (the first version with a change).
+constexpr bool version_before(const EngineVersion& v, const EngineVersion& since) { return v.given && v < since; }
+// "2024-01-10" / "0.6.3"; the parts given, at most three numbers of at most kEngineVersionPartMax each.
+inline constexpr int kEngineVersionPartMax = 99999;
+Result<EngineVersion> parse_engine_version(std::string_view text);
+std::string engine_version_text(const EngineVersion& v);
+
 // Automatic mixed precision over fp32 weights (Workload::amp).
 enum class Amp { kNone, kBf16, kFp16 };
 
@@ -101,6 +124,7 @@ struct Workload {
   double lora_dropout = 0;                  // PEFT's default 0: nn.Identity, no copies
   uint32_t lora_targets = kLoraQ | kLoraV;  // PEFT's default for Llama-style models
   Engine engine = Engine::kTransformers;
+  EngineVersion engine_version;  // `--engine NAME@VERSION`; unset = the current release
   // Automatic mixed precision (torch.autocast, HF Trainer bf16=True / fp16=True) over fp32 weights:
   // matmuls run in 16 bits on cast copies of the weights; weights, gradients and optimizer stay fp32.
   Amp amp = Amp::kNone;

@@ -89,7 +89,23 @@ Json property_schema(const OptionSpec& o, bool strict) {
       break;
     case OptionType::kEnum: {
       s["type"] = "string";
-      if (auto words = option_words(o); words && !words->empty()) s["enum"] = *words;
+      auto words = option_words(o);
+      if (words && !words->empty() && o.vocabulary == "engine") {
+        // NAME@VERSION (src/fit/workload.cc, parse_engine_version): a word of the vocabulary, or one with a
+        // release or build date of one to three numbers separated by '.' or '-'.
+        std::string names;
+        for (const auto& word : *words) {
+          for (const char ch : word) {
+            if (ch == '.' || ch == '-' || ch == '+') names += '\\';
+            names += ch;
+          }
+          names += '|';
+        }
+        names.pop_back();
+        s["pattern"] = "^(" + names + ")(@[0-9]{1,5}([.-][0-9]{1,5}){0,2})?$";
+      } else if (words && !words->empty()) {
+        s["enum"] = *words;
+      }
       if (o.max_length > 0) s["maxLength"] = o.max_length;
       break;
     }

@@ -69,6 +69,14 @@ constexpr EngineRow kEngineTable[] = {
      "ExLlamaV2 GPTQ/EXL2 inference; memory and rules of transformers",
      {E::kTransformers, E::kTransformers, E::kTransformers},
      E::kExllama},
+    // Compiled PyTorch decodes from a static KV cache as plain PyTorch allocates it: PyTorch's memory and rules.
+    {"torch-compile",
+     "gpt-fast torchchat compiled",
+     "compiled PyTorch: torch.compile mode reduce-overhead (the decode step as one CUDA graph, fused "
+     "element-wise kernels), static KV cache: gpt-fast, torchchat, transformers' static cache; memory and rules "
+     "of pytorch",
+     {E::kPytorch, E::kPytorch, E::kPytorch},
+     E::kTorchCompile},
     // "auto": the perf model's tuned engine. Inference runs as a tuned serving engine (vLLM's refusal
     // rules, max_num_seqs), training as PyTorch; both are sized with the transformers memory profile.
     {"auto",

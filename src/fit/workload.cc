@@ -32,6 +32,46 @@ Result<uint32_t> parse_lora_targets(const Request& req) {
 
 }  // namespace
 
+Result<EngineVersion> parse_engine_version(std::string_view text) {
+  const auto bad = [&] {
+    return usage_error("engine version '" + std::string(text) +
+                           "' must be one to three numbers separated by '.' or '-' (a release such as vllm@0.6.3, "
+                           "or a build date such as llama.cpp@2024-01-10), each at most " +
+                           std::to_string(kEngineVersionPartMax),
+                       "engine");
+  };
+  EngineVersion v;
+  v.given = true;
+  size_t i = text.size() > 1 && (text[0] == 'v' || text[0] == 'V') ? 1 : 0;  // "v0.6" reads as "0.6"
+  while (true) {
+    if (v.count == static_cast<int>(v.parts.size()) || i >= text.size()) return bad();
+    long long part = 0;
+    const size_t start = i;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])) && i - start < 6) {
+      part = part * 10 + (text[i] - '0');
+      ++i;
+    }
+    if (i == start || part > kEngineVersionPartMax) return bad();
+    v.parts[static_cast<size_t>(v.count++)] = static_cast<int>(part);
+    if (i == text.size()) return v;
+    if (text[i] != '.' && text[i] != '-') return bad();
+    if (v.count > 1 && text[i] != v.separator) return bad();  // one separator throughout
+    v.separator = text[i++];
+  }
+}
+
+std::string engine_version_text(const EngineVersion& v) {
+  if (!v.given) return "";
+  std::string s;
+  for (int k = 0; k < v.count; ++k) {
+    if (k > 0) s += v.separator;
+    const std::string part = std::to_string(v.parts[static_cast<size_t>(k)]);
+    // Dates keep their two-digit months and days (2024-01-10).
+    s += (v.separator == '-' && k > 0 && part.size() < 2 ? "0" : "") + part;
+  }
+  return s;
+}
+
 int Workload::data_parallel() const { return std::max(1, gpus() / std::max(1, tp * pp)); }
 
 const std::vector<std::string_view>& workload_keys() {
@@ -156,8 +196,14 @@ Status read_training_and_engine(const Request& req, Workload& w) {
     w.checkpointing = v;
   }
   GPUPLAN_TRY(engine, req.text("engine"));
-  GPUPLAN_TRY(e, parse_engine(engine));
+  // NAME@VERSION: the name is a word of the engine vocabulary, the version a release or build date.
+  const size_t at = engine.find('@');
+  GPUPLAN_TRY(e, parse_engine(std::string_view(engine).substr(0, at)));
   w.engine = e;
+  if (at != std::string::npos) {
+    GPUPLAN_TRY(version, parse_engine_version(std::string_view(engine).substr(at + 1)));
+    w.engine_version = version;
+  }
   GPUPLAN_TRY(targets, parse_lora_targets(req));
   w.lora_targets = targets;
   GPUPLAN_TRY(flash, req.boolean("flash_attention"));
@@ -221,7 +267,9 @@ Json workload_json(const Workload& w) {
   j["tp"] = w.tp;
   j["pp"] = w.pp;
   j["count"] = w.gpus();
-  j["engine"] = engine_name(w.engine);
+  j["engine"] = w.engine_version.given
+                    ? std::string(engine_name(w.engine)) + "@" + engine_version_text(w.engine_version)
+                    : std::string(engine_name(w.engine));
   if (w.task != Task::kInfer) {
     j["optimizer"] = optimizer_name(w.optimizer);
     j["zero"] = w.zero;

@@ -37,6 +37,66 @@ inline constexpr double kGemmFp8PeakFraction = 0.77;
 // about half the dense rate once compute-bound (Frantar et al. 2024, "MARLIN", Fig. 1: ~fp16 speed only
 // with Marlin; AWQ/exllama kernels at 0.3-0.6 of cuBLAS fp16 for batch >= 64).
 inline constexpr double kDequantGemmFraction = 0.55;
+// --- llama.cpp kernels (ggml-cuda) -------------------------------------------------------------------
+// Which matmul ggml-cuda runs for a quantized GGUF matrix times `rows` activation rows:
+// - rows <= 8: MMVQ, a matrix-vector kernel over the quantized blocks (mmvq.cu, MMVQ_MAX_BATCH_SIZE 8):
+//   memory-bound, the roofline's GEMV side.
+// - current builds, GPUs with int8 tensor cores (Turing and later): MMQ on int8 MMA for every larger row
+//   count (mmq.cu, ggml_cuda_should_use_mmq: `if (turing_mma_available(cc)) return true;`). MMQ became the
+//   default instead of FP16 cuBLAS in PR #8075 (2024-06-23, "use MMQ instead of cuBLAS by default"). Its
+//   tensor-core work is int8 (mma m16n8k32 s8), with the blocks unpacked and their scales applied in the
+//   loop: the int8 rate at kGemmFp8PeakFraction x kDequantGemmFraction.
+// - GPUs with FP16 tensor cores but no int8 MMA (Volta): MMQ on dp4a below MMQ_DP4A_MAX_BATCH_SIZE = 64
+//   rows (mmq.cuh), else the weights are dequantized to an fp16 copy and FP16 cuBLAS multiplies it.
+// - builds before PR #8075, any GPU with FP16 tensor cores: above MMQ_MAX_BATCH_SIZE = 32 rows
+//   (ggml-cuda.cu of early 2024: "max batch size to use MMQ kernels when tensor cores are available"),
+//   the same dequantize + FP16 cuBLAS path (ggml_cuda_op_mul_mat_cublas: to_fp16_cuda(src0) into a pool
+//   buffer, then cublasGemmEx), on every call, so once per matrix per micro-batch.
+inline constexpr double kLlamaCppCublasAboveRowsOld = 32;
+inline constexpr double kLlamaCppCublasAboveRowsDp4a = 64;
+// The fp16 copy the dequantize kernel writes per weight (to_fp16_cuda), read back by cuBLAS.
+inline constexpr double kDequantCopyBytesPerWeight = 2;
+// llama.cpp splits a prompt into micro-batches of n_ubatch = 512 tokens (common.h default; llama-bench's
+// default -ub 512; before n_ubatch existed, PR #6017 of 2024-03, n_batch = 512 played that part): each is
+// one forward pass, and every matmul runs once per micro-batch.
+inline constexpr double kLlamaCppUbatchTokens = 512;
+// Without CUDA graphs a native C++ engine launches each kernel from the host: cudaLaunchKernel plus
+// ggml's per-node work. Two measurements of the same change (CUDA graphs, llama.cpp PR #6766) give the
+// host cost per kernel that the graph removes, at 14 kernels per layer (kKernelsPerLayerLlamaCpp): RTX
+// 4090, Llama-2-7B Q4_0, 138.31 -> 146.81 tokens/s: 0.42 ms per token over 32 x 14 kernels = 0.9 us
+// (PR #6766, JohannesGaessler's table); H100 PCIe, Llama-2-7B Q4_K_M, 143.35 -> 163.83 tokens/s: 0.87 ms
+// = 1.9 us (issue #6763, NVIDIA's description). 1.4 us: their mean.
+inline constexpr double kNativeLaunchSeconds = 1.4e-6;
+// --- bitsandbytes (eager transformers, issue #17 mechanism 4) ----------------------------------------
+// 4-bit NF4/FP4 (with or without double quantization), bitsandbytes/autograd/_functions.py matmul_4bit:
+// an input of ONE row (`A.numel() == A.shape[-1]` and no grad) runs F.gemv_4bit over the packed weights
+// (memory bound: the roofline's GEMV side at the 4-bit bytes); any other input runs MatMul4Bit.forward,
+// `linear(A, F.dequantize_4bit(B, quant_state).to(A.dtype).t())`: on every call a dequantize kernel reads
+// the packed weights and writes a 16-bit copy (kDequantCopyBytesPerWeight), which cuBLAS then multiplies
+// at the dense 16-bit rate. Prompts and decode batches above one sequence take that path.
+inline constexpr double kBnb4bitGemvMaxRows = 1;
+// LLM.int8() inference (MatMul8bitLt.forward with threshold 6.0, transformers' llm_int8_threshold
+// default): besides the int8 GEMM on int8 tensor cores (F.igemmlt, Turing and later: supports_igemmlt),
+// every linear call launches from Python: double_quant of the input (col/row absmax, quantize, the COO
+// outlier tensor: ~4), torch.unique of the outlier columns (~3, with a host sync), extract_outliers, the
+// outlier weights' scale, /127, transpose-copy and cast (4), two index writes zeroing outlier columns,
+// the gather of outlier inputs, the col32 transform, mm_dequant, the fp16 outlier matmul and its add,
+// the output clone: about 20 kernels more than a plain linear.
+inline constexpr double kLlmInt8ExtraKernelsPerLinear = 20;
+// Linear modules per transformer layer in transformers' modeling code (each a separate call to
+// bitsandbytes): q, k, v, o projections, and gate, up, down of a gated MLP (fc1, fc2 of a plain one).
+inline constexpr double kAttentionLinears = 4;
+inline constexpr double kGatedMlpLinears = 3;
+inline constexpr double kPlainMlpLinears = 2;
+// --- engine versions -------------------------------------------------------------------------------
+// llama.cpp builds are named by date (`--engine llama.cpp@2024-01-10`); a change applies from the day
+// its pull request was merged (github.com/ggml-org/llama.cpp):
+// - CUDA graphs for batch-1 decode: PR #6766, merged in early May 2024 (PR #7302 of 2024-05-15 already
+//   fixes its graphs being disabled for long prompts); 2024-05-08.
+// - MMQ instead of FP16 cuBLAS by default on int8-tensor-core GPUs: PR #8075, opened 2024-06-23 and merged
+//   by 2024-06-25 (PR #8115 of that day documents it as merged); 2024-06-24.
+inline constexpr EngineVersion kLlamaCppCudaGraphsSince{{2024, 5, 8}, true, 3, '-'};
+inline constexpr EngineVersion kLlamaCppMmqDefaultSince{{2024, 6, 24}, true, 3, '-'};
 // --- attention -------------------------------------------------------------------------------------
 // FlashAttention-2 reaches 50-73% of A100 peak forward and 35-63% backward (Dao 2023, arXiv 2307.08691,
 // Sec. 4.1); FlashAttention-3 ~75% forward on H100. 0.55 is the middle of the FA2 range.
@@ -87,6 +147,17 @@ inline constexpr double kStepSecondsTgi = 1.5e-3;
 inline constexpr double kStepSecondsTensorrtLlm = 0.2e-3;
 inline constexpr double kStepSecondsNative = 0.3e-3;  // llama.cpp, ExLlamaV2
 inline constexpr double kStepSecondsEager = 1.0e-3;   // transformers, PyTorch, DeepSpeed, Megatron
+// Compiled PyTorch (torch.compile mode="reduce-overhead", fullgraph; gpt-fast generate.py decode_one_token,
+// torchchat, transformers' StaticCache + compiled forward): inductor fuses every point-wise op of a layer into
+// the kernel beside it and the whole decode step, sampling included, is replayed as one CUDA graph, so
+// per-token host work is the Python loop around the graph (gpt-fast decode_n_tokens: replay, append, no
+// host sync). Kernels per layer, from gpt-fast model.py TransformerBlock.forward: fused RMSNorm, wqkv
+// matmul, fused rotary + KV cache index_copy, scaled_dot_product_attention, wo matmul, fused residual add
+// + RMSNorm, w1 and w3 matmuls, fused silu x mul, w2 matmul: 10, a serving engine's count
+// (kKernelsPerLayerServing). Host work: a C++-like loop with no per-kernel launches, as llama.cpp's
+// (kStepSecondsNative); not fitted to a row.
+inline constexpr double kKernelsPerLayerCompiled = kKernelsPerLayerServing;
+inline constexpr double kStepSecondsCompiled = kStepSecondsNative;
 // What the performance model knows of each engine: a column per figure (the constants above, with their
 // reasons and sources), a row per Engine, in the enum's order (the vocabulary's engine table,
 // fit/vocabulary.cc; a static_assert below checks it). A new engine is one row here and one there.
@@ -117,6 +188,8 @@ inline constexpr EnginePerf kEnginePerfTable[] = {
     {Engine::kMegatron, kKernelsPerLayerMegatron, kStepSecondsEager, true, true, false, true},
     {Engine::kTensorrtLlm, kKernelsPerLayerTensorrtLlm, kStepSecondsTensorrtLlm, true, true, false, true},
     {Engine::kExllama, kKernelsPerLayerServing, kStepSecondsNative, true, false, false, true},
+    // torch.compile: inductor-fused element-wise kernels, the decode step as one CUDA graph.
+    {Engine::kTorchCompile, kKernelsPerLayerCompiled, kStepSecondsCompiled, true, false, false, true},
     // "auto", the tuned engine: a serving engine's kernels and vLLM's host work.
     {Engine::kAuto, kKernelsPerLayerServing, kStepSecondsVllm, true, false, false, true},
 };

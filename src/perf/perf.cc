@@ -70,6 +70,8 @@ struct Rates {
   double allreduce_latency;
   double inv_bandwidth;        // 1 / bandwidth, to tell the bound side of a GEMM without dividing
   double inv_cuda_core_flops;  // 1 / cuda_core_flops (0 when there is none)
+  // gemm_flops without the in-loop dequantization: 16-bit cuBLAS on a dequantized copy (llama.cpp).
+  double dense_gemm_flops;
 };
 
 double peak_16bit(const PerfDevice& d) {
@@ -94,6 +96,8 @@ Rates make_rates(const PerfDevice& d, Engine engine, const PerfRun& run, const P
       p == Precision::kFp8 || p == Precision::kInt8 ? eff.gemm_fp8_peak_fraction : eff.gemm_peak_fraction;
   if (p == Precision::kFp32) gemm_frac = eff.gemm_peak_fraction;  // CUDA-core SGEMM reaches a similar share
   r.gemm_flops = compute_peak(d, p) * gemm_frac;
+  // A dequantized copy is multiplied by 16-bit cuBLAS (llama.cpp's cuBLAS path, constants.h).
+  r.dense_gemm_flops = run.weights.dequantize ? peak_16bit(d) * eff.gemm_peak_fraction : r.gemm_flops;
   if (run.weights.dequantize) r.gemm_flops *= eff.dequant_gemm_fraction;
   const double attn_peak = (p == Precision::kTf32 || p == Precision::kFp32) ? compute_peak(d, p) : peak_16bit(d);
   double attn_frac = eff.attention_peak_fraction;
@@ -108,6 +112,8 @@ Rates make_rates(const PerfDevice& d, Engine engine, const PerfRun& run, const P
   r.half_intensity = eff.gemm_half_intensity;
   r.sms = d.persistent_gemm ? 0 : d.sm_count;
   r.kernel_seconds = run.cuda_graphs ? eff.kernel_seconds : std::max(eff.kernel_seconds, kEagerKernelSeconds);
+  // llama.cpp launches from C++: without graphs each kernel adds its host launch, not Python's.
+  if (!run.cuda_graphs && engine == Engine::kLlamaCpp) r.kernel_seconds = eff.kernel_seconds + kNativeLaunchSeconds;
   r.allreduce_bw = d.link_bytes_per_second * eff.link_fraction;
   r.allreduce_latency = d.nvlink ? kAllReduceLatencySeconds : kAllReduceLatencyPcieSeconds;
   r.inv_bandwidth = 1.0 / r.bandwidth;
@@ -274,12 +280,27 @@ TokenCosts token_costs(const PerfArch& a, const Workload& w, const PerfRun& run,
   const double ab = run.activation_bytes;
   const double h = dbl(a.hidden);
   const GemmRows rows = gemm_rows(tokens);
-  add_roof(tc.gemm, gemm_time(r, rows, sh.qkv, ab, r.gemm_flops));
-  add_roof(tc.gemm, gemm_time(r, rows, sh.out, ab, r.gemm_flops));
-  if (sh.mlp) {
-    add_roof(tc.gemm, gemm_time(r, rows, sh.up, ab, r.gemm_flops));
-    add_roof(tc.gemm, gemm_time(r, rows, sh.down, ab, r.gemm_flops));
+  // llama.cpp's cuBLAS path (constants.h, "llama.cpp kernels"): the weights are first dequantized to an
+  // fp16 copy (read the quantized bytes, write 2 bytes per weight), then multiplied at the dense rate.
+  const bool cublas_copy = run.cublas_above_rows > 0 && tokens > run.cublas_above_rows;
+  const double rate = cublas_copy ? r.dense_gemm_flops : r.gemm_flops;
+  // cuBLAS reads the 16-bit copy, not the packed weights.
+  const GemmShape* lin[] = {&sh.qkv, &sh.out, &sh.up, &sh.down};
+  GemmShape copy[std::size(lin)];
+  if (cublas_copy) {
+    for (size_t i = 0; i < std::size(lin); ++i) {
+      copy[i] = gemm_shape(lin[i]->n, lin[i]->k, kDequantCopyBytesPerWeight);
+      lin[i] = &copy[i];
+    }
   }
+  add_roof(tc.gemm, gemm_time(r, rows, *lin[0], ab, rate));
+  add_roof(tc.gemm, gemm_time(r, rows, *lin[1], ab, rate));
+  if (sh.mlp) {
+    add_roof(tc.gemm, gemm_time(r, rows, *lin[2], ab, rate));
+    add_roof(tc.gemm, gemm_time(r, rows, *lin[3], ab, rate));
+  }
+  // Per call: one dequantize kernel per linear on the copy path, and LLM.int8's decomposition kernels.
+  tc.gemm.overhead += ((cublas_copy ? run.linears_per_layer : 0.0) + run.extra_kernels_per_layer) * r.kernel_seconds;
   if (sh.experts) {
     const double e = dbl(a.experts), k = dbl(a.experts_per_token);
     add_roof(tc.gemm, gemm_time(r, rows, sh.router, ab, r.head_flops));
@@ -287,9 +308,15 @@ TokenCosts token_costs(const PerfArch& a, const Workload& w, const PerfRun& run,
     const double touched = e * (1.0 - std::pow(1.0 - k / e, tokens));
     const GemmRows expert_rows = gemm_rows(tokens * k / touched);
     Cost one;
-    add_roof(one, gemm_time(r, expert_rows, sh.expert_up, ab, r.gemm_flops));
-    add_roof(one, gemm_time(r, expert_rows, sh.expert_down, ab, r.gemm_flops));
+    add_roof(one, gemm_time(r, expert_rows, sh.expert_up, ab, rate));
+    add_roof(one, gemm_time(r, expert_rows, sh.expert_down, ab, rate));
     tc.gemm.add(one, touched);
+  }
+  if (cublas_copy) {
+    double weights = a.qkv_params_per_layer + a.out_params_per_layer + a.mlp_params_per_layer;
+    if (sh.experts) weights += dbl(a.experts) * a.expert_params_per_layer;  // every expert, as ggml's copy
+    const double bytes_per_weight = run.weights.bits_per_weight / 8.0 + kDequantCopyBytesPerWeight;
+    tc.gemm.memory += weights / tp * bytes_per_weight / r.bandwidth;
   }
   // Element-wise passes (norms, residual adds, rotary, activation).
   const double inter_active =
@@ -400,6 +427,40 @@ Cost inference_step(const PerfArch& a, const Workload& w, const PerfRun& run, co
 Cost inference_step(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const MatmulShapes& sh,
                     const StepShape& s, const PerfEfficiency& eff) {
   return inference_step(a, w, run, r, s, eff, token_costs(a, w, run, r, sh, s.batch * s.q, s.logit_rows));
+}
+
+// Prefill of `batch` prompts of `input` tokens. An engine that splits prompts into micro-batches
+// (run.prefill_chunk_tokens: llama.cpp's n_ubatch) runs one forward pass per micro-batch: its matmuls,
+// kernels and host work repeat per pass, at the pass's row count; attention covers the same query-key
+// pairs as one pass over the whole prompt, so it is counted once over the whole prompt.
+Cost prefill_step(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const MatmulShapes& sh,
+                  double batch, double input, const PerfEfficiency& eff) {
+  const double chunk = run.prefill_chunk_tokens;
+  const double q = chunk > 0 ? std::max(1.0, std::floor(chunk / batch)) : input;  // prompt tokens per pass
+  const double passes = std::ceil(input / q);
+  if (passes <= 1) return inference_step(a, w, run, r, sh, StepShape{batch, input, 0, batch, false}, eff);
+  const double last_q = input - (passes - 1) * q;
+  const AttentionCosts ac = attention_costs(a, w, run, r, StepShape{batch, input, 0, batch, false});
+  const TokenCosts full = token_costs(a, w, run, r, sh, batch * q, 0);
+  const TokenCosts last = token_costs(a, w, run, r, sh, batch * last_q, batch);
+  const double pp = std::max(1, w.pp);
+  const double global = dbl(a.global_layers) / pp, window = dbl(a.window_layers) / pp;
+  const double layers = global + window;
+  Cost stage;
+  stage.add(ac.global, global);
+  stage.add(ac.window, window);
+  for (const auto& [tc, k] : {std::pair<const TokenCosts*, double>{&full, passes - 1}, {&last, 1.0}}) {
+    stage.add(tc->gemm, layers * k);
+    stage.add(tc->elementwise, layers * k);
+    stage.add(tc->comm, layers * k);
+  }
+  add_roof(stage, last.head);
+  stage.overhead += passes * layers * engine_perf(w.engine).kernels_per_layer * r.kernel_seconds;
+  Cost out;
+  out.add(stage, pp);
+  if (w.pp > 1) out.comm += passes * (pp - 1) * r.allreduce_latency;
+  out.overhead += passes * engine_step_seconds(w, eff);
+  return out;
 }
 
 }  // namespace
@@ -625,11 +686,18 @@ PerfWeights perf_weights(WeightFormat format, const Model& model, const PerfDevi
     case WeightFormat::kQ5_K_M:
     case WeightFormat::kQ4_K_M:
     case WeightFormat::kQ4_0:
-      // llama.cpp multiplies quantized blocks on int8 tensor cores (MMQ, PR #7676); others dequantize.
+      // llama.cpp multiplies quantized blocks on int8 tensor cores (MMQ, PR #7676), unpacking and scaling
+      // them in its loop; others dequantize to 16 bits in theirs (constants.h, "llama.cpp kernels").
       pw.compute = engine_perf(engine).int8_block_matmul && device.peak(Precision::kInt8) > 0 ? Precision::kInt8 : half;
       pw.dequantize = true;
       break;
-    default:  // weight-only int8, LLM.int8, GPTQ, AWQ, NF4, FP4: dequantize to 16 bits inside the matmul
+    case WeightFormat::kLlmInt8:
+      // LLM.int8() multiplies int8 weights by the int8-quantized input on int8 tensor cores (F.igemmlt) and
+      // scales the int32 result after (mm_dequant); without int8 MMA it casts the weights to 16 bits.
+      pw.compute = device.peak(Precision::kInt8) > 0 ? Precision::kInt8 : half;
+      pw.dequantize = device.peak(Precision::kInt8) <= 0;
+      break;
+    default:  // weight-only int8, GPTQ, AWQ, NF4, FP4: dequantize to 16 bits inside the matmul
       pw.compute = half;
       pw.dequantize = true;
       break;
@@ -678,7 +746,7 @@ InferencePerf inference_with(const PerfArch& a, const PerfDevice& d, const Workl
     out.bound = out.prefill_bound = out.decode_bound = c.bound();
     return out;
   }
-  const Cost pre = inference_step(a, w, run, r, sh, StepShape{batch, input, 0, batch, false}, eff);
+  const Cost pre = prefill_step(a, w, run, r, sh, batch, input, eff);
   const double mean_ctx = input + (output - 1) / 2.0;
   const StepShape decode{batch, 1, mean_ctx, batch, false};
   TokenCosts own;

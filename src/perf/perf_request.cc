@@ -68,7 +68,11 @@ Result<PerfSetup> parse_perf_setup(const Json& request) {
   p.dp = static_cast<int>(dp);  // 0: count / (tp x pp), set per target
   GPUPLAN_TRY(fsdp, req.boolean("fsdp"));
   p.fsdp = fsdp;
-  GPUPLAN_TRY(graphs, req.boolean("cuda_graphs", engine_perf(w.engine).cuda_graphs));
+  // CUDA graphs by default where the engine (at its version) replays decode steps as graphs.
+  const bool graphs_default =
+      engine_perf(w.engine).cuda_graphs &&
+      !(w.engine == Engine::kLlamaCpp && version_before(w.engine_version, kLlamaCppCudaGraphsSince));
+  GPUPLAN_TRY(graphs, req.boolean("cuda_graphs", graphs_default));
   p.cuda_graphs = graphs;
   s.batch_given = req.has("batch") || req.has("micro_batch");
   GPUPLAN_TRY(global, req.whole("global_batch"));
@@ -90,6 +94,40 @@ PerfRun run_for(const PerfSetup& s, const PerfDevice& device, int count) {
                                       : s.workload.amp == Amp::kFp16 ? WeightFormat::kFp16
                                                                      : s.workload.weights;
   w.weights = perf_weights(compute_format, *s.workload.model, device, s.workload.engine);
+  if (s.workload.engine == Engine::kLlamaCpp) {
+    // ggml-cuda's choice for quantized matrices (constants.h, "llama.cpp kernels"): MMQ, or dequantize to
+    // fp16 + cuBLAS above a row count, by build and by the GPU's tensor cores.
+    const bool fp16_tensor_cores = device.peak(Precision::kFp16) > 0 || device.peak(Precision::kBf16) > 0;
+    const bool int8_mma = device.peak(Precision::kInt8) > 0;
+    if (weight_format_info(s.workload.weights).family == FormatFamily::kGguf && fp16_tensor_cores) {
+      if (version_before(s.workload.engine_version, kLlamaCppMmqDefaultSince)) {
+        w.cublas_above_rows = kLlamaCppCublasAboveRowsOld;
+      } else if (!int8_mma) {
+        w.cublas_above_rows = kLlamaCppCublasAboveRowsDp4a;
+      }
+    }
+    w.prefill_chunk_tokens = kLlamaCppUbatchTokens;
+  }
+  const double linears =
+      kAttentionLinears + (s.arch.gated_mlp ? kGatedMlpLinears : kPlainMlpLinears);  // transformers' modules
+  if (s.workload.task == Task::kInfer && !s.arch.cnn && s.workload.engine != Engine::kLlamaCpp) {
+    // bitsandbytes in inference (constants.h, "bitsandbytes"): 4-bit dequantizes to a 16-bit copy above
+    // one row; LLM.int8 decomposes every call. (QLoRA training has its own dequantize cost.)
+    switch (s.workload.weights) {
+      case WeightFormat::kNf4:
+      case WeightFormat::kNf4Dq:
+      case WeightFormat::kFp4:
+      case WeightFormat::kFp4Dq:
+        w.cublas_above_rows = kBnb4bitGemvMaxRows;
+        w.linears_per_layer = linears;
+        break;
+      case WeightFormat::kLlmInt8:
+        w.extra_kernels_per_layer = linears * kLlmInt8ExtraKernelsPerLinear;
+        break;
+      default:
+        break;
+    }
+  }
   if (w.dp <= 0) w.dp = std::max(1, count / std::max(1, s.workload.tp * s.workload.pp));
   return w;
 }

@@ -1,0 +1,146 @@
+// Engine versions (`--engine NAME@VERSION`) and the llama.cpp kernel mechanisms they switch (issue #17):
+// CUDA graphs from PR #6766, MMQ by default from PR #8075 (before it: dequantize + FP16 cuBLAS above 32
+// rows), prompts in micro-batches of 512 tokens. src/perf/constants.h, "llama.cpp kernels".
+#include <gtest/gtest.h>
+
+#include "gpuplan/catalog.h"
+#include "gpuplan/perf.h"
+#include "gpuplan/workload.h"
+#include "perf/perf_request.h"
+
+namespace gpuplan {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+TEST(EngineVersion, ParsesReleasesAndDates) {
+  auto release = parse_engine_version("0.6.3");
+  ASSERT_TRUE(release.ok());
+  EXPECT_TRUE(release->given);
+  EXPECT_EQ(release->parts, (std::array<int, 3>{0, 6, 3}));
+  EXPECT_EQ(engine_version_text(*release), "0.6.3");
+  auto date = parse_engine_version("2024-01-10");
+  ASSERT_TRUE(date.ok());
+  EXPECT_EQ(date->parts, (std::array<int, 3>{2024, 1, 10}));
+  EXPECT_EQ(engine_version_text(*date), "2024-01-10");
+  auto month = parse_engine_version("2024-05");
+  ASSERT_TRUE(month.ok());
+  EXPECT_EQ(engine_version_text(*month), "2024-05");
+  auto v = parse_engine_version("v0.5");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->parts, (std::array<int, 3>{0, 5, 0}));
+  // Ordered by parts: a month alone is its start.
+  EXPECT_TRUE(version_before(*month, EngineVersion{{2024, 5, 8}, true, 3, '-'}));
+  EXPECT_FALSE(version_before(EngineVersion{}, EngineVersion{{2024, 5, 8}, true, 3, '-'}));  // unset = current
+}
+
+TEST(EngineVersion, RejectsWhatIsNotAVersion) {
+  for (const char* bad : {"", "b1786", "1..2", "1.2.3.4", "1.2-3", "2024-", "-1", "1000000", "0.6rc1", "v"}) {
+    auto v = parse_engine_version(bad);
+    ASSERT_FALSE(v.ok()) << bad;
+    EXPECT_EQ(v.error().code, ErrorCode::kUsage) << bad;
+    EXPECT_EQ(v.error().field, "engine") << bad;
+    EXPECT_NE(v.error().message.find("llama.cpp@2024-01-10"), std::string::npos) << v.error().message;
+  }
+}
+
+TEST(EngineVersion, WorkloadReadsNameAtVersion) {
+  auto w = parse_workload(Json{{"model", "llama-2-7b"}, {"engine", "llama.cpp@2024-01-10"}});
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  EXPECT_EQ(w->engine, Engine::kLlamaCpp);
+  EXPECT_EQ(engine_version_text(w->engine_version), "2024-01-10");
+  EXPECT_EQ(workload_json(*w)["engine"], "llama.cpp@2024-01-10");
+  auto bad = parse_workload(Json{{"model", "llama-2-7b"}, {"engine", "llama.cpp@soon"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().field, "engine");
+  auto unknown = parse_workload(Json{{"model", "llama-2-7b"}, {"engine", "llamacpp2@0.1"}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().field, "engine");
+}
+
+struct Predicted {
+  perf::PerfSetup setup;
+  PerfRun run;
+  InferencePerf perf;
+};
+
+Predicted predict(const char* gpu, Json req) {
+  auto ref = Catalog::embedded()->resolve(gpu);
+  EXPECT_TRUE(ref.ok()) << gpu;
+  const Target t = Target::linked(*ref, 1);
+  const PerfDevice d = perf_device(t);
+  auto s = perf::parse_perf_setup(req);
+  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
+  Predicted p{*s, perf::run_for(*s, d, 1), {}};
+  p.perf = predict_inference(p.setup.arch, d, p.setup.workload, p.run, p.setup.efficiency);
+  return p;
+}
+
+Json llama_cpp(const char* engine, const char* weights, int64_t input, int64_t output) {
+  return Json{{"model", "llama-2-7b"}, {"weights", weights},     {"engine", engine}, {"batch", 1},
+              {"input_tokens", input}, {"output_tokens", output}};
+}
+
+TEST(LlamaCppKernels, CudaGraphsOnlyFromTheirBuild) {
+  const Predicted old = predict("rtx-4090", llama_cpp("llama.cpp@2024-04-19", "q4_0", 16, 128));
+  const Predicted now = predict("rtx-4090", llama_cpp("llama.cpp", "q4_0", 16, 128));
+  EXPECT_FALSE(old.run.cuda_graphs);
+  EXPECT_TRUE(now.run.cuda_graphs);
+  // Without graphs each kernel adds its native host launch (kNativeLaunchSeconds), not Python's 15 us:
+  // a few percent, as PR #6766 measured (138.31 -> 146.81 tokens/s on this GPU).
+  const double ratio = old.perf.tpot_seconds / now.perf.tpot_seconds;
+  EXPECT_GT(ratio, 1.02);
+  EXPECT_LT(ratio, 1.2);
+  // The row's own switch still wins over the version's default.
+  Json forced = llama_cpp("llama.cpp@2024-04-19", "q4_0", 16, 128);
+  forced["cuda_graphs"] = true;
+  EXPECT_TRUE(predict("rtx-4090", forced).run.cuda_graphs);
+}
+
+TEST(LlamaCppKernels, OldBuildsDequantizeToFp16ForCublasAboveThirtyTwoRows) {
+  const Predicted old = predict("rtx-4090", llama_cpp("llama.cpp@2024-01-10", "q4_0", 512, 1));
+  const Predicted now = predict("rtx-4090", llama_cpp("llama.cpp", "q4_0", 512, 1));
+  EXPECT_EQ(old.run.cublas_above_rows, 32);
+  EXPECT_EQ(now.run.cublas_above_rows, 0);  // int8 tensor cores: MMQ for every row count
+  // The fp16 copy moves (bits/8 + 2) bytes per weight per micro-batch, and the matmul runs at the 16-bit
+  // rate: the old build's prompt processing is slower than MMQ on int8 tensor cores.
+  EXPECT_LT(old.perf.prefill_tokens_per_second, now.perf.prefill_tokens_per_second);
+  // Decode (one row) is MMVQ in both builds: the cuBLAS path does not touch it beyond the graphs.
+  const Predicted old_decode = predict("rtx-4090", llama_cpp("llama.cpp@2024-06-01", "q4_0", 16, 128));
+  EXPECT_TRUE(old_decode.run.cuda_graphs);
+  EXPECT_NEAR(old_decode.perf.tpot_seconds,
+              predict("rtx-4090", llama_cpp("llama.cpp", "q4_0", 16, 128)).perf.tpot_seconds, 1e-12);
+  // fp16 weights have nothing to dequantize: the version does not change their prompt speed.
+  EXPECT_EQ(predict("rtx-4090", llama_cpp("llama.cpp@2024-01-10", "fp16", 512, 1)).run.cublas_above_rows, 0);
+}
+
+TEST(LlamaCppKernels, VoltaDequantizesAboveSixtyFourRowsInCurrentBuilds) {
+  // No int8 MMA on V100: dp4a MMQ below MMQ_DP4A_MAX_BATCH_SIZE, FP16 cuBLAS on a copy above.
+  EXPECT_EQ(predict("v100-16gb-sxm2", llama_cpp("llama.cpp", "q4_0", 512, 1)).run.cublas_above_rows, 64);
+}
+
+TEST(LlamaCppKernels, LongPromptsRunInMicroBatchesOfFiveHundredTwelve) {
+  // Each 512-token micro-batch repeats the matmuls' fixed costs and (old builds) the fp16 copy: prompt
+  // tokens per second fall from pp512 to pp4096 by more than attention alone makes them.
+  const Predicted pp512 = predict("rtx-4090", llama_cpp("llama.cpp@2024-01-10", "q4_0", 512, 1));
+  const Predicted pp4096 = predict("rtx-4090", llama_cpp("llama.cpp@2024-01-10", "q4_0", 4096, 1));
+  Json whole = llama_cpp("llama.cpp@2024-01-10", "q4_0", 4096, 1);
+  Predicted one_pass = predict("rtx-4090", whole);
+  one_pass.run.prefill_chunk_tokens = 0;  // the same prompt as one forward pass
+  const InferencePerf single =
+      predict_inference(one_pass.setup.arch, perf_device(Target::linked(*Catalog::embedded()->resolve("rtx-4090"), 1)),
+                        one_pass.setup.workload, one_pass.run, one_pass.setup.efficiency);
+  EXPECT_EQ(pp4096.run.prefill_chunk_tokens, 512);
+  EXPECT_LT(pp4096.perf.prefill_tokens_per_second, single.prefill_tokens_per_second);
+  EXPECT_LT(pp4096.perf.prefill_tokens_per_second, pp512.perf.prefill_tokens_per_second);
+  // A prompt inside one micro-batch is one pass either way.
+  Predicted short_one = predict("rtx-4090", llama_cpp("llama.cpp@2024-01-10", "q4_0", 512, 1));
+  short_one.run.prefill_chunk_tokens = 0;
+  const InferencePerf short_single =
+      predict_inference(short_one.setup.arch, perf_device(Target::linked(*Catalog::embedded()->resolve("rtx-4090"), 1)),
+                        short_one.setup.workload, short_one.run, short_one.setup.efficiency);
+  EXPECT_NEAR(short_single.ttft_seconds, pp512.perf.ttft_seconds, 1e-12);
+}
+
+}  // namespace
+}  // namespace gpuplan
