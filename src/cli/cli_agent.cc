@@ -36,6 +36,12 @@ void add_agent_command(CLI::App& app) {
                   "print the inventory only");
   c.app->add_option("--nvml", c.options.nvml, "nvml (libnvidia-ml.so.1), nvml:PATH, or fake:FILE (a JSON fixture)")
       ->default_str("nvml");
+  c.app
+      ->add_option("--bench", c.options.bench,
+                   "quick: run gpuplan bench --quick at enrolment and report it (PUT /agent/bench); off: do not")
+      ->default_str("off");
+  c.app->add_option("--bench-file", c.options.bench_files,
+                    "Calibration files (gpuplan bench --out F) to report after the first inventory; repeatable");
 }
 
 bool agent_requested() { return agent_command().app && agent_command().app->parsed(); }

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gpuplan/market.h"
 #include "gpuplan/status.h"
@@ -34,5 +35,8 @@ std::string new_id(std::string_view prefix);                           // prefix
 Result<Rental> load_rental(Tx& tx, std::string_view rental_id);
 // THE transition function (Market::Impl::transition) on rental `rental_id`, actor "system".
 Status transition(Market::Impl& m, Tx& tx, std::string_view rental_id, RentalState to, const std::string& reason);
+// Fills each offer's `measured` from the benches of the GPUs behind it (market_bench.cc), in a read
+// transaction of its own.
+Status attach_measured(Market::Impl& m, std::vector<Offer>& offers);
 
 }  // namespace gpuplan::market::internal
