@@ -159,7 +159,7 @@ Json post_benches(const std::string& server, const std::string& token, const std
       continue;
     }
     const Json& d = cal["device"];
-    Json body{{"gpu_uuid", d["uuid"]}, {"calibration", cal}};
+    Json body{{"gpu_uuid", d["uuid"]}, {"calibration", text}};
     if (d.contains("mig_profile") && d["mig_profile"].is_string()) body["profile"] = d["mig_profile"];
     Answer a = http_call(server, "PUT", "/agent/bench", token, body);
     if (a.status == 200) {

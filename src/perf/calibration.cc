@@ -51,6 +51,9 @@ constexpr double kLargeStreamBytes = 256.0 * 1024 * 1024;
 // CUDA graph plus ~3-4 us of ramp and tail): the bench measures the launch floor, the model's per-kernel
 // cost adds this share.
 constexpr double kKernelRampSeconds = 3.5e-6;
+// A GEMM whose partial last wave costs more than this factor of its time (a quarter of the SMs idle for a
+// whole wave, or fewer waves than about four) is not a point of the curve on a pre-Hopper GPU.
+constexpr double kMaxWaveFactor = 1.25;
 // The lowest efficiency fraction a calibration may set: parse_efficiency's floor for gemm and bandwidth.
 constexpr double kMinFraction = 0.01;
 // Bytes of one element of a GEMM operand in each precision (Precision order).
@@ -497,11 +500,15 @@ Result<CalibrationFit> fit_calibration(const Calibration& cal, const PerfDevice&
       const double bytes = (g.m * g.k + g.k * g.n + g.m * g.n) * kElementBytes[pi];
       if (bandwidth > 0 && bytes / bandwidth >= kComputeBoundShare * seconds) continue;  // memory-bound
       double efficiency = rate / peak;
-      // The model idles the SMs of a partial last wave (perf.cc gemm_time): undo it to get the curve.
+      // The model idles the SMs of a partial last wave (perf.cc gemm_time): undo it to get the curve. A
+      // point that loses more than kMaxWaveFactor to it tells the tile scheduling, not the curve (and the
+      // model may run it on CUDA cores instead): it is left out.
       if (!device.persistent_gemm && device.sm_count > 0) {
         const double tiles = std::ceil(g.m / perf::kGemmTileRows) * std::ceil(g.n / perf::kGemmTileCols);
         const double waves = tiles / device.sm_count;
-        efficiency *= std::ceil(waves) / waves;
+        const double factor = std::ceil(waves) / waves;
+        if (factor > kMaxWaveFactor) continue;
+        efficiency *= factor;
       }
       const double intensity = 1.0 / (1.0 / g.m + 1.0 / g.n + 1.0 / g.k);
       pts.push_back(LinePoint{1.0 / intensity, 1.0 / efficiency});

@@ -26,7 +26,9 @@ std::string stem(const std::string& name) {
 // The {name, text} files of `key` (the CLI reads them; HTTP clients send them inline).
 Status read_files(const Json& request, const char* key, bool from_dir, CalibrationSet& set) {
   if (!request.contains(key)) return Status{};
-  const Json& v = request[key];
+  // One file's text alone (as the OpenAPI schema of a files option allows), or a list of {name, text}.
+  const Json v = request[key].is_string() ? Json::array({Json{{"name", "calibration.json"}, {"text", request[key]}}})
+                                          : request[key];
   if (!v.is_array()) return usage_error(std::string("'") + key + "' must be a list of {name, text} files", key);
   for (const Json& f : v) {
     if (set.sources.size() >= kMaxCalibrationFiles) {

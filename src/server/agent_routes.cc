@@ -109,19 +109,17 @@ Result<market::Heartbeat> heartbeat_of(const Json& body) {
   return hb;
 }
 
-// PUT /agent/bench: {gpu_uuid, profile?, calibration: {the file}}.
+// PUT /agent/bench: {gpu_uuid, profile?, calibration: "the file's JSON text"}.
 Result<market::BenchReport> bench_of(const Json& body) {
   const Request req(body, "market.agent.bench");
   GPUPLAN_CHECK(req.check_keys());
   GPUPLAN_TRY(uuid, req.text("gpu_uuid"));
   GPUPLAN_TRY(profile, req.text("profile"));
-  if (!body.contains("calibration") || !body["calibration"].is_object()) {
-    return usage_error("'calibration' must be the calibration file gpuplan bench wrote (a JSON object)", "calibration");
-  }
+  GPUPLAN_TRY(text, req.text("calibration"));
   market::BenchReport r;
   r.gpu_uuid = uuid;
   r.profile = profile;
-  r.calibration_text = body["calibration"].dump(-1, ' ', false, Json::error_handler_t::replace);
+  r.calibration_text = text;
   return r;
 }
 
