@@ -36,7 +36,7 @@ inline std::unique_ptr<Db> make_store(const std::string& kind, std::string* skip
     Status s = with_tx(**db, TxMode::kWrite, [](Tx& tx) -> Status {
       for (const char* t : {"node_agents", "usage_segments", "rental_events", "slice_claims", "rental_placements",
                             "rentals", "templates", "offers", "gpus", "nodes", "api_tokens", "users", "tenants",
-                            "market_version", "target_last_available", "schema_migrations"}) {
+                            "market_version", "target_last_available", "gpu_bench", "schema_migrations"}) {
         auto r = tx.exec(std::string("DROP TABLE IF EXISTS ") + t + " CASCADE");
         if (!r) return r.error();
       }
