@@ -62,7 +62,17 @@ struct Inventory {
     renter = tenant(platform, "acme", TenantKind::kRenter);
     for (int n = 0; n < kNodes; ++n) {
       const MigPolicy policy = n % 3 == 0 ? MigPolicy::kNone : n % 3 == 1 ? MigPolicy::kDynamic : MigPolicy::kStatic;
-      NodeSpec spec{"n" + std::to_string(n), "eu-west", Interconnect::kNvlink, 128, 2048, 8000, {}};
+      NodeSpec spec{"n" + std::to_string(n),
+                    "eu-west",
+                    Interconnect::kNvlink,
+                    128,
+                    2048,
+                    8000,
+                    {},
+                    Scheduler::kManual,
+                    {},
+                    {},
+                    {}};
       for (int g = 0; g < kGpusPerNode; ++g) {
         spec.gpus.push_back(GpuSpec{"a100-80gb-sxm4", "GPU-" + std::to_string(n) + "-" + std::to_string(g), policy,
                                     policy == MigPolicy::kStatic ? "3g.40gb,2g.20gb,1g.10gb,1g.10gb" : ""});

@@ -123,6 +123,18 @@ async function sliceOf(target) {
     `${profile}: ${p.memory_slices} of ${d.mig.memory_slices} memory slices of one ${gpu}`);
 }
 
+// What the offer's GPUs measured (PUT /agent/bench, issue #16): "measured: 92 % of bf16 dense peak,
+// 1.71 TB/s, PCIe Gen4 x16", with the method and date in the title. null when nothing was measured.
+export function measuredNote(m) {
+  if (!m) return null;
+  const parts = [];
+  if (m.ratio_to_datasheet) parts.push(`${Math.round(m.ratio_to_datasheet * 100)} % of bf16 dense peak`);
+  if (m.memory_gbps) parts.push(`${(m.memory_gbps / 1000).toFixed(2)} TB/s`);
+  if (m.pcie_gen) parts.push(`PCIe Gen${m.pcie_gen}${m.pcie_width ? ` x${m.pcie_width}` : ''}`);
+  if (!parts.length) return null;
+  return el('span', { class: 'measured-note', title: `${m.method || 'measured'}, ${m.measured_at || ''}`, text: `measured: ${parts.join(', ')}` });
+}
+
 async function fitsTable(fits) {
   if (!fits.length) return null;
   const slices = await Promise.all(fits.map((p) => sliceOf(p.target)));
@@ -132,7 +144,7 @@ async function fitsTable(fits) {
     el('tbody', {}, fits.map((p, i) => el('tr', { 'data-offer': p.offer, class: i === 0 ? 'cheapest' : '' },
       el('th', { scope: 'row' }, el('code', { text: p.offer }), el('br'), `${p.provider || ''}${p.region ? `, ${p.region}` : ''}`,
         p.demo ? el('span', { class: 'demo-badge', text: 'demo data' }) : null,
-        i === 0 ? el('span', { class: 'cheapest-badge', text: 'cheapest fit' }) : null),
+        i === 0 ? el('span', { class: 'cheapest-badge', text: 'cheapest fit' }) : null, measuredNote(p.measured)),
       el('td', { class: 'rent-what' }, el('a', { href: `#/gpu/${p.target}`, text: p.target }), (p.instances || 1) > 1 ? ` × ${p.instances}` : '',
         p.tp > 1 ? `, tensor parallel ${p.tp}` : '', slices[i]),
       el('td', { class: 'num', text: dollars(p.cost_per_hour) }),

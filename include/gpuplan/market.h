@@ -211,6 +211,21 @@ struct OfferSpec {
   int64_t price_micros_per_hour = 0;  // per rental unit; > 0, <= kMaxPriceMicrosPerHour
   int64_t min_billable_seconds = 0;   // 0 .. kMaxMinBillableSeconds
 };
+// What `gpuplan bench` measured on the GPUs behind an offer (PUT /agent/bench; issue #16): of the GPUs of
+// the offer's provider, region and target that reported a bench, the one furthest below the datasheet
+// (a rental may land on any of them). docs/market.md, "Measured figures".
+struct OfferMeasured {
+  double bf16_dense_tflops = 0;   // best sustained dense bf16 GEMM rate; 0 = not measured
+  double ratio_to_datasheet = 0;  // / the catalog's dense bf16 peak of the target
+  double memory_gbps = 0;         // large-size streaming rate; 0 = not measured
+  double ratio = 0;               // memory_gbps / the catalog's peak bandwidth
+  int pcie_gen = 0;               // 0 = not reported
+  int pcie_width = 0;
+  std::string measured_at;    // the calibration's created_at (RFC 3339)
+  std::string method;         // kCalibrationMethod: "gpuplan bench 1"
+  std::string efficiency;     // the fitted curves as `--efficiency` text (gemm=...,bandwidth=...): what plan applies
+  int64_t gpus_measured = 0;  // GPUs (or MIG instances) of the offer with a bench
+};
 struct Offer {
   std::string id;
   std::string provider_id;
@@ -225,6 +240,7 @@ struct Offer {
   bool active = true;     // false once deleted (rentals keep referring to it)
   int64_t available = 0;  // rental units placeable now: computed live from inventory minus claims (MIG rules)
   int64_t created_at_ms = 0;
+  std::optional<OfferMeasured> measured;  // list_offers: when a GPU behind it reported a bench
 };
 // When a target last had a unit free in a region (Market::last_available).
 struct LastAvailable {
@@ -409,6 +425,19 @@ struct HeartbeatAnswer {
   bool stale = false;                // a generation older than the rental's: nothing was recorded (HTTP 409 `stale`)
   std::string stale_reason;
 };
+// A bench report (PUT /agent/bench): the calibration file `gpuplan bench` wrote on the node, for one GPU
+// of the agent's own node (by uuid) or one MIG profile of it.
+struct BenchReport {
+  std::string gpu_uuid;
+  std::string profile;           // the MIG profile measured; empty: the whole GPU
+  std::string calibration_text;  // schema gpuplan.calibration/1, at most kCalibrationMaxBytes
+};
+struct BenchResult {
+  std::string gpu_uuid;
+  std::string target;  // canonical: "h100-80gb-sxm5" or "a100-80gb-sxm4/3g.40gb"
+  OfferMeasured measured;
+  std::vector<std::string> warnings;  // the calibration's (old, another driver than the inventory's, shared)
+};
 inline constexpr int64_t kHeartbeatSeconds = 10;                 // the interval the server asks for (issue #15)
 inline constexpr int kMissedHeartbeatsForLoss = 3;               // then the node is lost: 30 s
 inline constexpr int64_t kEnrollmentTtlMs = 24LL * 3600 * 1000;  // a day to install the agent
@@ -582,6 +611,11 @@ class Market {
   // tick() calls it: nodes whose agent missed kMissedHeartbeatsForLoss heartbeats become lost (their
   // running rentals lost, billed up to the last heartbeat). Returns how many rentals it changed.
   Result<int64_t> mark_lost_nodes();
+  // Stores the bench of one GPU (or MIG profile) of the agent's node, replacing the last one; the live
+  // offers of that GPU then carry `measured`. kNotFound when the uuid is not a GPU of this node (another
+  // node's GPU is not found either: an agent sees only its own); a usage error naming the field when the
+  // file is malformed, is for another GPU than the uuid, or exceeds the catalog's peaks.
+  Result<BenchResult> put_bench(const AgentPrincipal& a, const BenchReport& report);
 
   // --- the outbox (src/market/market_outbox.cc) ---
   // Delivers up to `limit` due outbox rows, each rental's in order (apply before stop before delete):

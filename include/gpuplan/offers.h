@@ -39,6 +39,11 @@ struct Offer {
   std::string market_id;
   bool demo = false;
   int64_t min_billable_seconds = 0;  // market rows: the shortest time a rental is billed for
+  // Market rows whose GPUs reported a bench (PUT /agent/bench, issue #16): the `measured` object as the
+  // market lists it (JSON text; empty: none), and its fitted curves as `--efficiency` text, which plan
+  // applies to this offer (plan option `measured`).
+  std::string measured_json;
+  std::string measured_efficiency;
 
   bool is_market() const { return !market_id.empty(); }
 

@@ -47,6 +47,11 @@ struct PerfEfficiency {
   double kernel_seconds;           // fixed cost per kernel (launch gap, ramp-up and tail)
   double step_seconds;             // per-step host work of the engine (scheduling, sampling); <0 = engine default
   double training_overlap;         // share of data-parallel communication hidden behind backward compute
+  // GEMM curves measured per precision (a calibration, gpuplan/calibration.h; index = Precision): where
+  // set (> 0) they replace gemm_peak_fraction / gemm_fp8_peak_fraction and gemm_half_intensity for the
+  // matmuls computed in that precision. 0 = the shared figures above.
+  std::array<double, 8> precision_peak_fraction{};
+  std::array<double, 8> precision_half_intensity{};
 };
 PerfEfficiency default_efficiency();
 // "gemm=0.7,bandwidth=0.8,kernel_us=5,step_ms=1,...": overrides on top of `base`. Keys are listed in

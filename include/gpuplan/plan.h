@@ -43,6 +43,9 @@ class PlanModel {
   virtual TrainPoint train(const Target& t, int dp, int tp, int pp) const = 0;
   // Whether the model's shape allows tp-way tensor parallelism (heads divisible) and pp stages.
   virtual bool layout_allowed(int tp, int pp) const = 0;
+  // The planner evaluates one offer at a time and says which before its configurations: a model may
+  // predict each offer with what that offer's GPUs measured (Offer::measured_efficiency).
+  virtual void begin_offer(const Offer& offer) const { (void)offer; }
 };
 
 enum class PlanObjective { kCost, kTime };

@@ -115,6 +115,62 @@ bool nap(double seconds, const std::atomic<bool>& stop) {
   return !stop.load();
 }
 
+// The calibration texts to report: --bench-file's, then the bench's own run (--bench quick).
+Result<std::vector<std::string>> bench_texts(const AgentOptions& o) {
+  std::vector<std::string> texts;
+  for (const auto& path : o.bench_files) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return usage_error("cannot read --bench-file '" + path + "'; check the path", "bench_file");
+    std::string text;
+    char buf[65536];
+    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+      text.append(buf, static_cast<size_t>(in.gcount()));
+      if (text.size() > kMaxBenchFileBytes) {
+        return limit_error("--bench-file '" + path + "' is over 4 MiB, the calibration file's limit", "bench_file");
+      }
+    }
+    texts.push_back(std::move(text));
+  }
+  if (o.bench == "quick") {
+    if (!o.bench_runner) {
+      return usage_error(
+          "this gpuplan has no bench built in: run `gpuplan bench --quick --out F` and give --bench-file F", "bench");
+    }
+    GPUPLAN_TRY(run, o.bench_runner());
+    texts.insert(texts.end(), run.begin(), run.end());
+  } else if (o.bench != "off") {
+    return usage_error("--bench must be quick or off (got '" + o.bench + "')", "bench");
+  }
+  return texts;
+}
+
+// PUT /agent/bench of each calibration: {gpu_uuid, profile, calibration}, the GPU the file names. The
+// answers (or why not), for --once's output and the log.
+Json post_benches(const std::string& server, const std::string& token, const std::vector<std::string>& texts, bool json,
+                  std::ostream& out, bool once) {
+  Json answers = Json::array();
+  for (const auto& text : texts) {
+    const Json cal = Json::parse(text, nullptr, false);
+    if (cal.is_discarded() || !cal.is_object() || !cal.contains("device") || !cal["device"].is_object() ||
+        !cal["device"].contains("uuid") || !cal["device"]["uuid"].is_string()) {
+      answers.push_back(Json{{"error", "not a calibration file with device.uuid (gpuplan bench --out)"}});
+      continue;
+    }
+    const Json& d = cal["device"];
+    Json body{{"gpu_uuid", d["uuid"]}, {"calibration", text}};
+    if (d.contains("mig_profile") && d["mig_profile"].is_string()) body["profile"] = d["mig_profile"];
+    Answer a = http_call(server, "PUT", "/agent/bench", token, body);
+    if (a.status == 200) {
+      answers.push_back(a.body);
+      if (!once) say(out, json, "bench", Json{{"gpu_uuid", d["uuid"]}, {"message", "bench sent"}});
+    } else {
+      answers.push_back(Json{{"gpu_uuid", d["uuid"]}, {"error", error_text(a)}});
+      if (!once) say(out, json, "bench", Json{{"gpu_uuid", d["uuid"]}, {"message", "bench refused: " + error_text(a)}});
+    }
+  }
+  return answers;
+}
+
 }  // namespace
 
 std::vector<DesiredInstance> desired_instances(const Json& desired) {
@@ -170,6 +226,8 @@ Status run_agent(const AgentOptions& o, const std::atomic<bool>& stop, bool json
     return nap(wait, stop);
   };
 
+  GPUPLAN_TRY(benches, bench_texts(o));
+  bool bench_sent = benches.empty();
   while (token.empty()) {
     if (o.enroll.empty()) {
       return usage_error("no agent token: give --enroll TOKEN (from `gpuplan nodes add`) or a --token-file", "enroll");
@@ -224,6 +282,11 @@ Status run_agent(const AgentOptions& o, const std::atomic<bool>& stop, bool json
         say(out, json, "inventory", Json{{"seq", seq}, {"gpus", body["gpus"].size()}, {"message", "inventory sent"}});
       need_inventory = false;
       since_inventory = 0;
+      if (!bench_sent) {  // the GPUs are the server's now: their measured figures can follow
+        const Json answers = post_benches(o.server, token, benches, json, out, o.once);
+        if (o.once) once_out["bench"] = answers;
+        bench_sent = true;
+      }
     }
     seq = next_seq(seq);
     Json beat{{"seq", seq}, {"boot_id", boot}, {"running", running}};

@@ -10,6 +10,7 @@
 #include <functional>
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include "agent/nvml.h"
 #include "gpuplan/status.h"
@@ -28,7 +29,17 @@ struct AgentOptions {
   // reports a rental whose instance it could not create in the next heartbeat's `failed`.
   MigWrites mig_writes = MigWrites::kOff;
   int max_backoff_seconds = 60;
+  // Measured figures (issue #16): after the first inventory the agent PUTs /agent/bench for each
+  // calibration file (`gpuplan bench --out F`), the GPU its device.uuid names. `bench` "quick" runs the
+  // bench first through `bench_runner` (set by a build that links the bench; src/agent does not).
+  std::string bench = "off";             // quick | off
+  std::vector<std::string> bench_files;  // --bench-file: calibration files already written
+  // Runs `gpuplan bench --quick` on every GPU of the node; the calibration files' texts.
+  std::function<Result<std::vector<std::string>>()> bench_runner;
 };
+
+// A calibration file is at most this large (gpuplan/calibration.h kCalibrationMaxBytes, 4 MiB).
+inline constexpr size_t kMaxBenchFileBytes = size_t{4} << 20;
 
 inline constexpr int kInitialBackoffSeconds = 1;
 inline constexpr int kInventoryEveryHeartbeats = 6;  // a fresh inventory each minute at the default 10 s

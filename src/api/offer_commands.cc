@@ -7,6 +7,7 @@
 #include "api/commands.h"
 #include "api/offer_request.h"
 #include "core/request.h"
+#include "gpuplan/perf.h"
 
 namespace gpuplan::api {
 
@@ -40,6 +41,10 @@ constexpr int64_t kMaxMarketAvailable = 1'000'000;
 constexpr double kMaxMarketPriceHour = 1e6;
 // Bytes of a market row's id, provider or region: the market's own bound (market.h kMaxNameBytes).
 constexpr size_t kMaxMarketNameBytes = 128;
+// A market row's measured figures (market_routes.cc measured_json: ten short fields, ~400 bytes) and its
+// efficiency text (five key=value pairs, ~100 bytes), with room to spare.
+constexpr size_t kMaxMeasuredJsonBytes = 4096;
+constexpr size_t kMaxMeasuredTextBytes = 512;
 // The file name market rows are reported under (skipped lines, `file`).
 constexpr const char* kMarketSource = "market";
 
@@ -114,6 +119,25 @@ Result<Offer> market_offer(const Catalog& catalog, const Json& row) {
     return usage_error("'interconnect' '" + link + "' is not nvlink or pcie");
   GPUPLAN_CHECK(text("currency", false, o.currency));
   if (o.currency.empty()) o.currency = "USD";
+  // What the GPUs behind it measured (PUT /agent/bench): kept as the market wrote it, and its fitted
+  // curves as `--efficiency` text for plan (a malformed one is the row's reason).
+  if (row.contains("measured") && !row["measured"].is_null()) {
+    const Json& m = row["measured"];
+    if (!m.is_object()) return usage_error("'measured' must be an object (the market's measured figures)");
+    if (m.contains("efficiency") && !m["efficiency"].is_null()) {
+      if (!m["efficiency"].is_string() || m["efficiency"].get_ref<const std::string&>().size() > kMaxMeasuredTextBytes)
+        return usage_error("'measured.efficiency' must be --efficiency text of at most " +
+                           std::to_string(kMaxMeasuredTextBytes) + " bytes");
+      o.measured_efficiency = m["efficiency"].get<std::string>();
+      if (!o.measured_efficiency.empty()) {
+        auto e = parse_efficiency(o.measured_efficiency, default_efficiency());
+        if (!e) return usage_error("'measured.efficiency': " + e.error().message);
+      }
+    }
+    o.measured_json = m.dump(-1, ' ', false, Json::error_handler_t::replace);
+    if (o.measured_json.size() > kMaxMeasuredJsonBytes)
+      return usage_error("'measured' is over " + std::to_string(kMaxMeasuredJsonBytes) + " bytes");
+  }
   o.source = kMarketSource;
   o.file = kMarketSource;
   return o;
@@ -261,6 +285,7 @@ Json offer_json(const Offer& o, const OfferFilter& f) {
     j["price_per_hour"] = price_json(o.price_hour);
     j["min_billable_seconds"] = o.min_billable_seconds;
     j["demo"] = o.demo;
+    j["measured"] = o.measured_json.empty() ? Json(nullptr) : Json::parse(o.measured_json, nullptr, false);
   }
   auto age = age_days(o.captured_at, f.now);
   j["age_days"] = age ? Json(std::round(*age)) : Json(nullptr);

@@ -2,6 +2,7 @@
 // and what bounds it. Formulas: docs/model.md, "Performance".
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 
 #include "api/commands.h"
 #include "api/fit_common.h"
@@ -9,6 +10,7 @@
 #include "core/request.h"
 #include "gpuplan/cancel.h"
 #include "gpuplan/perf.h"
+#include "perf/perf_calibration.h"
 #include "perf/perf_request.h"
 
 namespace gpuplan::api {
@@ -38,19 +40,32 @@ Json efficiency_json(const PerfEfficiency& e) {
               {"overlap", e.training_overlap}};
 }
 
+// The efficiency with the per-precision curves a calibration set (none in the request's own).
+Json calibrated_efficiency_json(const PerfEfficiency& e) {
+  Json j = efficiency_json(e);
+  for (size_t i = 0; i < e.precision_peak_fraction.size(); ++i) {
+    if (e.precision_peak_fraction[i] <= 0) continue;
+    const std::string name(precision_name(static_cast<Precision>(i)));
+    j["gemm_" + name] = sig(e.precision_peak_fraction[i]);
+    j["gemm_half_intensity_" + name] = sig(e.precision_half_intensity[i]);
+  }
+  return j;
+}
+
 // One target's prediction, with the setup it is made from.
 struct TargetPrediction {
   const perf::PerfSetup& setup;
   const PerfDevice& device;
   const PerfRun& run;
   const perf::MemoryVerdict& verdict;
+  const PerfEfficiency& eff;  // the request's, or the target's calibration on top of it
 };
 
 // One forward pass over the batch, no decode: a CNN (the step is the whole pass, in the throughput band)
 // or an encoder (BERT: the step is the prefill, in the prefill band, with its tokens per second).
 void single_pass_figures(const TargetPrediction& p, Json& row, Json& low, Json& high) {
   const perf::PerfSetup& s = p.setup;
-  const InferencePerf inf = predict_inference(s.arch, p.device, s.workload, p.run, s.efficiency);
+  const InferencePerf inf = predict_inference(s.arch, p.device, s.workload, p.run, p.eff);
   const bool encoder = !s.arch.cnn;
   const double step_seconds = encoder ? inf.ttft_seconds : inf.total_seconds;
   const PerfBand b = perf_band(encoder ? PerfMetricKind::kPrefill : PerfMetricKind::kThroughput);
@@ -70,8 +85,8 @@ Json serving_figures(const TargetPrediction& p) {
   if (p.verdict.serving_max_batch <= 0) return nullptr;
   // GPUs beyond tp x pp are replicas: each serves its share of the requests.
   const double replicas = std::max(1, p.run.dp);
-  const ServingPerf sp = predict_serving(s.arch, p.device, s.workload, p.run, s.efficiency, p.verdict.serving_max_batch,
-                                         s.rate / replicas);
+  const ServingPerf sp =
+      predict_serving(s.arch, p.device, s.workload, p.run, p.eff, p.verdict.serving_max_batch, s.rate / replicas);
   Json sj{{"replicas", p.run.dp},
           {"max_batch", sp.max_batch},
           {"max_tokens_per_second", sig(replicas * sp.max_throughput_tokens_per_second)},
@@ -91,7 +106,7 @@ Json serving_figures(const TargetPrediction& p) {
 // A decoder's inference: prefill, decode, the static batch's throughput, and serving.
 void decoder_inference_figures(const TargetPrediction& p, Json& row, Json& low, Json& high) {
   const perf::PerfSetup& s = p.setup;
-  const InferencePerf inf = predict_inference(s.arch, p.device, s.workload, p.run, s.efficiency);
+  const InferencePerf inf = predict_inference(s.arch, p.device, s.workload, p.run, p.eff);
   row["bound"] = perf_bound_name(inf.bound);
   row["prefill_bound"] = perf_bound_name(inf.prefill_bound);
   row["decode_bound"] = perf_bound_name(inf.decode_bound);
@@ -116,7 +131,7 @@ void decoder_inference_figures(const TargetPrediction& p, Json& row, Json& low, 
 void training_figures(const TargetPrediction& p, Json& row, Json& low, Json& high) {
   const perf::PerfSetup& s = p.setup;
   const bool cnn = s.arch.cnn;
-  const TrainPerf tr = predict_training(s.arch, p.device, s.workload, p.run, s.efficiency);
+  const TrainPerf tr = predict_training(s.arch, p.device, s.workload, p.run, p.eff);
   const PerfBand b = perf_band(PerfMetricKind::kTraining);
   row["bound"] = perf_bound_name(tr.bound);
   row["step_seconds"] = sig(tr.step_seconds);
@@ -159,13 +174,15 @@ void null_figures(Json& row, const perf::MemoryVerdict& verdict) {
 }
 
 // One target's row: its figures for the workload's kind, with the error band, or nulls and why not.
-Result<Json> target_row(const perf::PerfSetup& setup, perf::MemoryCache& memory, const Target& t) {
+Result<Json> target_row(const perf::PerfSetup& setup, perf::MemoryCache& memory, const Target& t,
+                        const perf::CalibrationSet& calibrations, Json& warnings) {
   const PerfDevice device = perf_device(t);
   const PerfRun run = perf::run_for(setup, device, t.count);
   GPUPLAN_TRY(verdict, memory.verdict(t));
+  GPUPLAN_TRY(calibrated, perf::calibrate_target(calibrations, t, device, setup.efficiency));
   Json row{{"target", t.id()}, {"name", t.name()}, {"count", t.count}, {"fits", verdict.fits}};
   Json low = Json::object(), high = Json::object();
-  const TargetPrediction p{setup, device, run, verdict};
+  const TargetPrediction p{setup, device, run, verdict, calibrated ? calibrated->efficiency : setup.efficiency};
   if (setup.workload.task != Task::kInfer) {
     training_figures(p, row, low, high);
   } else if (setup.arch.cnn || setup.arch.encoder) {
@@ -176,6 +193,14 @@ Result<Json> target_row(const perf::PerfSetup& setup, perf::MemoryCache& memory,
   row["low"] = std::move(low);
   row["high"] = std::move(high);
   if (!verdict.fits) null_figures(row, verdict);
+  if (calibrated) {
+    Json info = calibrated->info;
+    info["efficiency"] = calibrated_efficiency_json(calibrated->efficiency);
+    row["calibration"] = std::move(info);
+    for (const auto& w : calibrated->warnings) {
+      if (std::find(warnings.begin(), warnings.end(), Json(w)) == warnings.end()) warnings.push_back(w);
+    }
+  }
   return row;
 }
 
@@ -197,8 +222,11 @@ Result<Json> perf_command(const Context& ctx, const Json& body) {
   GPUPLAN_TRY(setup, perf::parse_perf_setup(body));
   const Workload& wl = setup.workload;
   GPUPLAN_TRY(targets, fit_targets(*ctx.catalog, body, wl.gpus()));
+  GPUPLAN_TRY(calibrations, perf::parse_calibration_set(body, static_cast<int64_t>(std::time(nullptr))));
+  GPUPLAN_CHECK(perf::check_calibrations_used(calibrations, targets));
   perf::MemoryCache memory(setup);
   Json rows = Json::array();
+  Json warnings = Json::array();
   for (const Target& given : targets) {
     if (cancel_requested()) return cancelled_error();
     if (given.count < wl.tp * wl.pp) {
@@ -208,7 +236,7 @@ Result<Json> perf_command(const Context& ctx, const Json& body) {
                              "; give --gpu NAMExN with N >= " + std::to_string(wl.tp * wl.pp),
                          "gpu");
     }
-    auto row = target_row(setup, memory, Target::linked(given.ref, given.count));
+    auto row = target_row(setup, memory, Target::linked(given.ref, given.count), calibrations, warnings);
     if (!row) return row.error();
     rows.push_back(std::move(row).value());
   }
@@ -217,6 +245,7 @@ Result<Json> perf_command(const Context& ctx, const Json& body) {
   result["workload"] = perf_workload_json(setup);
   result["efficiency"] = efficiency_json(setup.efficiency);
   result["targets"] = std::move(rows);
+  if (!warnings.empty()) result["warnings"] = std::move(warnings);
   return result;
 }
 

@@ -89,6 +89,8 @@ Json plan_json(const Plan& p, bool spot) {
     // A market offer (source "market"): the instances free now, and whether it is demo data.
     j["available"] = o.available_count.value_or(0);
     j["demo"] = o.demo;
+    // What its GPUs measured (gpuplan bench), which the prediction used unless `measured: false`.
+    if (!o.measured_json.empty()) j["measured"] = Json::parse(o.measured_json, nullptr, false);
   }
   return j;
 }
@@ -117,6 +119,7 @@ struct PlanRequest {
   std::optional<double> ttft_slo, tpot_slo, deadline_seconds, budget;
   std::vector<std::string> gpu_ids;  // resolved catalog ids; empty = every GPU
   PlanOptions options;
+  bool use_measured = true;  // market offers with measured figures are predicted with them
 };
 
 // Reads every key of a plan request; an out-of-range or unknown value is a usage error naming its key.
@@ -134,7 +137,8 @@ Result<PlanRequest> read_plan_request(const Context& ctx, const Json& body) {
   GPUPLAN_TRY(deadline, duration_seconds(req, "deadline"));
   GPUPLAN_TRY(budget, req.real("budget"));
   GPUPLAN_TRY(gpus, req.words("gpu"));
-  PlanRequest pr{setup, offers, filter, objective, top, ttft, tpot, deadline, budget, {}, {}};
+  GPUPLAN_TRY(use_measured, req.boolean("measured", true));
+  PlanRequest pr{setup, offers, filter, objective, top, ttft, tpot, deadline, budget, {}, {}, use_measured};
   pr.options.spot = filter.spot;
   pr.options.max_instances = static_cast<int>(max_instances);
   // The declaration allows cost and time only (req.text checked it).
@@ -244,7 +248,7 @@ Result<Json> plan_command(const Context& ctx, const Json& body) {
   GPUPLAN_TRY(pr, read_plan_request(ctx, body));
   Json rejected = Json::array();
   const std::vector<const Offer*> usable = usable_offers(pr, rejected);
-  const WorkloadPlanModel model(pr.setup);
+  const WorkloadPlanModel model(pr.setup, pr.use_measured);
   Json goal;
   const bool serving = pr.setup.workload.task == Task::kInfer;
   GPUPLAN_TRY(result, serving ? plan_for_serving(model, usable, pr, goal) : plan_for_training(model, usable, pr, goal));

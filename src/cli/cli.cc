@@ -3,12 +3,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 namespace gpuplan::cli {
 
 namespace {
+// .json files one directory given for a files option may hold (a calibration directory of a fleet has
+// one per GPU model and MIG profile; the library takes at most 64 calibration files).
+constexpr size_t kMaxDirectoryFiles = 256;
+
 std::string key_of(const std::string& name) {
   std::string k = name;
   std::replace(k.begin(), k.end(), '-', '_');
@@ -60,7 +65,29 @@ Result<Json> CliCommand::request() const {
         break;
       case OptKind::kFiles: {
         Json files = Json::array();
+        // A directory stands for the .json files in it, in name order (a calibration directory).
+        std::vector<std::string> paths;
         for (const auto& path : o.values) {
+          std::error_code ec;
+          if (!std::filesystem::is_directory(path, ec)) {
+            paths.push_back(path);
+            continue;
+          }
+          std::vector<std::string> in_dir;
+          for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+            if (in_dir.size() >= kMaxDirectoryFiles) {
+              return limit_error("--" + o.option->get_name().substr(2) + " directory '" + path + "' has over " +
+                                     std::to_string(kMaxDirectoryFiles) + " .json files",
+                                 o.key);
+            }
+            if (entry.is_regular_file(ec) && entry.path().extension() == ".json")
+              in_dir.push_back(entry.path().string());
+          }
+          if (ec) return usage_error("cannot read the directory '" + path + "'; check the path", o.key);
+          std::sort(in_dir.begin(), in_dir.end());
+          paths.insert(paths.end(), in_dir.begin(), in_dir.end());
+        }
+        for (const auto& path : paths) {
           std::ifstream in(path, std::ios::binary);
           std::stringstream text;
           text << in.rdbuf();

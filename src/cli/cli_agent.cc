@@ -46,6 +46,12 @@ void add_agent_command(CLI::App& app) {
           "GPU instances the server placed, destroy the ones no rental wants)")
       ->check(CLI::IsMember({"read-only", "static", "dynamic"}))
       ->default_str("read-only");
+  c.app
+      ->add_option("--bench", c.options.bench,
+                   "quick: run gpuplan bench --quick at enrolment and report it (PUT /agent/bench); off: do not")
+      ->default_str("off");
+  c.app->add_option("--bench-file", c.options.bench_files,
+                    "Calibration files (gpuplan bench --out F) to report after the first inventory; repeatable");
 }
 
 bool agent_requested() { return agent_command().app && agent_command().app->parsed(); }

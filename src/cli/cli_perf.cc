@@ -31,6 +31,27 @@ std::string banded(const Json& t, const char* key, const char* fmt, double scale
   return s;
 }
 
+// Which targets a calibration file set, with what, and the warnings about the files.
+void render_calibrations(const Json& r, std::ostringstream& os) {
+  for (const auto& t : r["targets"]) {
+    if (!t.contains("calibration")) continue;
+    const Json& c = t["calibration"];
+    os << "\nCalibrated " << t["target"].get<std::string>() << " from " << str(c["file"]) << " (" << str(c["device"])
+       << ", " << str(c["created_at"]) << ", driver " << str(c["driver"]) << "):";
+    for (const auto& cv : c["curves"]) {
+      os << " " << str(cv["precision"]) << " " << num(Json(cv["peak_fraction"].get<double>() * 100), "%.3g")
+         << "% of peak, I_half " << num(cv["half_intensity"], "%.3g") << ";";
+    }
+    if (c["bandwidth_gbps"].is_number()) os << " " << num(c["bandwidth_gbps"], "%.4g") << " GB/s;";
+    os << " sets";
+    for (const auto& k : c["keys"]) os << " " << k.get<std::string>();
+    os << "\n";
+  }
+  if (r.contains("warnings")) {
+    for (const auto& w : r["warnings"]) os << "warning: " << w.get<std::string>() << "\n";
+  }
+}
+
 }  // namespace
 
 std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
@@ -111,6 +132,7 @@ std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
   }
   const std::string reasons = reason_lines(r["targets"], false);
   if (!reasons.empty()) os << "\nNo figures (\"-\") where it does not run:\n" << reasons;
+  render_calibrations(r, os);
   os << "\nIn parentheses: the 80% band, where 80% of the published rows of that kind that shaped the model fell\n"
         "(data/error_bands.yaml; gpuplan validate prints each band's coverage on used and held-out rows).\n";
   return os.str();

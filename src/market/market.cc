@@ -1816,6 +1816,7 @@ Result<std::vector<Offer>> Market::list_offers(const OfferFilter& filter) const 
     if (!target.empty() && o.target != target) continue;
     out.push_back(o);
   }
+  MARKET_RUN(internal::attach_measured(*impl_, out));
   return out;
 }
 

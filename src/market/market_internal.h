@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gpuplan/market.h"
 #include "gpuplan/status.h"
@@ -42,5 +43,9 @@ Result<bool> enqueue_apply(Tx& tx, const Rental& r, int64_t now_ms);
 // After rental `id` stopped ("stop") or ended ("delete"): a row that undoes its latest apply, if it had
 // one and no stop or delete of that generation is queued yet.
 Status enqueue_undo(Tx& tx, const std::string& rental_id, const std::string& action, int64_t now_ms);
+
+// Fills each offer's `measured` from the benches of the GPUs behind it (market_bench.cc), in a read
+// transaction of its own.
+Status attach_measured(Market::Impl& m, std::vector<Offer>& offers);
 
 }  // namespace gpuplan::market::internal

@@ -95,6 +95,8 @@ Rates make_rates(const PerfDevice& d, Engine engine, const PerfRun& run, const P
   double gemm_frac =
       p == Precision::kFp8 || p == Precision::kInt8 ? eff.gemm_fp8_peak_fraction : eff.gemm_peak_fraction;
   if (p == Precision::kFp32) gemm_frac = eff.gemm_peak_fraction;  // CUDA-core SGEMM reaches a similar share
+  const auto pi = static_cast<size_t>(p);
+  if (eff.precision_peak_fraction[pi] > 0) gemm_frac = eff.precision_peak_fraction[pi];  // measured
   r.gemm_flops = compute_peak(d, p) * gemm_frac;
   // A dequantized copy is multiplied by 16-bit cuBLAS (llama.cpp's cuBLAS path, constants.h).
   r.dense_gemm_flops = run.weights.dequantize ? peak_16bit(d) * eff.gemm_peak_fraction : r.gemm_flops;
@@ -107,9 +109,10 @@ Rates make_rates(const PerfDevice& d, Engine engine, const PerfRun& run, const P
   r.attn_flops = attn_peak * attn_frac;
   r.attn_gemm_flops = attn_peak * eff.gemm_peak_fraction;
   r.head_flops = (p == Precision::kTf32 || p == Precision::kFp32) ? r.gemm_flops : attn_peak * eff.gemm_peak_fraction;
-  r.cuda_core_flops = d.peak(Precision::kFp32) * eff.gemm_peak_fraction;
+  const double fp32_measured = eff.precision_peak_fraction[static_cast<size_t>(Precision::kFp32)];
+  r.cuda_core_flops = d.peak(Precision::kFp32) * (fp32_measured > 0 ? fp32_measured : eff.gemm_peak_fraction);
   r.bandwidth = d.bandwidth_bytes_per_second * eff.bandwidth_fraction;
-  r.half_intensity = eff.gemm_half_intensity;
+  r.half_intensity = eff.precision_half_intensity[pi] > 0 ? eff.precision_half_intensity[pi] : eff.gemm_half_intensity;
   r.sms = d.persistent_gemm ? 0 : d.sm_count;
   r.kernel_seconds = run.cuda_graphs ? eff.kernel_seconds : std::max(eff.kernel_seconds, kEagerKernelSeconds);
   // llama.cpp launches from C++: without graphs each kernel adds its host launch, not Python's.

@@ -207,6 +207,7 @@ PlanResult plan_serving(const PlanModel& model, const std::vector<const Offer*>&
   PlanResult result;
   for (const Offer* offer : offers) {
     if (cancel_requested()) break;  // run_command turns the command into kCancelled
+    model.begin_offer(*offer);
     std::optional<Plan> best;
     std::string why;  // the most informative reason this offer fails
     for (int tp : kDegrees) {
@@ -241,6 +242,7 @@ PlanResult plan_training(const PlanModel& model, const std::vector<const Offer*>
   PlanResult result;
   std::vector<Plan> points;  // every fitting configuration, for the Pareto front
   for (const Offer* offer : offers) {
+    model.begin_offer(*offer);
     const double price = price_of(*offer, options.spot);
     std::optional<Plan> best;
     std::string not_fit;

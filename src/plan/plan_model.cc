@@ -56,9 +56,9 @@ ServePoint WorkloadPlanModel::serve(const Target& t, int tp, int pp, int batch) 
   Workload& w = l.at_batch;
   // With continuous batching a new request's first token waits for its own prefill, not the batch's.
   w.batch = 1;
-  const InferencePerf first = predict_inference(l.setup.arch, device, w, run, l.setup.efficiency);
+  const InferencePerf first = predict_inference(l.setup.arch, device, w, run, efficiency(l));
   w.batch = batch;
-  const InferencePerf at = predict_inference(l.setup.arch, device, w, run, l.setup.efficiency);
+  const InferencePerf at = predict_inference(l.setup.arch, device, w, run, efficiency(l));
   // Prefills of arriving requests interleave with decode steps: in steady state batch / output_tokens
   // requests finish (and as many start, each with its prefill) per decode step.
   const double prefills_per_step = static_cast<double>(batch) / static_cast<double>(perf_output_tokens(w));
@@ -87,10 +87,23 @@ TrainPoint WorkloadPlanModel::train(const Target& t, int dp, int tp, int pp) con
   const PerfDevice device = perf_device(t);
   PerfRun run = perf::run_for(l.setup, device, t.count);
   run.dp = dp;
-  const TrainPerf tr = predict_training(l.setup.arch, device, l.setup.workload, run, l.setup.efficiency);
+  const TrainPerf tr = predict_training(l.setup.arch, device, l.setup.workload, run, efficiency(l));
   p.fits = true;
   p.tokens_per_second = l.setup.arch.cnn ? tr.samples_per_second : tr.tokens_per_second;
   return p;
+}
+
+void WorkloadPlanModel::begin_offer(const Offer& offer) const {
+  offer_efficiency_ = nullptr;
+  if (!use_measured_ || offer.measured_efficiency.empty()) return;
+  auto it = measured_.find(offer.measured_efficiency);
+  if (it == measured_.end()) {
+    // The market wrote the text (market_bench.cc); one it cannot read plans with the request's figures.
+    auto e = parse_efficiency(offer.measured_efficiency, base_.efficiency);
+    if (!e) return;
+    it = measured_.emplace(offer.measured_efficiency, *e).first;
+  }
+  offer_efficiency_ = &it->second;
 }
 
 }  // namespace gpuplan

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "gpuplan/plan.h"
@@ -13,12 +14,17 @@ namespace gpuplan {
 
 class WorkloadPlanModel : public PlanModel {
  public:
-  explicit WorkloadPlanModel(perf::PerfSetup setup) : base_(std::move(setup)) {}
+  // `use_measured`: an offer with measured figures (Offer::measured_efficiency) is predicted with them.
+  explicit WorkloadPlanModel(perf::PerfSetup setup, bool use_measured = false)
+      : base_(std::move(setup)), use_measured_(use_measured) {}
 
   int max_serving_batch(const Target& t, int tp, int pp, std::string* why_not) const override;
   ServePoint serve(const Target& t, int tp, int pp, int batch) const override;
   TrainPoint train(const Target& t, int dp, int tp, int pp) const override;
   bool layout_allowed(int tp, int pp) const override;
+  void begin_offer(const Offer& offer) const override;
+  // Whether the offer being planned is predicted with its measured figures.
+  bool offer_measured() const { return offer_efficiency_ != nullptr; }
 
  private:
   // The setup with a parallel layout, and its memory cache, made once per layout.
@@ -31,8 +37,16 @@ class WorkloadPlanModel : public PlanModel {
   };
   Layout& layout(int tp, int pp) const;
 
+  // The efficiency of the offer being planned: the request's, or its measured curves on top of them.
+  const PerfEfficiency& efficiency(const Layout& l) const {
+    return offer_efficiency_ ? *offer_efficiency_ : l.setup.efficiency;
+  }
+
   perf::PerfSetup base_;
+  bool use_measured_ = false;
   mutable std::map<std::pair<int, int>, Layout> layouts_;
+  mutable std::map<std::string, PerfEfficiency> measured_;  // by the offers' efficiency text
+  mutable const PerfEfficiency* offer_efficiency_ = nullptr;
 };
 
 }  // namespace gpuplan

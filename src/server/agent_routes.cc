@@ -109,6 +109,20 @@ Result<market::Heartbeat> heartbeat_of(const Json& body) {
   return hb;
 }
 
+// PUT /agent/bench: {gpu_uuid, profile?, calibration: "the file's JSON text"}.
+Result<market::BenchReport> bench_of(const Json& body) {
+  const Request req(body, "market.agent.bench");
+  GPUPLAN_CHECK(req.check_keys());
+  GPUPLAN_TRY(uuid, req.text("gpu_uuid"));
+  GPUPLAN_TRY(profile, req.text("profile"));
+  GPUPLAN_TRY(text, req.text("calibration"));
+  market::BenchReport r;
+  r.gpu_uuid = uuid;
+  r.profile = profile;
+  r.calibration_text = text;
+  return r;
+}
+
 Json inventory_json(const market::InventoryResult& r) {
   Json gpus = Json::array();
   for (const auto& g : r.gpus) {
@@ -168,6 +182,19 @@ HttpResponse agent_response(Market& m, const HttpRequest& req, const std::vector
     auto r = m.put_inventory(*agent, *inv);
     if (!r) return agent_error_answer(r.error());
     return market_json_answer(200, inventory_json(*r));
+  }
+  if (what == "bench") {
+    if (method != "PUT") return method_not_allowed("PUT");
+    auto report = bench_of(body);
+    if (!report) return agent_error_answer(report.error());
+    auto agent = agent_of(m, req);
+    if (!agent) return agent_error_answer(agent.error());
+    auto r = m.put_bench(*agent, *report);
+    if (!r) return agent_error_answer(r.error());
+    return market_json_answer(200, Json{{"gpu_uuid", r->gpu_uuid},
+                                        {"target", r->target},
+                                        {"measured", measured_json(r->measured)},
+                                        {"warnings", r->warnings}});
   }
   if (what == "heartbeat") {
     if (method != "POST") return method_not_allowed("POST");

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/decimal.h"
+#include "core/format.h"
 #include "core/request.h"
 #include "server/agent_routes.h"
 #include "server/server.h"
@@ -108,6 +109,24 @@ Json access_json(const market::RentalAccess& a) {
               {"namespace", j_str_or_null(a.access.kube_namespace)},
               {"pod", j_str_or_null(a.access.pod)}};
 }
+}  // namespace
+
+Json measured_json(const market::OfferMeasured& m) {
+  auto positive = [](double v) { return v > 0 ? Json(sig(v)) : Json(nullptr); };
+  return Json{{"bf16_dense_tflops", positive(m.bf16_dense_tflops)},
+              {"ratio_to_datasheet", positive(m.ratio_to_datasheet)},
+              {"memory_gbps", positive(m.memory_gbps)},
+              {"ratio", positive(m.ratio)},
+              {"pcie_gen", m.pcie_gen > 0 ? Json(m.pcie_gen) : Json(nullptr)},
+              {"pcie_width", m.pcie_width > 0 ? Json(m.pcie_width) : Json(nullptr)},
+              {"measured_at", m.measured_at},
+              {"method", m.method},
+              {"efficiency", m.efficiency},
+              {"gpus_measured", m.gpus_measured}};
+}
+
+namespace {
+
 Json offer_json(const market::Offer& o) {
   return Json{{"id", o.id},
               {"source", "market"},
@@ -124,7 +143,8 @@ Json offer_json(const market::Offer& o) {
               {"available", o.available},
               {"active", o.active},
               {"demo", o.provider == kDemoProviderName},
-              {"created_at_ms", o.created_at_ms}};
+              {"created_at_ms", o.created_at_ms},
+              {"measured", o.measured ? measured_json(*o.measured) : Json(nullptr)}};
 }
 Json rental_json(const market::Rental& r) {
   Json placements = Json::array();

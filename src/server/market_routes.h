@@ -33,6 +33,8 @@ inline constexpr std::string_view kDemoProviderName = "demo-provider";
 // WWW-Authenticate: Bearer, 503 with Retry-After).
 HttpResponse market_json_answer(int status, const Json& body);
 HttpResponse market_error_answer(const Error& e);
+// An offer's measured figures (PUT /agent/bench) as the offers and the bench answer show them.
+Json measured_json(const market::OfferMeasured& m);
 
 // Whether the request names a market resource (by its first path segment after /api/v1). /offers is
 // shared with the offers-file command: the market answers GET /offers?source=market, DELETE

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -18,6 +19,8 @@
 
 #include "agent/agent.h"
 #include "agent/nvml_api.h"
+#include "calibration_util.h"
+#include "gpuplan/catalog.h"
 #include "gpuplan/market.h"
 #include "market/db.h"
 #include "server/server.h"
@@ -248,6 +251,42 @@ TEST_F(AgentLoop, EnrolsOnceSendsTheInventoryHeartbeatsAndStopsCleanly) {
   t.join();
   EXPECT_TRUE(loop.ok()) << (loop.ok() ? "" : loop.error().message);
   EXPECT_NE(loop_out.str().find("\"event\":\"stopped\""), std::string::npos) << loop_out.str();
+}
+
+// --bench-file (issue #16): after its first inventory the agent PUTs the calibration of its GPU; the
+// market stores it and answers the measured figures. --bench quick without a bench built in is refused.
+TEST_F(AgentLoop, ReportsABenchFileAfterTheFirstInventory) {
+  const std::string enrol = add_node();
+  auto ref = Catalog::embedded()->resolve("a100-80gb-sxm4");
+  ASSERT_TRUE(ref.ok());
+  calibration_testing::CalibrationTruth t;
+  t.catalog_id = "a100-80gb-sxm4";
+  t.uuid = "GPU-4f1c2d3e-aaaa-4bbb-8ccc-000000000000";
+  t.driver = "550.54.15";
+  const std::string file = (dir_ / "bench.json").string();
+  std::ofstream(file) << calibration_testing::calibration_json(t, perf_device(Target::linked(*ref, 1))).dump();
+  AgentOptions o;
+  o.server = url();
+  o.enroll = enrol;
+  o.once = true;
+  o.nvml = fixture("a100-mig");
+  o.bench_files = {file};
+  std::atomic<bool> stop{false};
+  std::ostringstream out;
+  Status s = run_agent(o, stop, true, out);
+  ASSERT_TRUE(s.ok()) << s.error().message << "\n" << out.str();
+  const std::string text = out.str();
+  const Json once = Json::parse(text.substr(text.find("{\n")), nullptr, false);
+  ASSERT_FALSE(once.is_discarded()) << text;
+  ASSERT_EQ(once["bench"].size(), 1u) << text;
+  EXPECT_EQ(once["bench"][0]["target"], "a100-80gb-sxm4") << text;
+  EXPECT_EQ(once["bench"][0]["measured"]["method"], "gpuplan bench 1") << text;
+  o.bench_files.clear();
+  o.bench = "quick";
+  std::ostringstream quick_out;
+  Status quick = run_agent(o, stop, true, quick_out);
+  ASSERT_FALSE(quick.ok());
+  EXPECT_EQ(quick.error().field, "bench");
 }
 
 TEST_F(AgentLoop, ARefusedEnrolmentEndsTheAgentWithTheReason) {

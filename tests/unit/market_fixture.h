@@ -34,7 +34,7 @@ inline std::unique_ptr<Db> make_store(const std::string& kind, std::string* skip
     }
     // A clean schema per test: drop every table the migrations create.
     Status s = with_tx(**db, TxMode::kWrite, [](Tx& tx) -> Status {
-      for (const char* t : {"outbox", "node_agents", "usage_segments", "rental_events", "slice_claims",
+      for (const char* t : {"outbox", "gpu_bench", "node_agents", "usage_segments", "rental_events", "slice_claims",
                             "rental_placements", "rentals", "templates", "offers", "gpus", "nodes", "api_tokens",
                             "users", "tenants", "market_version", "target_last_available", "schema_migrations"}) {
         auto r = tx.exec(std::string("DROP TABLE IF EXISTS ") + t + " CASCADE");

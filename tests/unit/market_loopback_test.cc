@@ -25,6 +25,8 @@
 #include <sstream>
 #include <thread>
 
+#include "calibration_util.h"
+#include "gpuplan/catalog.h"
 #include "gpuplan/market.h"
 #include "market/db.h"
 #include "market_pg_test_util.h"
@@ -403,6 +405,78 @@ TEST_P(MarketLoopback, AgentEnrolsReportsAndIsFencedOverHttp) {
   ASSERT_EQ(other.status, 200) << other.body.dump();
   EXPECT_TRUE(other.body["desired"].empty());
   EXPECT_EQ(other.body["ignored"], Json::array({w->rental_a}));
+}
+
+// Measured figures (issue #16): node A's agent PUTs the bench of its GPU; the live offers of that GPU (the
+// market's list and offers.list's) carry `measured`, the MIG offers of it do not (no bench of a slice);
+// another node's agent gets 404 on A's GPU, and a user's token 403.
+TEST_P(MarketLoopback, AgentBenchPutsMeasuredFiguresOnTheOffers) {
+  auto w = make_world(port_, admin_, 1);
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  const Json inv{{"seq", 1},
+                 {"boot_id", "boot-a"},
+                 {"driver_version", "550.54.15"},
+                 {"gpus", Json::array({Json{{"uuid", "GPU-A-0"},
+                                            {"name", "NVIDIA A100-SXM4-80GB"},
+                                            {"pci_bus_id", "00000000:17:00.0"},
+                                            {"memory_bytes", 85899345920},
+                                            {"mig_mode", "enabled"},
+                                            {"instances", Json::array()}}})}};
+  ASSERT_EQ(call(port_, "PUT", "/agent/inventory", w->agent_a, &inv).status, 200);
+  auto ref = Catalog::embedded()->resolve("a100-80gb-sxm4");
+  ASSERT_TRUE(ref.ok());
+  calibration_testing::CalibrationTruth t;
+  t.catalog_id = "a100-80gb-sxm4";
+  t.uuid = "GPU-A-0";
+  t.pcie_gen = 4;
+  t.pcie_width = 16;
+  t.curves = {calibration_testing::TruthCurve{Precision::kBf16, 0.9, 80}};
+  const Json body{
+      {"gpu_uuid", "GPU-A-0"},
+      {"calibration", calibration_testing::calibration_json(t, perf_device(Target::linked(*ref, 1))).dump()}};
+  EXPECT_EQ(call(port_, "PUT", "/agent/bench", w->prov_a.token, &body).status, 403);
+  Answer put = call(port_, "PUT", "/agent/bench", w->agent_a, &body);
+  ASSERT_EQ(put.status, 200) << put.body.dump();
+  EXPECT_EQ(put.body["target"], "a100-80gb-sxm4");
+  ASSERT_EQ(put.body["warnings"].size(), 1u) << put.body.dump();  // the file's driver is not the inventory's
+  EXPECT_NE(put.body["warnings"][0].get<std::string>().find("550.54.15"), std::string::npos);
+  EXPECT_EQ(put.body["measured"]["method"], "gpuplan bench 1");
+  EXPECT_EQ(put.body["measured"]["pcie_gen"], 4);
+  for (const std::string path : {"/offers?source=market", "/offers"}) {
+    Answer offers = call(port_, "GET", path, "");
+    ASSERT_EQ(offers.status, 200) << offers.body.dump();
+    int seen = 0;
+    for (const auto& o : offers.body["offers"]) {
+      if (o["source"] != "market") continue;
+      const std::string id = o.contains("id") ? o["id"].get<std::string>() : std::string();
+      if (id == w->offer_gpu_a) {
+        ++seen;
+        ASSERT_TRUE(o["measured"].is_object()) << path << ": " << o.dump();
+        EXPECT_NEAR(o["measured"]["ratio_to_datasheet"].get<double>(), 0.887, 0.01) << path;
+        EXPECT_EQ(o["measured"]["gpus_measured"], 1) << path;
+      } else if (id == w->offer_slice_a) {
+        ++seen;
+        EXPECT_TRUE(o["measured"].is_null()) << path << ": " << o.dump();
+      }
+    }
+    // offers.list leaves the whole-GPU offer out (its GPU holds the 1g.10gb rental: unavailable).
+    EXPECT_EQ(seen, path == "/offers" ? 1 : 2) << path << ": " << offers.body.dump();
+  }
+  // Provider B's node and agent: 404 on A's GPU.
+  const Json nb = node_body("node-b", 1, "GPU-B-");
+  Answer nba = call(port_, "POST", "/nodes", w->prov_b.token, &nb);
+  ASSERT_EQ(nba.status, 201) << nba.body.dump();
+  const Json enrol_other{{"enrollment_token", nba.body["enrollment_token"]}, {"boot_id", "boot-b"}};
+  Answer eb = call(port_, "POST", "/agent/enroll", "", &enrol_other);
+  ASSERT_EQ(eb.status, 201) << eb.body.dump();
+  Answer foreign = call(port_, "PUT", "/agent/bench", eb.body["agent_token"].get<std::string>(), &body);
+  EXPECT_EQ(foreign.status, 404) << foreign.body.dump();
+  EXPECT_EQ(foreign.body["error"]["field"], "gpu_uuid");
+  // A body that is not a bench: 400 naming the field.
+  const Json no_file{{"gpu_uuid", "GPU-A-0"}};
+  Answer missing = call(port_, "PUT", "/agent/bench", w->agent_a, &no_file);
+  EXPECT_EQ(missing.status, 400) << missing.body.dump();
+  EXPECT_EQ(missing.body["error"]["field"], "calibration");
 }
 
 TEST_P(MarketLoopback, BodiesAsTheIssueGivesThemAndIfMatch) {
