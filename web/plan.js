@@ -180,7 +180,8 @@ function render(d) {
         typeof best.seconds_total === 'number' && best.seconds_total > 0 ? el('li', { text: `Time: ${seconds(best.seconds_total)}` }) : null,
         best.ttft_seconds > 0 ? el('li', { text: `Latency: first token ${seconds(best.ttft_seconds)}, then ${seconds(best.tpot_seconds)} per token; ${fmt(best.tokens_per_second)} tokens/s` }) : null,
         best.capacity_requests_per_second > 0 ? el('li', { text: `Capacity: ${fmt(best.capacity_requests_per_second)} requests/s` }) : null,
-        best.reason ? el('li', { text: `Why: ${best.reason}` }) : null)));
+        best.reason ? el('li', { text: `Why: ${best.reason}` }) : null,
+        best.price_warning ? el('li', {}, 'Price: ', priceWarning(best), ` (captured ${best.captured_at}; Max age drops such offers)`) : null)));
   } else {
     res.push(el('p', { class: 'notice', text: 'No offer meets the goal; the table says why for each.' }));
   }
@@ -194,12 +195,18 @@ function render(d) {
     el('caption', { text: finite ? 'Plans considered' : 'Plans considered (no total: a service runs until stopped, so its cost is per hour and per million tokens)' }),
     el('thead', {}, el('tr', {}, ['Offer', 'Provider', 'Region', 'Target', 'GPUs', 'TP', 'PP', 'Replicas', 'Batch', 'Per hour', finite ? 'Total' : null, 'Per M tokens', 'Time', 'Meets goal', 'Reason'].filter(Boolean).map((h) => el('th', { scope: 'col', text: h })))),
     el('tbody', {}, plans.map((p) => el('tr', {},
-      el('th', { scope: 'row' }, p.offer || '', marketMarks(p)), el('td', { text: p.provider || '' }), el('td', { text: p.region || '' }), el('td', { text: p.target || '' }),
+      el('th', { scope: 'row' }, p.offer || '', marketMarks(p), priceWarning(p)), el('td', { text: p.provider || '' }), el('td', { text: p.region || '' }), el('td', { text: p.target || '' }),
       ['gpus', 'tp', 'pp', 'replicas', 'batch'].map((k) => el('td', { class: 'num', text: fmt(p[k]) })),
       el('td', { class: 'num', text: money(p.cost_per_hour) }), finite ? el('td', { class: 'num', text: money(p.cost_total) }) : null, el('td', { class: 'num', text: money(p.cost_per_million_tokens) }),
       el('td', { class: 'num time', text: p.seconds_total > 0 ? seconds(p.seconds_total) : typeof p.tpot_seconds === 'number' ? `${seconds(p.tpot_seconds)}/token` : '–' }),
       el('td', { text: p.meets_goal === false ? '✗ no' : '✓ yes' }), el('td', { text: p.reason || '' }))))))));
   return res;
+}
+
+// An old list price's warning (the server's price_warning: "list price from 2024-06, may be stale (...)"),
+// shown beside the price it is about; nothing for a current price.
+function priceWarning(o) {
+  return o && o.price_warning ? el('span', { class: 'price-warning', role: 'note', text: ` ⚠ ${o.price_warning}` }) : null;
 }
 
 // A market offer's (or plan's) marks: "live" with the count free now, and "demo data" for the demo
@@ -343,7 +350,7 @@ function offersSection(haveOffers) {
       { key: 'price_per_gpu_hour', label: 'Per GPU-hour ($)', num: true },
       { key: 'spot_price_hour', label: 'Spot per hour ($)', num: true },
       { key: 'origin', label: 'Source (captured)', render: (o) => o.origin === 'live'
-        ? marketMarks(o) : `${o.captured_at || 'file'}${o.stale ? ' (stale)' : ''}` },
+        ? marketMarks(o) : [o.captured_at || 'file', priceWarning(o) || (o.stale ? ' (stale)' : '')] },
     ], rows.slice(0, 200), {
       caption: 'Offers from files and the market, cheapest per GPU-hour first (200 at most shown)', sortKey: 'price_per_gpu_hour',
       rowAttrs: (o) => ({ class: [o.origin === 'live' ? 'offer-market' : 'offer-file', o.demo ? 'offer-demo' : ''].join(' ').trim() }),

@@ -59,7 +59,7 @@ Result<std::optional<double>> duration_seconds(const Request& req, const char* k
   return std::optional<double>(v * unit);
 }
 
-Json plan_json(const Plan& p, bool spot) {
+Json plan_json(const Plan& p, bool spot, const OfferFilter& filter) {
   const Offer& o = *p.offer;
   Json j{{"offer", o.id()},
          {"provider", o.provider},
@@ -85,6 +85,7 @@ Json plan_json(const Plan& p, bool spot) {
          {"source", o.source},
          {"meets_goal", p.meets_goal},
          {"reason", p.reason}};
+  if (const std::string w = price_age_warning(o, filter); !w.empty()) j["price_warning"] = w;
   if (o.is_market()) {
     // A market offer (source "market"): the instances free now, and whether it is demo data.
     j["available"] = o.available_count.value_or(0);
@@ -214,10 +215,10 @@ Json plan_answer(const PlanRequest& pr, const PlanResult& result, size_t conside
   const bool spot = pr.options.spot;
   Json plans = Json::array();
   for (size_t i = 0; i < result.plans.size() && i < static_cast<size_t>(pr.top); ++i) {
-    plans.push_back(plan_json(result.plans[i], spot));
+    plans.push_back(plan_json(result.plans[i], spot, pr.filter));
   }
   Json pareto = Json::array();
-  for (const auto& p : result.pareto) pareto.push_back(plan_json(p, spot));
+  for (const auto& p : result.pareto) pareto.push_back(plan_json(p, spot, pr.filter));
   for (const auto& p : result.rejected) {
     rejected.push_back(Json{{"offer", p.offer->id()}, {"target", p.offer->target.id()}, {"reason", p.reason}});
   }
@@ -232,7 +233,7 @@ Json plan_answer(const PlanRequest& pr, const PlanResult& result, size_t conside
               {"now", pr.filter.now},
               {"configurations", result.configurations},
               {"offers_considered", considered},
-              {"best", has_best ? plan_json(result.plans.front(), spot) : Json(nullptr)},
+              {"best", has_best ? plan_json(result.plans.front(), spot, pr.filter) : Json(nullptr)},
               {"plans", std::move(plans)},
               {"pareto", std::move(pareto)},
               {"rejected", std::move(rejected)},

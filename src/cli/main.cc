@@ -61,6 +61,7 @@ int run(int argc, char** argv) {
   if (!catalog) return report(catalog.error());
   Context ctx{*catalog};
   if (cli::serve_requested()) return cli::run_serve(ctx);
+  if (cli::offers_import_requested()) return cli::run_offers_import(ctx, report);
 
   for (const auto& c : commands) {
     if (!c->app->parsed()) continue;

@@ -660,6 +660,27 @@ test('plan: engine, training tasks and every other plan key come from the declar
   }
 });
 
+test('prices: an old list price is used with its date and a "may be stale" warning, in the offers and the plan', async (page) => {
+  if (!have('plan') || !have('offers.list')) return;
+  // The shipped snapshot: an offer older than the max age is listed with its warning.
+  const listed = (await (await fetch(`${base}api/v1/offers`)).json()).offers.filter((o) => o.price_warning);
+  await open(page, '#/plan');
+  await page.waitForSelector('#panel-plan .offers table tbody tr');
+  if (listed.length) {
+    const row = page.locator(`#panel-plan .offers tbody tr:has(th:text-is("${listed[0].provider}"))`, { hasText: listed[0].name }).first();
+    expect((await row.textContent()).includes(listed[0].price_warning), `the offers table shows "${listed[0].price_warning}"`);
+  }
+  const csv = 'provider,region,offer,gpu,gpus,interconnect,vcpus,ram_gb,price_hour,spot_price_hour,currency,available,captured_at,source\n' +
+    'oldcloud,lab-1,box-a100,a100-80gb-sxm4,1,pcie,8,64,2.5,,USD,yes,2024-06-15,https://example.com/prices\n';
+  await page.setInputFiles('#plan-offers', { name: 'old.csv', mimeType: 'text/csv', buffer: Buffer.from(csv) });
+  await page.waitForFunction(() => document.querySelector('#plan-status')?.textContent.includes('old.csv'));
+  await page.click('#panel-plan form.workload button[type="submit"]');
+  await page.waitForSelector('#panel-plan .plan-results table.plans', { timeout: 20000 });
+  const rec = await page.textContent('#panel-plan .recommended');
+  expect(/list price from 2024-06, may be stale \(\d+ days old\)/.test(rec), `the recommended plan warns: ${rec}`);
+  expect(/may be stale/.test(await page.textContent('#panel-plan table.plans tbody th')), 'the plan row warns');
+});
+
 test('MIG: "use the whole GPU" grows three services\' instances into what is free and says what is left and why', async (page) => {
   if (!have('mig.check')) return;
   const gpu = 'a100-80gb-sxm4';
