@@ -27,7 +27,8 @@ constexpr const char* kAws =
     "nv6ads,A10,0.167,6.0,55.0,,0.454,,eastus,\n";
 
 TEST(OffersImport, SkyPilotRowsOnePerRegionWithTheLowestZoneSpotPrice) {
-  const auto& cat = Catalog::embedded();
+  const auto catalog = Catalog::embedded();  // held: the reference below outlives no temporary
+  const Catalog& cat = *catalog;
   auto r = import_offers(cat, "vms.csv", kAws, skypilot());
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->offers, 2u);  // g6.xlarge in us-east-1 (two zones) and eu-west-1
@@ -60,10 +61,11 @@ TEST(OffersImport, AMapNamesWhatTheCatalogCannotAndAMarketplaceIsMarked) {
   auto o = skypilot("vast");
   o.gpu_map["A100"] = "a100-40gb-sxm4";
   o.price_kind = "marketplace";
-  auto r = import_offers(Catalog::embedded(), "vms.csv", kAws, o);
+  const auto catalog = Catalog::embedded();
+  auto r = import_offers(*catalog, "vms.csv", kAws, o);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->offers, 3u);
-  auto back = parse_offers(Catalog::embedded(), "imported.csv", r->csv);
+  auto back = parse_offers(*catalog, "imported.csv", r->csv);
   ASSERT_TRUE(back.ok());
   ASSERT_EQ(back->offers.size(), 3u);
   EXPECT_EQ(back->offers[2].target.id(), "a100-40gb-sxm4");
@@ -79,9 +81,10 @@ TEST(OffersImport, GpuplanCsvRowsGetTheImportsDateAndSourceWhereTheyHaveNone) {
       "captured_at,source\n"
       "p,r,a,l4,1,pcie,4,16,0.8,,USD,yes,,\n"
       "p,r,b,l4,1,pcie,4,16,0.9,,USD,yes,2026-10-01,https://kept\n";
-  auto r = import_offers(Catalog::embedded(), "mine.csv", csv, o);
+  const auto catalog = Catalog::embedded();
+  auto r = import_offers(*catalog, "mine.csv", csv, o);
   ASSERT_TRUE(r.ok()) << r.error().message;
-  auto back = parse_offers(Catalog::embedded(), "imported.csv", r->csv);
+  auto back = parse_offers(*catalog, "imported.csv", r->csv);
   ASSERT_TRUE(back.ok());
   ASSERT_EQ(back->offers.size(), 2u);
   EXPECT_EQ(back->offers[0].captured_at, "2026-11-30");
@@ -91,7 +94,8 @@ TEST(OffersImport, GpuplanCsvRowsGetTheImportsDateAndSourceWhereTheyHaveNone) {
 }
 
 TEST(OffersImport, MistakesNameTheirField) {
-  const auto& cat = Catalog::embedded();
+  const auto catalog = Catalog::embedded();  // held: the reference below outlives no temporary
+  const Catalog& cat = *catalog;
   auto o = skypilot("");
   auto r = import_offers(cat, "vms.csv", kAws, o);
   ASSERT_FALSE(r.ok());

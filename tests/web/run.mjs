@@ -437,16 +437,8 @@ test('market: the offers view lists live market rows beside the files and marks 
   expect(!(await page.isVisible('#offers-demo-note')), 'no demo note without a store');
 });
 
-test('phone width: no sideways scrolling of the page', async (page) => {
-  await page.setViewportSize({ width: 390, height: 844 });
-  for (const hash of ['#/catalog', '#/gpu/h100-80gb-sxm5', '#/compare?gpu=a100-40gb-sxm4,a40', '#/fit', '#/mig', '#/plan', '#/rent', '#/provider']) {
-    await open(page, hash);
-    await page.waitForTimeout(300);
-    const over = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-    expect(over <= 1, `${hash} is ${over}px wider than a phone`);
-    await shot(page, `phone-${hash.replace(/[^a-z0-9]+/gi, '-').replace(/^-|-$/g, '')}`);
-  }
-});
+// The phone-width check (390 px) is the layout test at the end: every element inside the window, no
+// sideways-scrolling box counted as fitting, chart labels whole, apart and readable.
 
 // Issue #18's page bugs, each reproduced here first.
 test('charts: the Fit chart keeps its patterns after Compare (pattern ids unique per chart)', async (page) => {
