@@ -73,7 +73,7 @@ export async function init(panel) {
 // the form above asks for, and those that are not form fields (objects, files), are left out.
 const PLAN_FORM_KEYS = new Set(['model', 'config', 'weights', 'task', 'engine', 'rate', 'input_tokens', 'output_tokens', 'ttft_slo', 'tpot_slo',
   'train_tokens', 'deadline', 'budget', 'objective', 'spot', 'top', 'offers', 'market']);
-const PLAN_SHOWN_KEYS = ['gpu', 'provider', 'region', 'context', 'max_age', 'max_instances'];
+const PLAN_SHOWN_KEYS = ['gpu', 'provider', 'region', 'context', 'max_age', 'max_gpus', 'max_instances'];
 let optionInputs = [];
 function optionFields() {
   const opts = (vocab.options || []).filter((o) => (o.commands || []).includes('plan') && !PLAN_FORM_KEYS.has(o.name) && !['object', 'files'].includes(o.type));
@@ -105,7 +105,7 @@ function optionFields() {
   const byName = new Map(opts.map((o) => [o.name, o]));
   const shown = PLAN_SHOWN_KEYS.filter((k) => byName.has(k)).map((k) => field(byName.get(k)));
   const rest = opts.map(field).filter(Boolean);
-  return [el('fieldset', { class: 'plan-options' }, el('legend', { text: 'GPUs, providers, regions, context, price age' }), shown,
+  return [el('fieldset', { class: 'plan-options' }, el('legend', { text: 'GPUs, providers, regions, context, price age, size' }), shown,
     el('p', { class: 'hint', text: 'Empty fields take the library\'s defaults (shown greyed). Lists are comma-separated.' })),
   el('details', { class: 'plan-more' }, el('summary', { text: `More options (${rest.length}, as gpuplan plan --help lists them)` }),
     el('fieldset', { class: 'plan-options' }, el('legend', { text: 'Every other plan option' }), rest))];

@@ -130,6 +130,7 @@ Result<PlanRequest> read_plan_request(const Context& ctx, const Json& body) {
   GPUPLAN_TRY(objective, req.text("objective"));
   GPUPLAN_TRY(top, req.whole("top"));
   GPUPLAN_TRY(max_instances, req.whole("max_instances"));
+  GPUPLAN_TRY(max_gpus, req.whole("max_gpus"));
   GPUPLAN_TRY(ttft, req.real("ttft_slo"));
   GPUPLAN_TRY(tpot, req.real("tpot_slo"));
   GPUPLAN_TRY(deadline, duration_seconds(req, "deadline"));
@@ -138,6 +139,7 @@ Result<PlanRequest> read_plan_request(const Context& ctx, const Json& body) {
   PlanRequest pr{setup, offers, filter, objective, top, ttft, tpot, deadline, budget, {}, {}};
   pr.options.spot = filter.spot;
   pr.options.max_instances = static_cast<int>(max_instances);
+  pr.options.max_gpus = static_cast<int>(max_gpus);
   // The declaration allows cost and time only (req.text checked it).
   pr.options.objective = objective == "time" ? PlanObjective::kTime : PlanObjective::kCost;
   for (const auto& g : gpus) {

@@ -624,7 +624,7 @@ test('plan: engine, training tasks and every other plan key come from the declar
   const missing = [];
   for (const o of keys) if (await page.locator(`#panel-plan form.workload [data-option="${o.name}"]`).count() !== 1) missing.push(o.name);
   expect(missing.length === 0, `plan keys without a field: ${missing.join(', ')}`);
-  for (const k of ['gpu', 'provider', 'region', 'context', 'max_age', 'max_instances']) expect(await page.isVisible(`[data-option="${k}"]`), `${k} is in view`);
+  for (const k of ['gpu', 'provider', 'region', 'context', 'max_age', 'max_gpus', 'max_instances']) expect(await page.isVisible(`[data-option="${k}"]`), `${k} is in view`);
   expect(await page.getAttribute('#plan-opt-max_instances', 'max') === String(vocab.options.find((o) => o.name === 'max_instances').range.max), 'the declared range');
   // What is set reaches the request, typed; the status says which engine planned.
   const other = vocab.vocabularies.engine.find((e) => e !== declared.default && e !== 'auto');
