@@ -26,7 +26,10 @@ build: deps $(BUILD_DIR)/build.ninja
 HOST ?= 127.0.0.1
 PORT ?= 8080
 DEMO_DIR ?= .gpuplan-demo
-run: build
+# It builds only the gpuplan binary (the page and data are embedded in it); tests and benchmarks are
+# built by `make test` and `make bench`.
+run: deps $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target gpuplan
 	@echo "gpuplan: open http://$(HOST):$(PORT)/ in a browser (API under /api/v1; Ctrl-C stops it)"
 	./scripts/market-demo.sh ./$(BUILD_DIR)/gpuplan $(HOST) $(PORT) $(DEMO_DIR)
 

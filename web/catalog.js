@@ -1,6 +1,6 @@
 // Catalog: a filterable, sortable table of GPUs and MIG slices, and a page per GPU or slice with
 // every figure, what it means, its source and date, how it was derived and the conflicting claims.
-import { add, api, clear, el, errorBox, fmt, label, liveStatus, safeUrl, sortableTable } from './ui.js';
+import { add, api, clear, el, errorBox, fmt, label, labelCells, liveStatus, safeUrl, sortableTable } from './ui.js';
 
 let rows = [];
 let listView, detailView, tableBox, status;
@@ -132,7 +132,7 @@ function how(f) {
 }
 
 function figuresTable(specs) {
-  return el('table', { class: 'data figures' },
+  return labelCells(el('table', { class: 'data figures' },
     el('caption', { text: 'Every figure with its meaning, source and date' }),
     el('thead', {}, el('tr', {}, ['Figure', 'Value', 'What it means', 'Source', 'Checked', 'How', 'Conflicting claims'].map((h) => el('th', { scope: 'col', text: h })))),
     el('tbody', {}, Object.entries(specs).map(([key, f]) => el('tr', { 'data-key': key },
@@ -146,7 +146,7 @@ function figuresTable(specs) {
         : el('ul', {}, f.conflicts.map((c) => el('li', {},
           el('strong', { text: `${c.value}` }), ' in ',
           c.source && safeUrl(c.source.url) ? el('a', { href: safeUrl(c.source.url), rel: 'noopener noreferrer', target: '_blank', text: c.source.title || c.source.id }) : (c.source && c.source.id) || '?',
-          c.note ? ` (${c.note})` : ''))))))));
+          c.note ? ` (${c.note})` : '')))))))));
 }
 
 function profileFacts(p) {
@@ -165,14 +165,14 @@ function migTable(g) {
     el('h3', { text: 'MIG profiles' }),
     el('p', {}, `Up to ${m.max_instances} instances on ${m.memory_slices} memory slices and ${m.compute_slices} compute slices; driver ${m.min_driver} or later.`,
       m.source && safeUrl(m.source.url) ? [' Source: ', el('a', { href: safeUrl(m.source.url), rel: 'noopener noreferrer', target: '_blank', text: m.source.title || m.source.id }), '.'] : ''),
-    el('div', { class: 'table-wrap' }, el('table', { class: 'data' },
+    el('div', { class: 'table-wrap' }, labelCells(el('table', { class: 'data mig-profiles' },
       el('caption', { text: `MIG profiles of ${g.name}` }),
       el('thead', {}, el('tr', {}, ['Profile', 'Memory (MiB)', 'Memory slices', 'Compute slices', 'SMs', 'At most', 'Start slots'].map((h) => el('th', { scope: 'col', text: h })))),
       el('tbody', {}, m.profiles.map((p) => el('tr', {},
         el('th', { scope: 'row' }, el('a', { href: `#/gpu/${g.id}/${p.name}`, text: p.name })),
         el('td', { class: 'num', text: fmt(p.memory_mib) }), el('td', { class: 'num', text: fmt(p.memory_slices) }),
         el('td', { class: 'num', text: fmt(p.compute_slices) }), el('td', { class: 'num', text: fmt(p.sm_count) }),
-        el('td', { class: 'num', text: fmt(p.max_count) }), el('td', { text: (p.placements || []).map((x) => x.start).join(', ') }))))))];
+        el('td', { class: 'num', text: fmt(p.max_count) }), el('td', { text: (p.placements || []).map((x) => x.start).join(', ') })))))))];
 }
 
 function sourcesList(specs) {

@@ -1,5 +1,5 @@
 // Compare: GPUs and MIG slices side by side, with bar charts drawn here (SVG, patterns and labels).
-import { add, api, barChart, clear, el, errorBox, fmt, fmtFigure, gpuList, gpuPicker, isUnavailable, label, liveStatus, unavailable, unitOf } from './ui.js';
+import { add, api, barChart, clear, el, errorBox, fmt, fmtFigure, gpuList, gpuPicker, isUnavailable, label, labelCells, liveStatus, unavailable, unitOf } from './ui.js';
 
 let picker, results, status;
 let lastKey = '';
@@ -85,7 +85,7 @@ function render(d) {
   const rows = [...d.keys.map((k) => ({ k, kind: 'spec' })),
     ...[...new Set(t.flatMap((x) => Object.keys(x.derived || {})))].map((k) => ({ k, kind: 'derived' })),
     ...[...new Set(t.flatMap((x) => Object.keys(x.value || {})))].map((k) => ({ k, kind: 'value' }))];
-  out.push(el('div', { class: 'table-wrap' }, el('table', { class: 'data compare-table' },
+  out.push(el('div', { class: 'table-wrap' }, labelCells(el('table', { class: 'data compare-table' },
     el('caption', { text: `Figures side by side; percentages are against ${d.baseline}` }),
     el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'Figure' }), t.map((x, i) => el('th', { scope: 'col' },
       el('a', { href: `#/gpu/${x.id}`, text: x.name }), i === 0 ? el('span', { class: 'muted', text: ' (baseline)' }) : null)))),
@@ -97,6 +97,6 @@ function render(d) {
         const diff = i > 0 && x.diff_percent_vs_first ? x.diff_percent_vs_first[diffKey] : undefined;
         return el('td', { class: typeof v === 'number' ? 'num' : '' }, v === undefined || v === null ? el('span', { class: 'muted', text: 'not listed' }) : fmtFigure(k, v),
           typeof diff === 'number' ? el('span', { class: 'diff', text: ` (${diff > 0 ? '+' : ''}${fmt(diff, 3)}%)` }) : null);
-      })))))));
+      }))))))));
   return out;
 }

@@ -1,7 +1,7 @@
 // Fit and speed: a zoo model or an uploaded config.json; task, formats, batch and context; a stacked
 // memory bar per target with its capacity line, the verdict, the largest batch and context, and the
 // speed when this build has `perf`. Recomputes (debounced) as the inputs change.
-import { add, api, bytes, clear, commands, debounce, declaredDefault, el, errorBox, fmt, gpuList, gpuPicker, isUnavailable,
+import { add, api, bytes, clear, commands, debounce, declaredDefault, el, errorBox, fmt, gpuList, gpuPicker, isUnavailable, chartWidth, labelCells, NARROW_CHART_PX, textWidth,
   liveStatus, chartPatterns, readFile, seconds, svg, taskInfo, unavailable, vocabulary, words } from './ui.js';
 
 const COMPONENTS = [
@@ -169,7 +169,7 @@ function render(d, perf, perfError) {
   // The speed columns this task has (perf gives the fields that apply: latency for inference, step
   // time and MFU for training).
   const speedCols = SPEED.filter(([k]) => ((perf && perf.targets) || []).some((p) => p[k] !== undefined && p[k] !== null));
-  out.push(el('div', { class: 'table-wrap' }, el('table', { class: 'data verdicts' },
+  out.push(el('div', { class: 'table-wrap' }, labelCells(el('table', { class: 'data verdicts' },
     el('caption', { text: 'Verdict per target' }),
     el('thead', {}, el('tr', {}, ['Target', 'Verdict', 'Needs', 'Capacity', 'Headroom', 'Largest batch', 'Largest context',
       ...speedCols.map(([, h]) => h)].map((h) => el('th', { scope: 'col', text: h })))),
@@ -187,39 +187,58 @@ function render(d, perf, perfError) {
         el('td', { class: 'num', text: t.refusal ? '–' : fmt(t.max_context) }),
         // No speed where it does not run: perf gives null and its reason (shown on hover).
         speedCols.map(([k, , f]) => el('td', { class: k === 'bound' ? '' : 'num', ...(p && p.reason ? { title: p.reason } : {}), text: p && p[k] !== undefined && p[k] !== null ? f(p[k]) : '–' })));
-    })))));
+    }))))));
   if (perfError) out.push(errorBox({ ...perfError, message: `Speed: ${perfError.message}` }));
   return out;
 }
 
 // One stacked bar per target (same workload, so the same stack unless a target splits it) and a
 // vertical line at the target's capacity. Patterns and a legend tell the parts apart without colour.
-// Room for a target's label left of its bar: CHAR_UNITS per character at the charts' 12 px font (a
-// slice id such as a100-80gb-sxm4/3g.40gb is ~7.1 units a character) plus LABEL_PAD to the bar.
-const CHAR_UNITS = 7.6, LABEL_PAD = 16, BARS_UNITS = 520;
+// Wide: each target's label left of its bar, its verdict right of it. Narrow (a phone, chartWidth under
+// NARROW_CHART_PX): label and verdict on a line above the bar, which takes the whole width.
+const LABEL_PAD = 16, BARS_UNITS = 520, LEGEND_SWATCH = 18, LEGEND_GAP = 14;
+const MIN_WIDE_SCALE = 0.75;  // 9 px of a 12 px label: the smallest the wide layout may be scaled to
 const targetLabel = (t) => `${t.target}${(t.count || 1) > 1 ? ` ×${t.count}` : ''}`;
+const verdictText = (t) => `${t.fits ? '✓' : t.refusal ? '✗ cannot run:' : '✗'} ${bytes(t.total_bytes)} of ${bytes(t.capacity_bytes)}`;
 function memoryChart(d, targets) {
-  // The labels' column grows with the longest one (a fixed 150 cut "a100-80gb-sxm4/3g.40gb" at the edge).
-  const left = Math.max(150, Math.ceil(Math.max(...targets.map((t) => targetLabel(t).length)) * CHAR_UNITS) + LABEL_PAD);
-  const right = 230, width = left + BARS_UNITS + right, barH = 22, gap = 12;
+  const room = chartWidth(2000);
+  const labelW = Math.ceil(Math.max(...targets.map((t) => textWidth(targetLabel(t))))) + LABEL_PAD;
+  const valueW = Math.ceil(Math.max(...targets.map((t) => textWidth(verdictText(t))))) + 20;
+  // Wide when the labels' column, the bars and the verdicts side by side are drawn at no less than
+  // MIN_WIDE_SCALE (12 px labels at 9 px or more), else narrow.
+  const wideLeft = Math.max(150, labelW), wideRight = Math.max(230, valueW);
+  const narrow = room < (wideLeft + BARS_UNITS + wideRight) * MIN_WIDE_SCALE || room < NARROW_CHART_PX;
+  const left = narrow ? 0 : wideLeft;
+  const right = narrow ? 0 : wideRight;
+  const width = narrow ? room : left + BARS_UNITS + right;
+  const barH = 22, gap = 12, lineH = 16;  // bar, space between rows, a text line (12 px labels)
   const stackOf = (t) => t.memory || d.memory || {};
   const max = Math.max(...targets.map((t) => Math.max(t.capacity_bytes || 0, t.total_bytes || stackOf(t).total_bytes || 0)), 1) * 1.05;
   const scale = (v) => ((width - left - right) * v) / max;
-  const legendH = 30;
   const body = [];
   const pat = chartPatterns();
   const used = COMPONENTS.filter(([k]) => targets.some((t) => (stackOf(t)[k] || 0) > 0));
-  used.forEach(([k, name], i) => {
-    const x = (i % 4) * 185;
-    const y = Math.floor(i / 4) * 18;
-    body.push(svg('rect', { x, y, width: 14, height: 12, fill: pat.fill(i), class: `comp comp-${i}` }),
-      svg('text', { x: x + 18, y: y + 11, class: 'chart-label', text: name }));
-  });
-  const top = legendH + Math.floor((used.length - 1) / 4) * 18;
-  targets.forEach((t, row) => {
-    const y = top + row * (barH + gap);
+  // The legend flows into as many rows as the width needs.
+  let lx = 0, ly = 0;
+  for (const [i, [, name]] of used.entries()) {
+    const w = LEGEND_SWATCH + textWidth(name) + LEGEND_GAP;
+    if (lx > 0 && lx + w > width) { lx = 0; ly += 18; }
+    body.push(svg('rect', { x: lx, y: ly, width: 14, height: 12, fill: pat.fill(i), class: `comp comp-${i}` }),
+      svg('text', { x: lx + LEGEND_SWATCH, y: ly + 11, class: 'chart-label', text: name }));
+    lx += w;
+  }
+  let y = ly + 30;
+  for (const t of targets) {
+    if (narrow) {
+      // The verdict right-aligned on the label's line when both fit, else on a line of its own.
+      body.push(svg('text', { x: 0, y: y + 12, class: 'chart-label', text: targetLabel(t) }));
+      if (textWidth(targetLabel(t)) + textWidth(verdictText(t)) + 12 > width) y += lineH;
+      body.push(svg('text', { x: width, y: y + 12, 'text-anchor': 'end', class: 'chart-value', text: verdictText(t) }));
+      y += lineH;
+    } else {
+      body.push(svg('text', { x: left - 8, y: y + barH - 6, 'text-anchor': 'end', class: 'chart-label', text: targetLabel(t) }));
+    }
     let x = left;
-    body.push(svg('text', { x: left - 8, y: y + barH - 6, 'text-anchor': 'end', class: 'chart-label', text: targetLabel(t) }));
     used.forEach(([k, name], i) => {
       const v = stackOf(t)[k] || 0;
       if (v <= 0) return;
@@ -232,9 +251,10 @@ function memoryChart(d, targets) {
       const cx = left + scale(t.capacity_bytes);
       body.push(svg('line', { x1: cx, x2: cx, y1: y - 4, y2: y + barH + 4, class: 'capacity' }, svg('title', { text: `capacity ${bytes(t.capacity_bytes)}` })));
     }
-    body.push(svg('text', { x: width - right + 10, y: y + barH - 6, class: 'chart-value', text: `${t.fits ? '✓' : t.refusal ? '✗ cannot run:' : '✗'} ${bytes(t.total_bytes)} of ${bytes(t.capacity_bytes)}` }));
-  });
-  const h = top + targets.length * (barH + gap) + 10;
+    if (!narrow) body.push(svg('text', { x: width - right + 10, y: y + barH - 6, class: 'chart-value', text: verdictText(t) }));
+    y += barH + gap;
+  }
+  const h = y + 10;
   return el('figure', { class: 'chart-box' }, el('figcaption', { text: 'Memory needed per target; the thick vertical line is the capacity' }),
     svg('svg', { viewBox: `0 0 ${width} ${h}`, class: 'chart memory-chart', role: 'img', 'aria-label': targets.map((t) => `${t.target}: ${t.fits ? 'fits' : t.refusal ? 'cannot run' : 'does not fit'}, needs ${bytes(t.total_bytes)} of ${bytes(t.capacity_bytes)}`).join('; ') },
       pat.defs, ...body));

@@ -1,10 +1,10 @@
 // MIG: a diagram of a GPU's memory and compute slices. Pick a profile, click a start slot to place
 // it (or type a layout), and see at once from /mig/check whether the driver would accept it and why.
 // Pack a fleet from uploaded fleet and requests files and download the mig-parted config.
-import { add, api, clear, commands, download, el, errorBox, fmt, gpuList, isUnavailable, liveStatus, readFile, unavailable } from './ui.js';
+import { add, api, clear, commands, download, el, errorBox, fmt, gpuList, isUnavailable, labelCells, liveStatus, readFile, unavailable } from './ui.js';
 
 let gpuSelect, table = null, gpuId = '', instances = [], chosen = null;
-let palette, diagram, layoutInput, layoutError, verdict, status, haveCheck = false, checkSeq = 0;
+let palette, diagram, layoutInput, layoutError, verdict, whole, status, haveCheck = false, checkSeq = 0;
 // The instances of the last layout mig.check accepted: a refused layout (overlapping, over the compute
 // budget, a start the driver does not allow) is not drawn; the diagram goes back to these (issue #18).
 let accepted = [];
@@ -20,6 +20,7 @@ export async function init(panel, r) {
   layoutInput = el('input', { id: 'mig-layout', autocomplete: 'off', spellcheck: 'false', placeholder: 'profile@start,profile@start,... (or build it from the palette)' });
   layoutInput.addEventListener('change', () => check(layoutInput.value));
   verdict = el('div', { class: 'mig-verdict', role: 'status', 'aria-live': 'polite' });
+  whole = el('div', { class: 'mig-whole', id: 'mig-whole', 'aria-live': 'polite' });
   layoutError = el('span', { id: 'mig-layout-error', class: 'layout-error', role: 'alert' });
   add(panel, 
     el('h2', { text: 'Share a GPU with MIG' }),
@@ -28,8 +29,10 @@ export async function init(panel, r) {
     palette, diagram,
     el('p', {}, el('label', { for: 'mig-layout', text: 'Layout ' }), layoutInput, ' ',
       el('button', { type: 'button', text: 'Check', onclick: () => check(layoutInput.value) }), ' ',
-      el('button', { type: 'button', text: 'Clear', onclick: () => { instances = []; draw(); check(); } }), ' ', layoutError),
+      el('button', { type: 'button', text: 'Clear', onclick: () => { instances = []; draw(); check(); } }), ' ',
+      haveCheck ? el('button', { type: 'button', id: 'mig-whole-gpu', text: 'Use the whole GPU', title: 'Grow these instances into what is left free', onclick: () => useWholeGpu() }) : null, ' ', layoutError),
     haveCheck ? verdict : unavailable('Checking a layout (POST /api/v1/mig/check)'),
+    whole,
     status,
     packSection(have.includes('mig.pack')));
   const initial = r.params && r.params.get('gpu');
@@ -54,6 +57,7 @@ async function load(id) {
   instances = [];
   accepted = [];
   layoutError.textContent = '';
+  if (whole) clear(whole);
   chosen = null;
   clear(palette, el('span', { class: 'palette-label', text: 'Profile: ' }), table.profiles.map((p) => el('button', {
     type: 'button', class: 'profile', 'aria-pressed': 'false', 'data-profile': p.name,
@@ -172,6 +176,65 @@ async function check(typed) {
     d.valid && d.commands && d.commands.length ? [el('p', { text: 'Create it with:' }), el('pre', { class: 'commands' }, el('code', { text: d.commands.join('\n') }))] : null);
 }
 
+// "Use the whole GPU" (issue #18: "how do I split this A100 for these three services"): the instances
+// of the accepted layout grow, a step at a time and in turn, to the next larger profile at the same start
+// while mig.check accepts the layout; then the page says what each did, what is left and why. With no
+// instance placed, the whole GPU is its largest profile (or no MIG at all). mig.check is the only judge.
+const layoutOf = (list) => list.map((i) => `${i.profile}${i.start === null ? '' : `@${i.start}`}`).join(',');
+async function useWholeGpu() {
+  if (!table) return;
+  const ask = (list) => api('/mig/check', { gpu: gpuId, layout: layoutOf(list) });
+  const largest = [...table.profiles].sort((a, b) => b.compute_slices - a.compute_slices || b.memory_slices - a.memory_slices)[0];
+  if (!accepted.length) {
+    instances = [{ profile: largest.name, start: 0 }];
+    draw();
+    await check();
+    clear(whole, el('p', { class: 'whole-answer' }, el('strong', { text: 'The whole GPU: ' }),
+      `one ${largest.name} instance takes all ${table.memory_slices} memory and ${table.compute_slices} compute slices; for one service that is the same as MIG off (no partition to manage).`));
+    return;
+  }
+  let cur = accepted.map((i) => ({ profile: i.profile, start: i.start }));
+  const why = new Map();  // instance index -> why it stopped growing
+  const steps = [];
+  let last = null;
+  for (let changed = true; changed;) {
+    changed = false;
+    for (let i = 0; i < cur.length; ++i) {
+      const q = profile(cur[i].profile);
+      if (!q || cur[i].start === null) { why.set(i, 'it has no start slot'); continue; }
+      // Larger: no fewer memory or compute slices, more of one, and a placement at this start.
+      const bigger = table.profiles.filter((p) => p.memory_slices >= q.memory_slices && p.compute_slices >= q.compute_slices
+        && (p.memory_slices > q.memory_slices || p.compute_slices > q.compute_slices) && (p.placements || []).some((x) => x.start === cur[i].start))
+        .sort((a, b) => a.compute_slices - b.compute_slices || a.memory_slices - b.memory_slices);
+      if (!bigger.length) { why.set(i, `no larger profile starts at memory slice ${cur[i].start}`); continue; }
+      let grew = false;
+      for (const p of bigger) {
+        const trial = cur.map((x, j) => (j === i ? { profile: p.name, start: x.start } : x));
+        const r = await ask(trial);
+        if (!r.ok) { why.set(i, r.error.message); break; }
+        if (r.data.valid) { steps.push(`${cur[i].profile}@${cur[i].start} → ${p.name}@${cur[i].start}`); cur = trial; last = r.data; grew = changed = true; break; }
+        why.set(i, `${p.name}@${cur[i].start}: ${r.data.reason || 'refused'}`);
+      }
+      if (grew) why.delete(i);
+    }
+  }
+  if (!last) { const r = await ask(cur); last = r.ok ? r.data : null; }
+  instances = cur;
+  draw();
+  await check();
+  const usedMem = cur.reduce((a, i) => a + ((profile(i.profile) || {}).memory_slices || 0), 0);
+  const usedCompute = cur.reduce((a, i) => a + ((profile(i.profile) || {}).compute_slices || 0), 0);
+  const freeMem = table.memory_slices - usedMem, freeCompute = table.compute_slices - usedCompute;
+  const stranded = last && last.stranded ? last.stranded : null;
+  const left = freeMem || freeCompute ? `${freeMem} memory and ${freeCompute} compute slices are left free` : 'nothing is left free: the instances take the whole GPU';
+  const strandedText = !stranded ? '' : stranded.memory_slices || stranded.compute_slices
+    ? ` Stranded (no profile can use them in this layout): ${stranded.memory_slices} memory and ${stranded.compute_slices} compute slices${freeCompute === 0 && freeMem > 0 ? ', because every compute slice is taken' : freeMem === 0 && freeCompute > 0 ? ', because every memory slice is taken and an instance needs at least one' : ''}.`
+    : freeMem || freeCompute ? ' None of it is stranded: another instance could still be placed there.' : '';
+  clear(whole, el('p', { class: 'whole-answer' }, el('strong', { text: steps.length ? 'The whole GPU: ' : 'No instance can grow: ' }),
+    steps.length ? `${steps.join(', ')}; ` : '', `${left}.`, strandedText),
+  why.size ? el('ul', { class: 'whole-why' }, [...why.entries()].map(([i, w]) => el('li', {}, el('code', { text: `${cur[i].profile}@${cur[i].start}` }), ` stays: ${w}`))) : null);
+}
+
 function packSection(havePack) {
   const box = el('section', { class: 'pack', 'aria-labelledby': 'pack-h' }, el('h3', { id: 'pack-h', text: 'Pack a fleet' }));
   if (!havePack) { add(box, unavailable('Packing (POST /api/v1/mig/pack)')); return box; }
@@ -210,24 +273,24 @@ function packResult(d) {
     out.push(el('p', {}, el('button', { type: 'button', class: 'download', text: 'Download the mig-parted config',
       onclick: () => download('mig-parted-config.yaml', d.export.text, 'application/yaml') })));
   }
-  out.push(el('div', { class: 'table-wrap' }, el('table', { class: 'data pack-table' },
+  out.push(el('div', { class: 'table-wrap' }, labelCells(el('table', { class: 'data pack-table' },
     el('caption', { text: 'Layout of every GPU' }),
     el('thead', {}, el('tr', {}, ['Node', 'GPU', 'Target', 'Layout (profile@start: request)'].map((h) => el('th', { scope: 'col', text: h })))),
     el('tbody', {}, (d.gpus || []).map((g) => el('tr', {},
       el('th', { scope: 'row', text: g.node }), el('td', { class: 'num', text: fmt(g.index) }), el('td', { text: g.target }),
       el('td', {}, (g.layout || []).length ? el('ul', { class: 'plain' }, g.layout.map((i) => el('li', {},
         el('code', { text: `${i.profile}@${i.start}` }), i.request ? `: ${i.request}` : '', i.busy ? ' (busy)' : '', i.existing ? ' (existing)' : '')))
-        : el('span', { class: 'muted', text: 'empty' }))))))));
+        : el('span', { class: 'muted', text: 'empty' })))))))));
   // What an operator runs: per GPU, the instances to destroy and to create (busy ones never without need).
   const changes = (d.reconfigurations || []).filter((r) => (r.destroy || []).length || (r.create || []).length);
   if (changes.length) {
     const list = (xs) => (xs || []).map((i) => `${i.profile}@${i.start}`).join(', ') || '—';
-    out.push(el('div', { class: 'table-wrap' }, el('table', { class: 'data pack-changes' },
+    out.push(el('div', { class: 'table-wrap' }, labelCells(el('table', { class: 'data pack-changes' },
       el('caption', { text: `Changes on ${fmt(changes.length)} GPU${changes.length === 1 ? '' : 's'}` }),
       el('thead', {}, el('tr', {}, ['Node', 'GPU', 'Destroy', 'Create'].map((h) => el('th', { scope: 'col', text: h })))),
       el('tbody', {}, changes.map((r) => el('tr', {},
         el('th', { scope: 'row', text: r.node }), el('td', { class: 'num', text: fmt(r.index) }),
-        el('td', {}, el('code', { text: list(r.destroy) })), el('td', {}, el('code', { text: list(r.create) }))))))));
+        el('td', {}, el('code', { text: list(r.destroy) })), el('td', {}, el('code', { text: list(r.create) })))))))));
   }
   if ((d.unplaced || []).length) {
     out.push(el('h4', { text: 'Not placed' }), el('ul', {}, d.unplaced.map((u) => el('li', { text: `${u.request} × ${u.count}: ${u.reason}` }))));

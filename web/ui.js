@@ -225,20 +225,66 @@ export function chartPatterns() {
   return { defs, fill: (i) => `url(#${prefix}${PATTERNS[i % PATTERNS.length]})` };
 }
 
+// Chart geometry: a chart's viewBox is as wide as the room it is drawn in (at most `max` units), so its
+// 12 px labels are 12 px on a phone too (issue #18: the fit chart's were ~5 px at 390 px, scaled down).
+export const NARROW_CHART_PX = 560;  // below this width a chart puts its labels above its bars
+const MIN_CHART_PX = 280;  // narrower than any phone the page supports (320 px less the page's padding)
+export function chartWidth(max = 720) {
+  const main = document.querySelector('main');
+  let w = main ? main.clientWidth : window.innerWidth;
+  if (main) {
+    const cs = getComputedStyle(main);
+    w -= parseFloat(cs.paddingLeft) + parseFloat(cs.paddingRight);
+  }
+  return Math.max(MIN_CHART_PX, Math.min(max, Math.floor(w)));
+}
+
+// The width of a text in the page's font (a canvas measures it; the chart is not in the document yet).
+let measureCtx = null;
+export function textWidth(text, px = 12, weight = 400) {
+  if (!measureCtx) measureCtx = document.createElement('canvas').getContext('2d');
+  measureCtx.font = `${weight} ${px}px ${getComputedStyle(document.documentElement).fontFamily}`;
+  return measureCtx.measureText(String(text)).width;
+}
+
+// Lines of `text` each at most maxPx wide: broken at spaces, and inside a long word after '/', '-' or '_'.
+export function wrapText(text, maxPx, px = 12, weight = 400) {
+  const pieces = String(text).split(/(?<=\s)|(?<=[/_-])/);
+  const lines = [];
+  let line = '';
+  for (const piece of pieces) {
+    if (line && textWidth((line + piece).trimEnd(), px, weight) > maxPx) { lines.push(line.trimEnd()); line = piece.trimStart(); } else line += piece;
+  }
+  if (line.trim()) lines.push(line.trimEnd());
+  return lines.length ? lines : [''];
+}
+
 // A horizontal bar chart: one group per metric, one bar per series, each bar labelled with its value.
-// metrics: [{name, unit, values: [number|null per series]}], series: [names]
+// metrics: [{name, unit, values: [number|null per series]}], series: [names]. Narrow (a phone): the
+// series' names go on their own line above their bars, and long metric names wrap.
 export function barChart(title, metrics, series) {
-  const barH = 18, gap = 6, groupGap = 22, left = 210, width = 720, right = 110;
+  const width = chartWidth(720);
+  const narrow = width < NARROW_CHART_PX;
+  const barH = 18, gap = 6, groupGap = 22, lineH = 16;
+  const valueW = Math.max(textWidth('not listed'), ...metrics.flatMap((m) => m.values.filter((v) => typeof v === 'number').map((v) => textWidth(fmt(v))))) + 12;
+  const left = narrow ? 0 : 210, right = narrow ? valueW : Math.max(110, valueW);
   let y = 10;
   const body = [];
   const pat = chartPatterns();
   for (const m of metrics) {
+    for (const line of wrapText(`${m.name}${m.unit ? ` (${m.unit})` : ''}`, width - 4, 13, 600)) {
+      body.push(svg('text', { x: 0, y: y + 12, class: 'chart-metric', text: line }));
+      y += 18;
+    }
     const max = Math.max(...m.values.filter((v) => typeof v === 'number'), 0);
-    body.push(svg('text', { x: 0, y: y + 12, class: 'chart-metric', text: `${m.name}${m.unit ? ` (${m.unit})` : ''}` }));
-    y += 18;
     m.values.forEach((v, i) => {
+      if (narrow) {
+        body.push(svg('text', { x: 0, y: y + 12, class: 'chart-label', text: series[i] }));
+        y += lineH;
+      } else {
+        body.push(svg('text', { x: left - 8, y: y + barH - 5, class: 'chart-label', 'text-anchor': 'end', text: series[i] }));
+      }
       const w = typeof v === 'number' && max > 0 ? Math.max(1, ((width - left - right) * v) / max) : 0;
-      body.push(svg('text', { x: left - 8, y: y + barH - 5, class: 'chart-label', 'text-anchor': 'end', text: series[i] }));
       if (typeof v === 'number') {
         body.push(svg('rect', { x: left, y, width: w, height: barH, fill: pat.fill(i), class: `bar series-${i % PATTERNS.length}` },
           svg('title', { text: `${series[i]}: ${fmt(v)} ${m.unit || ''}` })));
@@ -288,6 +334,7 @@ export function sortableTable(columns, rows, { caption, sortKey, rowAttrs } = {}
       el('tbody', {}, sorted.map((r) => el('tr', rowAttrs ? rowAttrs(r) : {}, columns.map((c) =>
         el(c.key === columns[0].key ? 'th' : 'td', { class: c.num ? 'num' : '', scope: c.key === columns[0].key ? 'row' : undefined },
           c.render ? c.render(r) : fmt(r[c.key])))))));
+    labelCells(table);  // cards on a phone (style.css), the sort buttons kept above them
     if (refocus) {
       const again = table.querySelector(`button.sort[data-key="${key}"]`);
       if (again) again.focus();

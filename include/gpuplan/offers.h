@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,6 +45,9 @@ struct Offer {
   // applies to this offer (plan option `measured`).
   std::string measured_json;
   std::string measured_efficiency;
+  // A marketplace's ask (column price_kind = marketplace: vast.ai's hosts reprice hourly), not a cloud's
+  // list price: an old one is dropped after a short cut-off, where an old list price is kept with a warning.
+  bool marketplace = false;
 
   bool is_market() const { return !market_id.empty(); }
 
@@ -65,11 +69,36 @@ struct OfferSet {
 
 // Parses an offers file. CSV needs the header
 // provider,region,offer,gpu,gpus,interconnect,vcpus,ram_gb,price_hour,spot_price_hour,currency,available,captured_at,source
-// (any column order). YAML holds `offers:` with the same keys. A broken header or document is an
+// (any column order), and optionally price_kind (list, the default, or marketplace). YAML holds `offers:`
+// with the same keys. A broken header or document is an
 // error; a broken line is skipped with its reason.
 Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_name, std::string_view text);
 // The snapshot shipped under data/offers/.
 Result<OfferSet> default_offers(const Catalog& catalog);
+
+// Turning a price list someone downloaded into gpuplan's offers CSV (`gpuplan offers import`, issue #18).
+// Formats: "skypilot", SkyPilot's public catalog files (skypilot-org/skypilot-catalog catalogs/v*/<cloud>/
+// vms.csv: InstanceType, AcceleratorName, AcceleratorCount, vCPUs, MemoryGiB, Price, SpotPrice, Region and,
+// for some clouds, AvailabilityZone and GpuInfo; columns found by name); "csv", gpuplan's own columns
+// (rows without a date or source get the import's). Every row is read as parse_offers reads it (GPU
+// names through the catalog's aliases); one it cannot read is skipped with its reason, never guessed.
+struct ImportOptions {
+  std::string format;       // "skypilot" or "csv"
+  std::string provider;     // skypilot: the provider column (its files have none)
+  std::string captured_at;  // ISO date the prices were read
+  std::string source;       // where they came from (a URL)
+  std::string price_kind;   // "list" or "marketplace" (empty: list)
+  // A file's GPU names that the catalog cannot resolve alone ("A100": four GPUs): name -> catalog id,
+  // applied before the catalog's aliases (SkyPilot's A100 on lambda is a100-40gb-sxm4).
+  std::map<std::string, std::string> gpu_map;
+};
+struct ImportResult {
+  std::string csv;  // the offers, gpuplan's CSV header first
+  size_t offers = 0;
+  std::vector<SkippedOffer> skipped;
+};
+Result<ImportResult> import_offers(const Catalog& catalog, const std::string& file_name, std::string_view text,
+                                   const ImportOptions& options);
 
 // Age of `captured_at` in days at `now` (both ISO 8601 dates or date-times); nullopt if unreadable.
 std::optional<double> age_days(std::string_view captured_at, std::string_view now);

@@ -239,6 +239,7 @@ Result<OfferFilter> offer_filter_from_request(const Request& req) {
   f.regions = *regions;
   f.spot = *spot;
   f.max_age_days = *max_age;
+  f.max_age_given = req.has("max_age");
   f.now = *now;
   return f;
 }
@@ -251,11 +252,25 @@ std::string offer_rejection(const Offer& o, const OfferFilter& f) {
   if (!listed(f.regions, o.region)) return "region not selected";
   if (!o.price_per_gpu_hour(f.spot)) return f.spot ? "not sold as spot" : "not sold on demand";
   if (!o.available) return "unavailable";
-  if (auto age = age_days(o.captured_at, f.now); age && *age > f.max_age_days) {
+  const auto age = o.is_market() ? std::nullopt : age_days(o.captured_at, f.now);
+  if (age && *age > f.max_age_days && (f.max_age_given || o.marketplace)) {
     return "stale: price captured " + o.captured_at + ", older than " +
            std::to_string(static_cast<int>(f.max_age_days)) + " days";
   }
+  if (age && o.marketplace && !f.max_age_given && *age > kMarketplaceMaxAgeDays) {
+    return "stale: marketplace price captured " + o.captured_at + ", older than " +
+           std::to_string(static_cast<int>(kMarketplaceMaxAgeDays)) +
+           " days (marketplace asks move hourly; --max-age DAYS uses it anyway)";
+  }
   return {};
+}
+
+std::string price_age_warning(const Offer& o, const OfferFilter& f) {
+  if (o.is_market()) return {};
+  const auto age = age_days(o.captured_at, f.now);
+  if (!age || *age <= f.max_age_days) return {};
+  return "list price from " + o.captured_at.substr(0, 7) + ", may be stale (" +
+         std::to_string(static_cast<long long>(std::floor(*age))) + " days old)";
 }
 
 Json offer_json(const Offer& o, const OfferFilter& f) {
@@ -290,6 +305,7 @@ Json offer_json(const Offer& o, const OfferFilter& f) {
   auto age = age_days(o.captured_at, f.now);
   j["age_days"] = age ? Json(std::round(*age)) : Json(nullptr);
   j["stale"] = age && *age > f.max_age_days;
+  if (const std::string w = price_age_warning(o, f); !w.empty()) j["price_warning"] = w;
   return j;
 }
 

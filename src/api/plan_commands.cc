@@ -59,7 +59,7 @@ Result<std::optional<double>> duration_seconds(const Request& req, const char* k
   return std::optional<double>(v * unit);
 }
 
-Json plan_json(const Plan& p, bool spot) {
+Json plan_json(const Plan& p, bool spot, const OfferFilter& filter) {
   const Offer& o = *p.offer;
   Json j{{"offer", o.id()},
          {"provider", o.provider},
@@ -85,6 +85,7 @@ Json plan_json(const Plan& p, bool spot) {
          {"source", o.source},
          {"meets_goal", p.meets_goal},
          {"reason", p.reason}};
+  if (const std::string w = price_age_warning(o, filter); !w.empty()) j["price_warning"] = w;
   if (o.is_market()) {
     // A market offer (source "market"): the instances free now, and whether it is demo data.
     j["available"] = o.available_count.value_or(0);
@@ -132,6 +133,7 @@ Result<PlanRequest> read_plan_request(const Context& ctx, const Json& body) {
   GPUPLAN_TRY(objective, req.text("objective"));
   GPUPLAN_TRY(top, req.whole("top"));
   GPUPLAN_TRY(max_instances, req.whole("max_instances"));
+  GPUPLAN_TRY(max_gpus, req.whole("max_gpus"));
   GPUPLAN_TRY(ttft, req.real("ttft_slo"));
   GPUPLAN_TRY(tpot, req.real("tpot_slo"));
   GPUPLAN_TRY(deadline, duration_seconds(req, "deadline"));
@@ -141,6 +143,7 @@ Result<PlanRequest> read_plan_request(const Context& ctx, const Json& body) {
   PlanRequest pr{setup, offers, filter, objective, top, ttft, tpot, deadline, budget, {}, {}, use_measured};
   pr.options.spot = filter.spot;
   pr.options.max_instances = static_cast<int>(max_instances);
+  pr.options.max_gpus = static_cast<int>(max_gpus);
   // The declaration allows cost and time only (req.text checked it).
   pr.options.objective = objective == "time" ? PlanObjective::kTime : PlanObjective::kCost;
   for (const auto& g : gpus) {
@@ -218,10 +221,10 @@ Json plan_answer(const PlanRequest& pr, const PlanResult& result, size_t conside
   const bool spot = pr.options.spot;
   Json plans = Json::array();
   for (size_t i = 0; i < result.plans.size() && i < static_cast<size_t>(pr.top); ++i) {
-    plans.push_back(plan_json(result.plans[i], spot));
+    plans.push_back(plan_json(result.plans[i], spot, pr.filter));
   }
   Json pareto = Json::array();
-  for (const auto& p : result.pareto) pareto.push_back(plan_json(p, spot));
+  for (const auto& p : result.pareto) pareto.push_back(plan_json(p, spot, pr.filter));
   for (const auto& p : result.rejected) {
     rejected.push_back(Json{{"offer", p.offer->id()}, {"target", p.offer->target.id()}, {"reason", p.reason}});
   }
@@ -236,7 +239,7 @@ Json plan_answer(const PlanRequest& pr, const PlanResult& result, size_t conside
               {"now", pr.filter.now},
               {"configurations", result.configurations},
               {"offers_considered", considered},
-              {"best", has_best ? plan_json(result.plans.front(), spot) : Json(nullptr)},
+              {"best", has_best ? plan_json(result.plans.front(), spot, pr.filter) : Json(nullptr)},
               {"plans", std::move(plans)},
               {"pareto", std::move(pareto)},
               {"rejected", std::move(rejected)},

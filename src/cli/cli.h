@@ -105,6 +105,11 @@ int mig_check_status(const Json& result);
 
 // `gpuplan serve` (cli_serve.cc): a CLI-own row, run instead of a command when given.
 void add_serve_command(CLI::App& app);
+// `gpuplan offers import FILE --format skypilot|csv`: a downloaded price list as gpuplan's offers CSV
+// (import_offers in gpuplan/offers.h), on stdout or --out, what was skipped on stderr.
+void add_offers_import_command(CLI::App& app);
+bool offers_import_requested();
+int run_offers_import(const Context& ctx, const std::function<int(Error)>& report);
 bool serve_requested();
 int run_serve(const Context& ctx);
 

@@ -43,6 +43,7 @@ constexpr CommandRow kCommandRows[] = {
     {.path = "mig layouts", .command = "mig.layouts", .render = render_mig_layouts},
     {.path = "mig pack", .command = "mig.pack", .render = render_mig_pack},
     {.path = "offers list", .command = "offers.list", .render = render_offers_list},
+    {.path = "offers import", .command = "", .add = add_offers_import_command},  // a file in, a file out
     {.path = "fit", .command = "fit", .render = render_fit, .prepare = read_model_file},
     {.path = "validate", .command = "validate", .render = render_validate},
     {.path = "serve", .command = "", .add = add_serve_command},

@@ -76,12 +76,21 @@ std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
       os << "; live price, " << num(b["available"], "%.0f") << " available now (" << b["source"].get<std::string>()
          << ")\n\n";
     else
-      os << "; price captured " << b["captured_at"].get<std::string>() << " (" << b["source"].get<std::string>()
-         << ")\n\n";
+      os << "; price captured " << b["captured_at"].get<std::string>() << " (" << b["source"].get<std::string>() << ")"
+         << (b.contains("price_warning") ? "\n  Warning: " + b["price_warning"].get<std::string>() : "") << "\n\n";
   } else {
     os << "No offer meets the goal; the reasons are below.\n\n";
   }
   if (!rows.empty()) os << render_table(header, rows) << "\n";
+  // Old list prices are planned on, each named with its age (issue #18; --max-age drops them).
+  bool warned = false;
+  for (const auto& p : r["plans"]) {
+    if (!p.contains("price_warning")) continue;
+    if (!warned) os << "Prices that may be stale (--max-age DAYS drops them)\n";
+    warned = true;
+    os << "  " << p["offer"].get<std::string>() << ": " << p["price_warning"].get<std::string>() << "\n";
+  }
+  if (warned) os << "\n";
   if (!serve && !r["pareto"].empty()) {
     os << "Cost against time (Pareto front: no other plan is both cheaper and faster)\n";
     std::vector<std::vector<std::string>> pr;

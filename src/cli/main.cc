@@ -66,6 +66,7 @@ int run(int argc, char** argv) {
   Context ctx{*catalog};
   if (cli::handoff_requested()) return cli::run_handoff(**catalog, fmt, report);
   if (cli::serve_requested()) return cli::run_serve(ctx);
+  if (cli::offers_import_requested()) return cli::run_offers_import(ctx, report);
 
   for (const auto& c : commands) {
     // The deepest parsed command: `bench check` rather than its parent `bench`.

@@ -20,6 +20,8 @@ namespace {
 const char* const kColumns[] = {"provider",     "region",    "offer",       "gpu",        "gpus",
                                 "interconnect", "vcpus",     "ram_gb",      "price_hour", "spot_price_hour",
                                 "currency",     "available", "captured_at", "source"};
+// Columns a file may have or leave out.
+const char* const kOptionalColumns[] = {"price_kind"};
 
 // Splits CSV text into records of fields (RFC 4180: quotes, doubled quotes, commas and newlines inside
 // quotes). Returns each record with the line it starts on.
@@ -208,6 +210,11 @@ Result<Offer> make_offer(const Catalog& catalog, const std::map<std::string, std
     return usage_error("captured_at '" + o.captured_at + "' is not an ISO 8601 date");
   }
   o.source = get("source");
+  const std::string kind = get("price_kind");
+  if (kind == "marketplace")
+    o.marketplace = true;
+  else if (!kind.empty() && kind != "list")
+    return usage_error("price_kind '" + kind + "' is not list or marketplace");
   return o;
 }
 
@@ -274,7 +281,8 @@ Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_na
           break;
         }
         const std::string k = kv.first.as<std::string>();
-        if (std::find(std::begin(kColumns), std::end(kColumns), k) == std::end(kColumns))
+        if (std::find(std::begin(kColumns), std::end(kColumns), k) == std::end(kColumns) &&
+            std::find(std::begin(kOptionalColumns), std::end(kOptionalColumns), k) == std::end(kOptionalColumns))
           unknown = valid_utf8(k) ? k : "(not UTF-8)";
         fields[k] = kv.second.IsScalar() ? kv.second.Scalar() : "";
       }
@@ -324,6 +332,156 @@ Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_na
     add_offer(catalog, fields, file_name, line, set);
   }
   return set;
+}
+
+namespace {
+
+// A field as CSV writes it: quoted when it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
+  std::string out = "\"";
+  for (const char c : v) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// One offers CSV line from its fields, in kColumns order and then price_kind.
+std::string csv_line(const std::map<std::string, std::string>& f) {
+  std::string line;
+  auto put = [&](const char* k) {
+    if (!line.empty()) line += ',';
+    auto it = f.find(k);
+    line += csv_field(it == f.end() ? std::string() : it->second);
+  };
+  for (const char* c : kColumns) put(c);
+  put("price_kind");
+  return line + "\n";
+}
+
+std::string csv_header() {
+  std::string h;
+  for (const char* c : kColumns) h.append(h.empty() ? "" : ",").append(c);
+  return h + ",price_kind\n";
+}
+
+// SkyPilot writes counts and sizes as floats ("8.0"); a whole number is written as one ("8").
+std::string whole_if_integral(const std::string& s) {
+  const auto v = parse_decimal(s);
+  if (v && *v == std::floor(*v) && *v < 1e9) return std::to_string(static_cast<long long>(*v));
+  return s;
+}
+
+}  // namespace
+
+Result<ImportResult> import_offers(const Catalog& catalog, const std::string& file_name, std::string_view text,
+                                   const ImportOptions& options) {
+  if (options.format != "skypilot" && options.format != "csv")
+    return usage_error("format '" + options.format + "' is not skypilot or csv", "format");
+  if (options.captured_at.empty() || !age_days(options.captured_at, options.captured_at))
+    return usage_error("captured_at must be the ISO date the prices were read (2026-12-01)", "captured_at");
+  if (options.source.empty()) return usage_error("source must say where the prices come from (a URL)", "source");
+  if (!options.price_kind.empty() && options.price_kind != "list" && options.price_kind != "marketplace")
+    return usage_error("price_kind '" + options.price_kind + "' is not list or marketplace", "price_kind");
+  ImportResult out;
+  out.csv = csv_header();
+  auto emit = [&](std::map<std::string, std::string> f, int line) {
+    if (f["captured_at"].empty()) f["captured_at"] = options.captured_at;
+    if (f["source"].empty()) f["source"] = options.source;
+    if (f["price_kind"].empty()) f["price_kind"] = options.price_kind.empty() ? "list" : options.price_kind;
+    if (auto m = options.gpu_map.find(f["gpu"]); m != options.gpu_map.end()) f["gpu"] = m->second;
+    auto o = make_offer(catalog, f);  // the row as parse_offers would read it
+    if (!o) {
+      out.skipped.push_back({file_name, line, o.error().message});
+      return;
+    }
+    f["gpu"] = o->target.id();
+    out.csv += csv_line(f);
+    ++out.offers;
+  };
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+  auto records = split_csv(text);
+  if (records.empty())
+    return invalid_data_error(file_name + ": empty file; the first line must be the header", file_name);
+  if (records.size() - 1 > kMaxOfferRows) return too_many_offer_rows(file_name, records.size() - 1);
+  std::vector<std::string> cols;
+  for (const auto& h : records.front().second) {
+    if (!valid_utf8(h))
+      return invalid_data_error(file_name + ":1: the header holds bytes that are not UTF-8", file_name);
+    cols.push_back(trim(h));
+  }
+  const char* const* required = kColumns;
+  size_t required_n = std::size(kColumns);
+  static const char* const kSkyPilotColumns[] = {
+      "InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "Price", "Region"};
+  if (options.format == "skypilot") {
+    if (options.provider.empty())
+      return usage_error("provider is required: SkyPilot's files have no provider column", "provider");
+    required = kSkyPilotColumns;
+    required_n = std::size(kSkyPilotColumns);
+  }
+  for (size_t i = 0; i < required_n; ++i) {
+    if (std::find(cols.begin(), cols.end(), required[i]) == cols.end())
+      return invalid_data_error(
+          file_name + ":1: the header lacks column '" + required[i] + "' (format " + options.format + ")",
+          file_name + ": header");
+  }
+  // SkyPilot lists an instance once per availability zone: one offer per (instance type, region), its
+  // spot price the lowest of the zones' (each zone is a place to ask; on-demand is the same in all).
+  std::map<std::pair<std::string, std::string>, std::pair<int, std::map<std::string, std::string>>> by_region;
+  std::vector<std::pair<std::string, std::string>> order;
+  for (size_t r = 1; r < records.size(); ++r) {
+    const auto& [line, rec] = records[r];
+    if (rec.size() != cols.size()) {
+      out.skipped.push_back(
+          {file_name, line,
+           std::to_string(rec.size()) + " fields where the header has " + std::to_string(cols.size())});
+      continue;
+    }
+    std::map<std::string, std::string> in;
+    for (size_t i = 0; i < cols.size(); ++i) in[cols[i]] = trim(rec[i]);
+    if (options.format == "csv") {
+      emit(std::move(in), line);
+      continue;
+    }
+    if (in["AcceleratorName"].empty()) continue;  // a CPU-only instance: not an offer of a GPU
+    const auto count = parse_decimal(in["AcceleratorCount"]);
+    if (count && *count > 0 && *count < 1) {
+      out.skipped.push_back({file_name, line,
+                             "AcceleratorCount " + in["AcceleratorCount"] +
+                                 ": a fractional GPU (a share of one device) is not an offer of whole devices"});
+      continue;
+    }
+    std::map<std::string, std::string> f{{"provider", options.provider},
+                                         {"region", in["Region"]},
+                                         {"offer", in["InstanceType"]},
+                                         {"gpu", in["AcceleratorName"]},
+                                         {"gpus", whole_if_integral(in["AcceleratorCount"])},
+                                         {"interconnect", "pcie"},
+                                         {"vcpus", whole_if_integral(in["vCPUs"])},
+                                         {"ram_gb", in["MemoryGiB"]},
+                                         {"price_hour", in["Price"]},
+                                         {"spot_price_hour", in["SpotPrice"]},
+                                         {"currency", "USD"},
+                                         {"available", "yes"}};
+    const auto key = std::make_pair(f["offer"], f["region"]);
+    auto it = by_region.find(key);
+    if (it == by_region.end()) {
+      by_region.emplace(key, std::make_pair(line, std::move(f)));
+      order.push_back(key);
+      continue;
+    }
+    auto& kept = it->second.second;
+    const auto a = parse_decimal(kept["spot_price_hour"]), b = parse_decimal(f["spot_price_hour"]);
+    if (b && (!a || *b < *a)) kept["spot_price_hour"] = f["spot_price_hour"];
+    if (kept["price_hour"].empty()) kept["price_hour"] = f["price_hour"];
+  }
+  for (const auto& key : order) {
+    auto& [line, f] = by_region[key];
+    emit(f, line);
+  }
+  return out;
 }
 
 Result<OfferSet> default_offers(const Catalog& catalog) {

@@ -175,7 +175,10 @@ std::optional<Plan> serve_layout(const PlanModel& model, const Offer* offer, int
   if (!std::isfinite(instances_needed) || instances_needed > options.max_instances ||
       instances_needed * offer->gpus > options.max_gpus) {
     why = "needs " + fmt(instances_needed < kExactIntegerLimit ? "%.0f" : "%.4g", instances_needed) +
-          " instances for the rate, more than the limit of " + std::to_string(options.max_instances);
+          " instances for the rate, more than the limit of " +
+          (instances_needed > options.max_instances
+               ? std::to_string(options.max_instances) + " instances (--max-instances)"
+               : std::to_string(options.max_gpus) + " GPUs (--max-gpus)");
     return std::nullopt;
   }
   const int instances = static_cast<int>(instances_needed);

@@ -15,7 +15,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
-const [binary, shotDir = 'build/web-screenshots'] = process.argv.slice(2);
+// Screenshots (CI artefacts): $GPUPLAN_SCREENSHOT_DIR, else the second argument, else build/screenshots.
+const [binary, shotArg] = process.argv.slice(2);
+const shotDir = process.env.GPUPLAN_SCREENSHOT_DIR || shotArg || 'build/screenshots';
 if (!binary) {
   console.error('usage: node market.mjs <gpuplan binary> [screenshot dir]');
   process.exit(2);

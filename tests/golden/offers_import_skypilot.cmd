@@ -1,0 +1,1 @@
+offers import tests/data/offers/skypilot_aws_vms.csv --format skypilot --provider aws --captured-at 2026-11-30 --source https://github.com/skypilot-org/skypilot-catalog/blob/example/catalogs/v7/aws/vms.csv --map A100=a100-40gb-sxm4
