@@ -133,7 +133,8 @@ Setup set_up(const Args& a) {
   const Principal provider = must(market->authenticate(tenant("load-prov-" + run, TenantKind::kProvider).token), "p");
   const IssuedToken renter = tenant("load-renter-" + run, TenantKind::kRenter);
   for (int n = 0; n < a.nodes; ++n) {
-    NodeSpec spec{"n" + std::to_string(n), "load", Interconnect::kNvlink, 128, 2048, 8000, {}};
+    NodeSpec spec{
+        "n" + std::to_string(n), "load", Interconnect::kNvlink, 128, 2048, 8000, {}, Scheduler::kManual, {}, {}, {}};
     for (int g = 0; g < kGpusPerNode; ++g) {
       spec.gpus.push_back(GpuSpec{"a100-80gb-sxm4",
                                   "GPU-load-" + run + "-" + std::to_string(n) + "-" + std::to_string(g),
