@@ -61,7 +61,7 @@ if [ ! -f "$tokens" ]; then
   GPUPLAN_TOKEN="$ptoken" "$gpuplan" --json nodes add --name demo-h100-node --region demo-eu --interconnect pcie \
     --vcpus 64 --ram-gb 512 --disk-gb 4000 --gpu h100-80gb-pcie:GPU-DEMO-H100-0000:none \
     --gpu h100-80gb-pcie:GPU-DEMO-H100-0001:none >/dev/null
-  if [ -n "${GPUPLAN_TEST_SLURM:-}" ]; then
+  if [ "${GPUPLAN_DEMO_SLURM:-}" = "1" ] && [ -n "${GPUPLAN_TEST_SLURM:-}" ]; then
     GPUPLAN_TOKEN="$ptoken" "$gpuplan" --json nodes add --name demo-slurm-node --region demo-slurm \
       --scheduler slurm --slurm-partition "$GPUPLAN_TEST_SLURM_PARTITION" --slurm-node "$GPUPLAN_TEST_SLURM_NODE" \
       --vcpus 8 --ram-gb 64 --disk-gb 100 --gpu "a100-80gb-sxm4:GPU-DEMO-SLURM-0000:static:3g.40gb@0,3g.40gb@4" \
@@ -96,7 +96,7 @@ Rent a 1g.10gb MIG slice now (in another terminal):
   $gpuplan rentals list
 Ctrl-C stops the server; the data stays in $dir/ (delete it to start over).
 EOF
-if [ -n "${GPUPLAN_TEST_SLURM:-}" ]; then
+if [ "${GPUPLAN_DEMO_SLURM:-}" = "1" ] && [ -n "${GPUPLAN_TEST_SLURM:-}" ]; then
   cat <<EOF
 Slurm (GPUPLAN_DEMO_SLURM=1): rent the demo-slurm 3g.40gb offer; within a second or two it is a running
 holding job named gpuplan-r<id>-g<gen>, and "$gpuplan rentals access ID" prints its srun line.
