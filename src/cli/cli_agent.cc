@@ -5,6 +5,9 @@
 
 #include "agent/agent.h"
 #include "cli/cli.h"
+#include "gpuplan/bench.h"
+#include "gpuplan/catalog.h"
+#include "gpuplan/market.h"
 
 namespace gpuplan::cli {
 
@@ -20,7 +23,35 @@ AgentCommand& agent_command() {
 }
 
 std::atomic<bool> g_stop{false};
+// The budget of each GPU's quick run: `gpuplan bench --quick`'s default (docs/bench.md, "Budget").
+constexpr double kQuickBenchSeconds = 30;
 extern "C" void on_stop_signal(int) { g_stop.store(true); }
+
+// `gpuplan agent --bench quick` (issue #16): `gpuplan bench --quick` on each of the node's GPUs in turn,
+// the CUDA backend, device 0 up to the first index the backend does not have; src/agent cannot link the
+// bench (scripts/layers.txt), so the CLI hands it this runner. Any failure on device 0 (no GPU, no CUDA
+// plugin, a busy GPU) is the agent's error, as a bad --bench-file is.
+Result<std::vector<std::string>> quick_bench_every_gpu() {
+  bench::device_access().store(true);  // the agent's own node: its GPUs are the ones to measure
+  auto catalog = Catalog::load({});
+  if (!catalog) return catalog.error();
+  std::vector<std::string> texts;
+  for (int device = 0; device < market::kMaxGpusPerNode; ++device) {  // the most GPUs a node may have
+    bench::BenchOptions o;
+    o.backend = "cuda";
+    o.device = device;
+    o.quick = true;
+    o.budget_seconds = kQuickBenchSeconds;
+    o.stop = &g_stop;
+    auto report = bench::run_bench(**catalog, o);
+    if (!report) {
+      if (device == 0) return report.error();
+      break;  // past the last GPU
+    }
+    texts.push_back(bench::calibration_json(report->calibration).dump(2));
+  }
+  return texts;
+}
 
 }  // namespace
 
@@ -63,6 +94,7 @@ int run_agent(const OutputFormat& fmt, const std::function<int(Error)>& report) 
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
+  if (c.options.bench == "quick" && !c.options.bench_runner) c.options.bench_runner = quick_bench_every_gpu;
   Status s = agent::run_agent(c.options, g_stop, fmt.json, std::cout);
   if (!s) return report(s.error());
   return 0;
