@@ -19,9 +19,9 @@ namespace {
 
 // The response head (status line and headers) this client reads at most: our server's are under 1 KiB;
 // nginx's default large_client_header_buffers is 8 KiB a line.
-constexpr size_t kMaxHeadBytes = 64 * 1024;
+constexpr size_t kMaxHeadBytes = size_t{64} * 1024;
 constexpr size_t kMaxHeaders = 100;  // a response with more is refused, not stored
-constexpr size_t kReadChunkBytes = 16 * 1024;
+constexpr size_t kReadChunkBytes = size_t{16} * 1024;
 constexpr size_t kMaxChunkSizeDigits = 15;  // hex digits of one chunk's size: 2^60 bytes, far above any bound
 
 Error unavailable(std::string message) { return Error{ErrorCode::kUnavailable, std::move(message), "server"}; }
@@ -279,7 +279,7 @@ Result<std::optional<Response>> parse_response(std::string_view raw, bool eof, s
       if (eof) return unavailable("the server's answer ended inside a chunk");
       return std::optional<Response>();
     }
-    r.body = std::move(*body);
+    r.body = *body;
     return std::optional<Response>(std::move(r));
   }
   if (content_length) {
@@ -332,9 +332,16 @@ Result<Response> send(const Url& url, const Request& request) {
   out.reserve(256 + request.body.size());
   out += request.method + " " + url.base_path + request.target + " HTTP/1.1\r\n";
   const bool v6 = url.host.find(':') != std::string::npos;
-  out += "Host: " + (v6 ? "[" + url.host + "]" : url.host) + ":" + std::to_string(url.port) + "\r\n";
+  out += "Host: ";
+  out += v6 ? "[" + url.host + "]" : url.host;
+  out += ":" + std::to_string(url.port) + "\r\n";
   out += "Connection: close\r\n";
-  for (const auto& [k, v] : request.headers) out += k + ": " + v + "\r\n";
+  for (const auto& [k, v] : request.headers) {
+    out += k;
+    out += ": ";
+    out += v;
+    out += "\r\n";
+  }
   if (!request.body.empty() || request.method == "POST" || request.method == "PUT" || request.method == "PATCH") {
     out += "Content-Length: " + std::to_string(request.body.size()) + "\r\n";
   }
@@ -365,12 +372,12 @@ Result<Response> send(const Url& url, const Request& request) {
         return unavailable("the server's answer is over " + std::to_string(request.max_response_bytes) + " bytes");
       }
       GPUPLAN_TRY(done, parse_response(in, false, request.max_response_bytes));
-      if (done) return std::move(*done);
+      if (done) return *done;
       continue;
     }
     if (n == 0) {
       GPUPLAN_TRY(done, parse_response(in, true, request.max_response_bytes));
-      if (done) return std::move(*done);
+      if (done) return *done;
       return unavailable("the server closed the connection early");
     }
     if (errno == EINTR) continue;
