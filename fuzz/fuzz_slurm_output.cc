@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string sbatch = a == std::string::npos ? "" : in.substr(a + 1, b == std::string::npos ? b : b - a - 1);
   const std::string scancel = b == std::string::npos ? "" : in.substr(b + 1);
   h::SlurmOptions o;
-  o.run = [&](const std::vector<std::string>& argv) -> gpuplan::Result<h::ProcessResult> {
+  o.run = [&](const std::vector<std::string>& argv, const std::string&) -> gpuplan::Result<h::ProcessResult> {
     const int code = (size % 3 == 0) ? 1 : 0;
     if (argv[0] == "squeue") return h::ProcessResult{code, squeue, squeue, false};
     if (argv[0] == "sbatch") return h::ProcessResult{code, sbatch, sbatch, false};
