@@ -78,10 +78,6 @@ std::string random_hex(size_t bytes) {
 
 std::string new_id(std::string_view prefix) { return std::string(prefix) + random_hex(kIdRandomBytes); }
 
-std::string sha256_hex(std::string_view s) { return gpuplan::sha256_hex(s); }
-
-bool constant_time_equal(const std::string& a, const std::string& b) { return gpuplan::constant_time_equal(a, b); }
-
 // Names, regions, UUIDs, idempotency keys: 1..kMaxNameBytes of [A-Za-z0-9._:-@/ ] (printable, no quotes).
 Status check_name(std::string_view s, const std::string& field, bool allow_empty = false) {
   if (s.empty()) {
@@ -2233,10 +2229,6 @@ const Catalog& catalog(const Market::Impl& m) { return *m.catalog; }
 int64_t now(const Market::Impl& m) { return m.now(); }
 Db& db(Market::Impl& m) { return *m.db; }
 Status bump_version(Tx& tx) { return ::gpuplan::market::bump_version(tx); }
-std::string sha256_hex(std::string_view s) { return ::gpuplan::market::sha256_hex(s); }
-bool constant_time_equal(const std::string& a, const std::string& b) {
-  return ::gpuplan::market::constant_time_equal(a, b);
-}
 std::string random_hex(size_t bytes) { return ::gpuplan::market::random_hex(bytes); }
 std::string new_id(std::string_view prefix) { return ::gpuplan::market::new_id(prefix); }
 Result<Rental> load_rental(Tx& tx, std::string_view rental_id) {

@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "core/digest.h"
 #include "gpuplan/catalog.h"
 #include "gpuplan/market.h"
 #include "gpuplan/mig.h"
@@ -169,7 +170,7 @@ Result<EnrollmentToken> Market::issue_enrollment(const Principal& p, std::string
     out.node_id = id;
     out.token = std::string(kEnrollPrefix) + id + "_" + internal::random_hex(kSecretBytes);
     out.expires_at_ms = now + kEnrollmentTtlMs;
-    const std::string digest = internal::sha256_hex(out.token);
+    const std::string digest = sha256_hex(out.token);
     GPUPLAN_TRY(changed, tx.exec("UPDATE node_agents SET enroll_sha256 = ?2, enroll_expires_at = ?3 WHERE node_id = ?1",
                                  params(id, digest, out.expires_at_ms)));
     if (changed == 0) {
@@ -192,7 +193,7 @@ Result<AgentToken> Market::enroll_agent(std::string_view enrollment_token, std::
       "the enrolment token is unknown, used or expired; the node's provider issues a fresh one with POST "
       "/api/v1/nodes/{id}/enrollment");
   if (node_id.empty()) return refused;
-  const std::string digest = internal::sha256_hex(token);
+  const std::string digest = sha256_hex(token);
   const int64_t now = internal::now(*impl_);
   AgentToken out;
   bool ok = false;
@@ -201,7 +202,7 @@ Result<AgentToken> Market::enroll_agent(std::string_view enrollment_token, std::
     GPUPLAN_TRY(
         rows, tx.query("SELECT enroll_sha256, enroll_expires_at FROM node_agents WHERE node_id = ?1", params(node_id)));
     if (rows.empty() || rows[0].is_null(0)) return Status::Ok();
-    if (!internal::constant_time_equal(rows[0].text(0), digest)) return Status::Ok();
+    if (!constant_time_equal(rows[0].text(0), digest)) return Status::Ok();
     if (rows[0].integer(1) <= now) return Status::Ok();
     const std::string id = "ak" + internal::random_hex(kAgentTokenIdBytes);
     out.node_id = node_id;
@@ -211,7 +212,7 @@ Result<AgentToken> Market::enroll_agent(std::string_view enrollment_token, std::
     // watched from the first inventory on (last_heartbeat_at stays NULL until then).
     GPUPLAN_TRY(n, tx.exec("UPDATE node_agents SET enroll_sha256 = NULL, enroll_expires_at = NULL, token_id = ?2, "
                            "token_sha256 = ?3 WHERE node_id = ?1",
-                           params(node_id, id, internal::sha256_hex(out.token))));
+                           params(node_id, id, sha256_hex(out.token))));
     (void)n;
     ok = true;
     return Status::Ok();
@@ -225,7 +226,7 @@ Result<AgentPrincipal> Market::authenticate_agent(std::string_view bearer) const
   const std::string_view token = bare_token(bearer);
   const std::string id = token_id(token, kAgentPrefix);
   if (id.empty()) return unauthenticated(kBadAgentToken);
-  const std::string digest = internal::sha256_hex(token);
+  const std::string digest = sha256_hex(token);
   AgentPrincipal out;
   bool ok = false;
   Status s = with_tx(internal::db(*impl_), TxMode::kRead, [&](Tx& tx) -> Status {
@@ -233,7 +234,7 @@ Result<AgentPrincipal> Market::authenticate_agent(std::string_view bearer) const
                                "n.id = a.node_id WHERE a.token_id = ?1",
                                params(id)));
     if (rows.empty() || rows[0].is_null(0)) return Status::Ok();
-    if (!internal::constant_time_equal(rows[0].text(0), digest)) return Status::Ok();
+    if (!constant_time_equal(rows[0].text(0), digest)) return Status::Ok();
     out = AgentPrincipal{rows[0].text(1), rows[0].text(2)};
     ok = true;
     return Status::Ok();

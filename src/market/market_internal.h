@@ -27,11 +27,8 @@ int64_t now(const Market::Impl& m);
 Db& db(Market::Impl& m);
 // market_version + 1: the next list of offers rebuilds its view (inventory, claims or offers changed).
 Status bump_version(Tx& tx);
-std::string sha256_hex(std::string_view s);  // lowercase hex
-bool constant_time_equal(const std::string& a,
-                         const std::string& b);  // core/digest.h: time independent of the contents
-std::string random_hex(size_t bytes);            // getrandom(2), 2 x bytes hex digits
-std::string new_id(std::string_view prefix);     // prefix + 80 random bits
+std::string random_hex(size_t bytes);         // getrandom(2), 2 x bytes hex digits
+std::string new_id(std::string_view prefix);  // prefix + 80 random bits
 // A rental by id, any tenant's (the agent's node scope is checked by the caller), with its placements.
 Result<Rental> load_rental(Tx& tx, std::string_view rental_id);
 // THE transition function (Market::Impl::transition) on rental `rental_id`, actor "system".
