@@ -55,7 +55,7 @@ test: build
 # (GPUPLAN_WEB_TIMEOUT_SECONDS): the sanitized Debug server answers several times slower.
 ASAN_WEB_TIMEOUT_SECONDS ?= 900
 test-asan: deps
-	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUPLAN_SANITIZE=ON -DGPUPLAN_BENCH=OFF \
+	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUPLAN_SANITIZE=ON -DGPUPLAN_BENCH=OFF -DGPUPLAN_CUDA=OFF \
 	  -DGPUPLAN_WEB_TIMEOUT_SECONDS=$(ASAN_WEB_TIMEOUT_SECONDS) $(CMAKE_FLAGS)
 	cmake --build $(ASAN_DIR) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
