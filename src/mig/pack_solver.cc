@@ -172,9 +172,10 @@ class Exact {
     double work = 0;
     for (size_t g = 0; g < n.size() && g < m_.classes.size() && work <= stop; ++g) {
       if (n[g] <= 0 || per_class[g] <= 0) continue;
+      const Takers takers = takers_of(static_cast<int>(g), r);
       for (const Config* c : options_[g]) {
         long long count = 0;
-        for_each_fill(static_cast<int>(g), *c, r, [&count](const Fill&) { ++count; });
+        for_each_fill(*c, r, takers, [&count](const Fill&) { ++count; });
         work += per_class[g] * static_cast<double>(count + 1);
         if (work > stop) break;
       }
@@ -204,10 +205,38 @@ class Exact {
   };
   struct Entry {
     Value value;
-    int gpu_class = -1;  // -1: terminal
-    int config = -1;     // -1: skip the rest of this class
-    Fill fill;
+    int gpu_class = -1;   // -1: terminal
+    int config = -1;      // -1: skip the rest of this class
+    long long fill = -1;  // the chosen fill's ordinal in the walk of `config` (rebuild walks it again)
   };
+
+  // The demand classes that take one profile (a fixed array: at most kExactMaxUnits have units left).
+  struct Classes {
+    std::array<int, kExactMaxUnits> at;
+    size_t size = 0;
+    int avail = 0;  // their units left
+    bool empty() const { return size == 0; }
+    int back() const { return at[size - 1]; }
+  };
+  // Per profile of a GPU class: the demand classes with units left that take it, found once per
+  // state (the fill walk visits each profile once per split of the profiles before it).
+  using Takers = std::vector<Classes>;
+
+  Takers takers_of(int g, const std::vector<int>& r) const {
+    const size_t profiles = m_.targets[m_.classes[g].target].table->profiles.size();
+    Takers t(profiles);
+    for (Classes& c : t) c.size = 0;
+    const std::vector<int>& profile_of = demand_profile_[g];
+    for (size_t k = 0; k < m_.demands.size() && k < r.size(); ++k) {
+      const int p = profile_of[k];
+      if (r[k] <= 0 || p < 0 || static_cast<size_t>(p) >= profiles) continue;
+      Classes& c = t[static_cast<size_t>(p)];
+      if (c.size >= c.at.size()) continue;
+      c.at[c.size++] = static_cast<int>(k);
+      c.avail += r[k];
+    }
+    return t;
+  }
 
   StateKey key(const std::vector<int>& r, const std::vector<int>& n) const { return packer_.pack(r, n); }
 
@@ -222,18 +251,18 @@ class Exact {
   // profile by profile, every split of the profile's slots over the demand classes that take it
   // (largest first), the last class taking what is left. The fill is the walk's own (copy to keep).
   template <typename Visit>
-  void for_each_fill(int g, const Config& config, const std::vector<int>& r, Visit&& visit) const {
+  void for_each_fill(const Config& config, const std::vector<int>& r, const Takers& takers, Visit&& visit) const {
     Fill cur;
     cur.counts.assign(config.counts.size(), 0);
-    FillWalk<Visit> walk{g, config, r, cur, visit};
+    FillWalk<Visit> walk{config, r, takers, cur, visit};
     by_profile(walk, 0);
   }
 
   template <typename Visit>
   struct FillWalk {
-    int g;
     const Config& config;
     const std::vector<int>& r;
+    const Takers& takers;
     Fill& cur;
     Visit& visit;
   };
@@ -245,27 +274,12 @@ class Exact {
       return;
     }
     if (w.config.counts[p] == 0) return by_profile(w, p + 1);
-    Classes comp;  // every class here has units left, so at most kExactMaxUnits of them
-    int avail = 0;
-    const std::vector<int>& profile_of = demand_profile_[w.g];
-    for (size_t k = 0; k < m_.demands.size() && comp.size < kExactMaxUnits; ++k) {
-      if (w.r[k] > 0 && profile_of[k] == static_cast<int>(p)) {
-        comp.at[comp.size++] = static_cast<int>(k);
-        avail += w.r[k];
-      }
-    }
-    const int want = std::min(avail, w.config.counts[p]);
+    static const Classes kNone{};
+    const Classes& comp = p < w.takers.size() ? w.takers[p] : kNone;
+    const int want = std::min(comp.avail, w.config.counts[p]);
     split(w, p, comp, want, 0, want);
     w.cur.counts[p] = 0;
   }
-
-  // The demand classes that take one profile (a fixed array: the walk runs per fill).
-  struct Classes {
-    std::array<int, kExactMaxUnits> at{};
-    size_t size = 0;
-    bool empty() const { return size == 0; }
-    int back() const { return at[size - 1]; }
-  };
 
   template <typename W>
   void split(W& w, size_t p, const Classes& comp, int want, size_t i, int left) const {
@@ -375,10 +389,13 @@ class Exact {
       std::unordered_set<StateKey, StateKeyHash> seen;  // fills of different configurations can coincide
       std::vector<int> r2 = r;                          // the demand after a fill (restored after each)
       Value v = zero();
+      const Takers takers = takers_of(g, r);
       for (size_t c = 0; c < options_[g].size(); ++c) {
         ++work_;
-        for_each_fill(g, *options_[g][c], r, [&](const Fill& f) {
+        long long ordinal = -1;
+        for_each_fill(*options_[g][c], r, takers, [&](const Fill& f) {
           ++work_;  // counted as evaluated, before the states below it
+          ++ordinal;
           if (f.units.empty() && !gc.pinned) return;
           StateKey fk;
           if (!gc.busy.empty() && fill_key(f, &fk) && !seen.insert(fk).second) return;
@@ -396,7 +413,7 @@ class Exact {
           if (v > best.value) {
             best.value = v;
             best.config = static_cast<int>(c);
-            best.fill = f;
+            best.fill = ordinal;
           }
         });
       }
@@ -414,13 +431,19 @@ class Exact {
         n[g] = 0;
         continue;
       }
+      // The chosen fill: the same walk as solve()'s at this state, stopped at its ordinal.
+      Fill fill;
+      long long ordinal = -1;
+      for_each_fill(*options_[g][static_cast<size_t>(e.config)], r, takers_of(g, r), [&](const Fill& f) {
+        if (++ordinal == e.fill) fill = f;
+      });
       Bin b;
       b.gpu_class = g;
-      b.capacity = e.fill.counts;
+      b.capacity = fill.counts;
       b.units.assign(b.capacity.size(), {});
-      for (size_t i = 0; i < e.fill.units.size(); ++i) {
-        b.units[e.fill.profile_of[i]].push_back(e.fill.units[i]);
-        r[e.fill.units[i].first] -= e.fill.units[i].second;
+      for (size_t i = 0; i < fill.units.size(); ++i) {
+        b.units[fill.profile_of[i]].push_back(fill.units[i]);
+        r[fill.units[i].first] -= fill.units[i].second;
       }
       bins->push_back(std::move(b));
       --n[g];
