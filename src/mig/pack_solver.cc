@@ -6,11 +6,11 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <numeric>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "gpuplan/cancel.h"
 #include "mig/lp.h"
@@ -101,6 +101,54 @@ void put_bits(StateKey& k, int pos, int width, uint64_t v) {
     k.hi |= v << (pos - 64);
   }
 }
+
+// A set of StateKeys for one state's fills: open addressing in a table that is kept between uses
+// (clear() starts a new generation instead of touching every slot), so that inserting allocates
+// nothing once the table has grown to the largest state's fill count.
+class KeySet {
+ public:
+  void clear() {
+    ++generation_;
+    count_ = 0;
+    if (generation_ == 0) {  // wrapped: every stamp may look current
+      std::fill(stamp_.begin(), stamp_.end(), 0);
+      generation_ = 1;
+    }
+  }
+  // False when `k` was already in.
+  bool insert(const StateKey& k) {
+    if ((count_ + 1) * 2 > keys_.size()) grow();
+    const size_t mask = keys_.size() - 1;
+    for (size_t i = StateKeyHash{}(k)&mask;; i = (i + 1) & mask) {
+      if (stamp_[i] != generation_) {
+        stamp_[i] = generation_;
+        keys_[i] = k;
+        ++count_;
+        return true;
+      }
+      if (keys_[i] == k) return false;
+    }
+  }
+
+ private:
+  void grow() {
+    std::vector<StateKey> old;
+    for (size_t i = 0; i < keys_.size(); ++i) {
+      if (stamp_[i] == generation_) old.push_back(keys_[i]);
+    }
+    keys_.assign(std::max<size_t>(kFirstSlots, keys_.size() * 2), StateKey{});
+    stamp_.assign(keys_.size(), 0);
+    generation_ = 1;
+    count_ = 0;
+    for (const StateKey& k : old) insert(k);
+  }
+  // Slots of a new table (a power of two): a state has a few dozen distinct fills.
+  static constexpr size_t kFirstSlots = 64;
+  std::vector<StateKey> keys_;
+  std::vector<uint32_t> stamp_;  // generation_ where the slot is used
+  uint32_t generation_ = 1;
+  size_t count_ = 0;
+};
 
 // Packs (remaining demand, remaining GPUs) into a StateKey; widths come from the search's start.
 class KeyPacker {
@@ -252,8 +300,17 @@ class Exact {
   // (largest first), the last class taking what is left. The fill is the walk's own (copy to keep).
   template <typename Visit>
   void for_each_fill(const Config& config, const std::vector<int>& r, const Takers& takers, Visit&& visit) const {
-    Fill cur;
+    // The walk's fill, one per depth of solve()'s recursion (a visit may start the next depth's walks),
+    // kept between walks so that their vectors are not allocated again.
+    if (walk_depth_ >= fills_.size()) fills_.emplace_back();
+    Fill& cur = fills_[walk_depth_++];
+    cur.units.clear();
+    cur.profile_of.clear();
     cur.counts.assign(config.counts.size(), 0);
+    struct Leave {
+      size_t& depth;
+      ~Leave() { --depth; }
+    } leave{walk_depth_};
     FillWalk<Visit> walk{config, r, takers, cur, visit};
     by_profile(walk, 0);
   }
@@ -336,7 +393,8 @@ class Exact {
   std::pair<int, int> kept_and_stranded(int g, const Fill& f) const {
     const GpuClass& gc = m_.classes[g];
     if (gc.busy.empty()) return {0, stranded_of(g, f.counts)};
-    std::vector<int> busy_units(f.counts.size(), 0);
+    std::vector<int>& busy_units = busy_units_;
+    busy_units.assign(f.counts.size(), 0);
     for (size_t i = 0; i < f.units.size(); ++i) {
       if (m_.demands[f.units[i].first].busy) busy_units[f.profile_of[i]] += f.units[i].second;
     }
@@ -386,8 +444,16 @@ class Exact {
       best.gpu_class = g;
       best.config = -1;
       n2[g] = n[g] - 1;
-      std::unordered_set<StateKey, StateKeyHash> seen;  // fills of different configurations can coincide
-      std::vector<int> r2 = r;                          // the demand after a fill (restored after each)
+      // Fills of different configurations coincide where the demand is below their slots (equal fills
+      // have equal values: the first one is kept). One set per depth of the recursion, reused.
+      if (solve_depth_ >= seen_.size()) seen_.emplace_back();
+      KeySet& seen = seen_[solve_depth_++];
+      seen.clear();
+      struct Leave {
+        size_t& depth;
+        ~Leave() { --depth; }
+      } leave{solve_depth_};
+      std::vector<int> r2 = r;  // the demand after a fill (restored after each)
       Value v = zero();
       const Takers takers = takers_of(g, r);
       for (size_t c = 0; c < options_[g].size(); ++c) {
@@ -398,7 +464,7 @@ class Exact {
           ++ordinal;
           if (f.units.empty() && !gc.pinned) return;
           StateKey fk;
-          if (!gc.busy.empty() && fill_key(f, &fk) && !seen.insert(fk).second) return;
+          if (fill_key(f, &fk) && !seen.insert(fk)) return;
           std::fill(v.begin(), v.end(), 0);
           for (const auto& [cls, amount] : f.units) {
             r2[cls] -= amount;
@@ -452,6 +518,11 @@ class Exact {
 
   const PackModel& m_;
   int limit_;
+  mutable std::deque<Fill> fills_;                   // for_each_fill's fills per depth (a deque: references stay valid)
+  mutable size_t walk_depth_ = 0;                    // walks now in progress
+  mutable std::vector<int> busy_units_;              // kept_and_stranded's busy units per profile
+  std::deque<KeySet> seen_;                          // solve()'s fill sets per depth of its recursion
+  size_t solve_depth_ = 0;                           // solve() calls now in progress that opened a GPU
   std::vector<std::vector<const Config*>> options_;  // per class: the configurations a GPU may take
   std::vector<std::vector<int>> demand_profile_;     // per class, per demand class: its profile there or -1
   std::vector<std::unordered_map<uint64_t, int>> stranded_by_counts_;  // per class: gc.all's stranded by pack_counts
@@ -1058,12 +1129,20 @@ KeepEval best_keeping_layout(const TableModel& tm, const std::vector<Placed>& bu
   auto it = tm.by_counts.find(counts);
   if (it == tm.by_counts.end()) return best;
   for (int li : it->second) {
-    std::vector<int> hits(counts.size(), 0);
-    for (const auto& b : busy) {
-      if (tm.bits[li] & tm.bit(b)) ++hits[b.profile];
-    }
+    // Per profile of the busy instances (each counted at its first one): those the layout holds at
+    // their starts, at most the busy units of that profile (no allocation: a GPU holds at most 7).
     int kept = 0;
-    for (size_t p = 0; p < counts.size(); ++p) kept += std::min(hits[p], busy_units[p]);
+    for (size_t i = 0; i < busy.size(); ++i) {
+      const int p = busy[i].profile;
+      bool first = true;
+      for (size_t j = 0; j < i && first; ++j) first = busy[j].profile != p;
+      if (!first || p < 0 || static_cast<size_t>(p) >= busy_units.size()) continue;
+      int hits = 0;
+      for (size_t j = i; j < busy.size(); ++j) {
+        if (busy[j].profile == p && (tm.bits[li] & tm.bit(busy[j]))) ++hits;
+      }
+      kept += std::min(hits, busy_units[static_cast<size_t>(p)]);
+    }
     const int stranded = tm.stranded_total(li);
     if (best.layout < 0 || kept > best.kept || (kept == best.kept && stranded < best.stranded)) {
       best = KeepEval{li, kept, stranded};
