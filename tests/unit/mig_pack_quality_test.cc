@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "../../bench/mig_scenario.h"
 #include "gpuplan/catalog.h"
