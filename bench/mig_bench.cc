@@ -23,82 +23,13 @@
 #include "gpuplan/catalog.h"
 #include "gpuplan/mig_pack.h"
 #include "mig/table_model.h"
+#include "mig_scenario.h"
 
 namespace {
 
 using namespace gpuplan;
 using namespace gpuplan::mig;
-
-// The benchmark's fleet and demand, fixed for comparability across runs.
-constexpr int kFleetGpus = 10000;
-constexpr int kRequestUnits = 50000;
-constexpr unsigned kSeed = 20261130;
-// Largest count of one request line (lines are drawn until kRequestUnits units).
-constexpr int kMaxLineCount = 20;
-
-struct Scenario {
-  Fleet fleet;
-  std::vector<PackRequest> requests;
-};
-
-// A fleet of `gpus` GPUs of the mix below and request lines drawn until `units` units, from `seed`.
-Scenario make_scenario(int gpus, int units_wanted, unsigned seed) {
-  Scenario sc;
-  auto catalog = Catalog::embedded();
-  // GPU mix: mostly A100/H100 generations, some H200 and A30.
-  const std::vector<std::pair<std::string, double>> mix = {{"a100-40gb-sxm4", 0.20},
-                                                           {"a100-80gb-sxm4", 0.25},
-                                                           {"h100-80gb-sxm5", 0.35},
-                                                           {"h200-141gb-sxm", 0.15},
-                                                           {"a30", 0.05}};
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(0, 1);
-  for (int i = 0; i < gpus; ++i) {
-    double x = u(rng);
-    size_t k = 0;
-    while (k + 1 < mix.size() && x > mix[k].second) x -= mix[k++].second;
-    auto ref = catalog->resolve(mix[k].first);
-    FleetGpu g;
-    g.node = "node-" + std::to_string(i / 8);
-    g.index = i % 8;
-    g.gpu = ref->gpu;
-    g.table = ref->mig_table;
-    sc.fleet.gpus.push_back(g);
-  }
-  // Requests: memory/compute minimums (portable across GPU types) and profile names.
-  struct Kind {
-    double weight;
-    const char* profile;
-    double memory_gb;
-    int compute;
-  };
-  const std::vector<Kind> kinds = {{0.60, nullptr, 4, 1},   {0.10, nullptr, 9, 1},   {0.06, nullptr, 9, 2},
-                                   {0.03, nullptr, 18, 3},  {0.01, nullptr, 30, 4},  {0.12, "1g.10gb", 0, 0},
-                                   {0.02, "3g.40gb", 0, 0}, {0.03, "2g.20gb", 0, 0}, {0.02, "1g.5gb", 0, 0},
-                                   {0.01, "7g.80gb", 0, 0}};
-  int units = 0, line = 0;
-  std::uniform_int_distribution<int> count(1, kMaxLineCount);
-  while (units < units_wanted) {
-    double x = u(rng);
-    size_t k = 0;
-    while (k + 1 < kinds.size() && x > kinds[k].weight) x -= kinds[k++].weight;
-    PackRequest r;
-    r.name = "r" + std::to_string(line++);
-    r.count = std::min(count(rng), units_wanted - units);
-    r.priority = static_cast<int>(rng() % 3);
-    if (kinds[k].profile) {
-      r.kind = PackRequest::Kind::kProfile;
-      r.profile = kinds[k].profile;
-    } else {
-      r.kind = PackRequest::Kind::kResources;
-      r.memory_gb = kinds[k].memory_gb;
-      r.compute_slices = kinds[k].compute;
-    }
-    units += r.count;
-    sc.requests.push_back(r);
-  }
-  return sc;
-}
+using namespace gpuplan::mig::bench;
 
 const Scenario& scenario() {
   static const Scenario s = make_scenario(kFleetGpus, kRequestUnits, kSeed);
@@ -232,18 +163,6 @@ void report(benchmark::State& state, const Outcome& o, int lower_bound) {
                  " unplaced=" + std::to_string(o.unplaced));
 }
 
-// `fleet` with a random valid layout on 30% of its GPUs, each instance busy with probability 1/2.
-Fleet with_instances(Fleet fleet, unsigned seed) {
-  std::mt19937 rng(seed);
-  for (auto& g : fleet.gpus) {
-    if (rng() % 10 >= 3) continue;
-    auto model = table_model(*g.table);
-    const auto& layout = model->layouts[rng() % model->layouts.size()];
-    for (const auto& p : layout) g.instances.push_back(ExistingInstance{p, rng() % 2 == 0, ""});
-  }
-  return fleet;
-}
-
 // The scenario with existing instances on 30% of the GPUs (fixed seed).
 const Fleet& busy_fleet() {
   static const Fleet f = with_instances(scenario().fleet, kSeed + 1);
@@ -288,9 +207,6 @@ void BM_MigPack_Gpuplan(benchmark::State& state) {
   auto r = run_pack(state, s.fleet, s.requests, PackOptions{});
   if (r) report(state, outcome_of(*r), r->lower_bound);
 }
-
-// The first request lines up to this many units: with existing instances the full demand would not fit.
-constexpr int kBusyRequestUnits = 40000;
 
 const std::vector<PackRequest>& busy_requests() {
   static const std::vector<PackRequest> v = [] {
@@ -345,6 +261,9 @@ void report_stats(benchmark::State& state, const PackResult& r) {
   state.counters["exact_aborted"] = r.stats.exact_aborted;
   state.counters["exact_skipped"] = r.stats.exact_skipped;
   state.counters["exact_states"] = static_cast<double>(r.stats.exact_states);
+  state.counters["exact_work"] = static_cast<double>(r.stats.exact_work);
+  state.counters["stranded"] = r.stranded_memory_slices + r.stranded_compute_slices;
+  state.counters["disturbed"] = r.disturbed;
 }
 
 #ifndef GPUPLAN_SOURCE_DIR
@@ -382,12 +301,9 @@ void BM_MigPack_Example(benchmark::State& state) {
 // Fleets of the benchmark's mix at 5, 20, 100 and 1,000 GPUs with the 10,000-GPU benchmark's demand
 // per GPU (5 units), and with instances on 30% of the GPUs and 4 units per GPU (the busy benchmark's):
 // pack() time should grow with the fleet.
-constexpr int kUnitsPerGpu = kRequestUnits / kFleetGpus;
-constexpr int kBusyUnitsPerGpu = kBusyRequestUnits / kFleetGpus;
-
 void BM_MigPack_Fleet(benchmark::State& state) {
   const int gpus = static_cast<int>(state.range(0));
-  const Scenario sc = make_scenario(gpus, gpus * kUnitsPerGpu, kSeed + static_cast<unsigned>(gpus));
+  const Scenario sc = fleet_scenario(gpus);
   auto r = run_pack(state, sc.fleet, sc.requests, PackOptions{});
   if (!r) return;
   report(state, outcome_of(*r), r->lower_bound);
@@ -396,9 +312,8 @@ void BM_MigPack_Fleet(benchmark::State& state) {
 
 void BM_MigPack_BusyFleet(benchmark::State& state) {
   const int gpus = static_cast<int>(state.range(0));
-  const Scenario sc = make_scenario(gpus, gpus * kBusyUnitsPerGpu, kSeed + static_cast<unsigned>(gpus));
-  const Fleet fleet = with_instances(sc.fleet, kSeed + 1 + static_cast<unsigned>(gpus));
-  auto r = run_pack(state, fleet, sc.requests, PackOptions{});
+  const Scenario sc = busy_fleet_scenario(gpus);
+  auto r = run_pack(state, sc.fleet, sc.requests, PackOptions{});
   if (!r) return;
   report(state, outcome_of(*r), r->lower_bound);
   state.counters["disturbed"] = r->disturbed;

@@ -6,11 +6,11 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <numeric>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "gpuplan/cancel.h"
 #include "mig/lp.h"
@@ -102,6 +102,54 @@ void put_bits(StateKey& k, int pos, int width, uint64_t v) {
   }
 }
 
+// A set of StateKeys for one state's fills: open addressing in a table that is kept between uses
+// (clear() starts a new generation instead of touching every slot), so that inserting allocates
+// nothing once the table has grown to the largest state's fill count.
+class KeySet {
+ public:
+  void clear() {
+    ++generation_;
+    count_ = 0;
+    if (generation_ == 0) {  // wrapped: every stamp may look current
+      std::fill(stamp_.begin(), stamp_.end(), 0);
+      generation_ = 1;
+    }
+  }
+  // False when `k` was already in.
+  bool insert(const StateKey& k) {
+    if ((count_ + 1) * 2 > keys_.size()) grow();
+    const size_t mask = keys_.size() - 1;
+    for (size_t i = StateKeyHash{}(k)&mask;; i = (i + 1) & mask) {
+      if (stamp_[i] != generation_) {
+        stamp_[i] = generation_;
+        keys_[i] = k;
+        ++count_;
+        return true;
+      }
+      if (keys_[i] == k) return false;
+    }
+  }
+
+ private:
+  void grow() {
+    std::vector<StateKey> old;
+    for (size_t i = 0; i < keys_.size(); ++i) {
+      if (stamp_[i] == generation_) old.push_back(keys_[i]);
+    }
+    keys_.assign(std::max<size_t>(kFirstSlots, keys_.size() * 2), StateKey{});
+    stamp_.assign(keys_.size(), 0);
+    generation_ = 1;
+    count_ = 0;
+    for (const StateKey& k : old) insert(k);
+  }
+  // Slots of a new table (a power of two): a state has a few dozen distinct fills.
+  static constexpr size_t kFirstSlots = 64;
+  std::vector<StateKey> keys_;
+  std::vector<uint32_t> stamp_;  // generation_ where the slot is used
+  uint32_t generation_ = 1;
+  size_t count_ = 0;
+};
+
 // Packs (remaining demand, remaining GPUs) into a StateKey; widths come from the search's start.
 class KeyPacker {
  public:
@@ -172,9 +220,10 @@ class Exact {
     double work = 0;
     for (size_t g = 0; g < n.size() && g < m_.classes.size() && work <= stop; ++g) {
       if (n[g] <= 0 || per_class[g] <= 0) continue;
+      const Takers takers = takers_of(static_cast<int>(g), r);
       for (const Config* c : options_[g]) {
         long long count = 0;
-        for_each_fill(static_cast<int>(g), *c, r, [&count](const Fill&) { ++count; });
+        for_each_fill(*c, r, takers, [&count](const Fill&) { ++count; });
         work += per_class[g] * static_cast<double>(count + 1);
         if (work > stop) break;
       }
@@ -204,10 +253,38 @@ class Exact {
   };
   struct Entry {
     Value value;
-    int gpu_class = -1;  // -1: terminal
-    int config = -1;     // -1: skip the rest of this class
-    Fill fill;
+    int gpu_class = -1;   // -1: terminal
+    int config = -1;      // -1: skip the rest of this class
+    long long fill = -1;  // the chosen fill's ordinal in the walk of `config` (rebuild walks it again)
   };
+
+  // The demand classes that take one profile (a fixed array: at most kExactMaxUnits have units left).
+  struct Classes {
+    std::array<int, kExactMaxUnits> at;
+    size_t size = 0;
+    int avail = 0;  // their units left
+    bool empty() const { return size == 0; }
+    int back() const { return at[size - 1]; }
+  };
+  // Per profile of a GPU class: the demand classes with units left that take it, found once per
+  // state (the fill walk visits each profile once per split of the profiles before it).
+  using Takers = std::vector<Classes>;
+
+  Takers takers_of(int g, const std::vector<int>& r) const {
+    const size_t profiles = m_.targets[m_.classes[g].target].table->profiles.size();
+    Takers t(profiles);
+    for (Classes& c : t) c.size = 0;
+    const std::vector<int>& profile_of = demand_profile_[g];
+    for (size_t k = 0; k < m_.demands.size() && k < r.size(); ++k) {
+      const int p = profile_of[k];
+      if (r[k] <= 0 || p < 0 || static_cast<size_t>(p) >= profiles) continue;
+      Classes& c = t[static_cast<size_t>(p)];
+      if (c.size >= c.at.size()) continue;
+      c.at[c.size++] = static_cast<int>(k);
+      c.avail += r[k];
+    }
+    return t;
+  }
 
   StateKey key(const std::vector<int>& r, const std::vector<int>& n) const { return packer_.pack(r, n); }
 
@@ -222,18 +299,27 @@ class Exact {
   // profile by profile, every split of the profile's slots over the demand classes that take it
   // (largest first), the last class taking what is left. The fill is the walk's own (copy to keep).
   template <typename Visit>
-  void for_each_fill(int g, const Config& config, const std::vector<int>& r, Visit&& visit) const {
-    Fill cur;
+  void for_each_fill(const Config& config, const std::vector<int>& r, const Takers& takers, Visit&& visit) const {
+    // The walk's fill, one per depth of solve()'s recursion (a visit may start the next depth's walks),
+    // kept between walks so that their vectors are not allocated again.
+    if (walk_depth_ >= fills_.size()) fills_.emplace_back();
+    Fill& cur = fills_[walk_depth_++];
+    cur.units.clear();
+    cur.profile_of.clear();
     cur.counts.assign(config.counts.size(), 0);
-    FillWalk<Visit> walk{g, config, r, cur, visit};
+    struct Leave {
+      size_t& depth;
+      ~Leave() { --depth; }
+    } leave{walk_depth_};
+    FillWalk<Visit> walk{config, r, takers, cur, visit};
     by_profile(walk, 0);
   }
 
   template <typename Visit>
   struct FillWalk {
-    int g;
     const Config& config;
     const std::vector<int>& r;
+    const Takers& takers;
     Fill& cur;
     Visit& visit;
   };
@@ -245,27 +331,12 @@ class Exact {
       return;
     }
     if (w.config.counts[p] == 0) return by_profile(w, p + 1);
-    Classes comp;  // every class here has units left, so at most kExactMaxUnits of them
-    int avail = 0;
-    const std::vector<int>& profile_of = demand_profile_[w.g];
-    for (size_t k = 0; k < m_.demands.size() && comp.size < kExactMaxUnits; ++k) {
-      if (w.r[k] > 0 && profile_of[k] == static_cast<int>(p)) {
-        comp.at[comp.size++] = static_cast<int>(k);
-        avail += w.r[k];
-      }
-    }
-    const int want = std::min(avail, w.config.counts[p]);
+    static const Classes kNone{};
+    const Classes& comp = p < w.takers.size() ? w.takers[p] : kNone;
+    const int want = std::min(comp.avail, w.config.counts[p]);
     split(w, p, comp, want, 0, want);
     w.cur.counts[p] = 0;
   }
-
-  // The demand classes that take one profile (a fixed array: the walk runs per fill).
-  struct Classes {
-    std::array<int, kExactMaxUnits> at{};
-    size_t size = 0;
-    bool empty() const { return size == 0; }
-    int back() const { return at[size - 1]; }
-  };
 
   template <typename W>
   void split(W& w, size_t p, const Classes& comp, int want, size_t i, int left) const {
@@ -322,7 +393,8 @@ class Exact {
   std::pair<int, int> kept_and_stranded(int g, const Fill& f) const {
     const GpuClass& gc = m_.classes[g];
     if (gc.busy.empty()) return {0, stranded_of(g, f.counts)};
-    std::vector<int> busy_units(f.counts.size(), 0);
+    std::vector<int>& busy_units = busy_units_;
+    busy_units.assign(f.counts.size(), 0);
     for (size_t i = 0; i < f.units.size(); ++i) {
       if (m_.demands[f.units[i].first].busy) busy_units[f.profile_of[i]] += f.units[i].second;
     }
@@ -372,16 +444,27 @@ class Exact {
       best.gpu_class = g;
       best.config = -1;
       n2[g] = n[g] - 1;
-      std::unordered_set<StateKey, StateKeyHash> seen;  // fills of different configurations can coincide
-      std::vector<int> r2 = r;                          // the demand after a fill (restored after each)
+      // Fills of different configurations coincide where the demand is below their slots (equal fills
+      // have equal values: the first one is kept). One set per depth of the recursion, reused.
+      if (solve_depth_ >= seen_.size()) seen_.emplace_back();
+      KeySet& seen = seen_[solve_depth_++];
+      seen.clear();
+      struct Leave {
+        size_t& depth;
+        ~Leave() { --depth; }
+      } leave{solve_depth_};
+      std::vector<int> r2 = r;  // the demand after a fill (restored after each)
       Value v = zero();
+      const Takers takers = takers_of(g, r);
       for (size_t c = 0; c < options_[g].size(); ++c) {
         ++work_;
-        for_each_fill(g, *options_[g][c], r, [&](const Fill& f) {
+        long long ordinal = -1;
+        for_each_fill(*options_[g][c], r, takers, [&](const Fill& f) {
           ++work_;  // counted as evaluated, before the states below it
+          ++ordinal;
           if (f.units.empty() && !gc.pinned) return;
           StateKey fk;
-          if (!gc.busy.empty() && fill_key(f, &fk) && !seen.insert(fk).second) return;
+          if (fill_key(f, &fk) && !seen.insert(fk)) return;
           std::fill(v.begin(), v.end(), 0);
           for (const auto& [cls, amount] : f.units) {
             r2[cls] -= amount;
@@ -396,7 +479,7 @@ class Exact {
           if (v > best.value) {
             best.value = v;
             best.config = static_cast<int>(c);
-            best.fill = f;
+            best.fill = ordinal;
           }
         });
       }
@@ -414,13 +497,19 @@ class Exact {
         n[g] = 0;
         continue;
       }
+      // The chosen fill: the same walk as solve()'s at this state, stopped at its ordinal.
+      Fill fill;
+      long long ordinal = -1;
+      for_each_fill(*options_[g][static_cast<size_t>(e.config)], r, takers_of(g, r), [&](const Fill& f) {
+        if (++ordinal == e.fill) fill = f;
+      });
       Bin b;
       b.gpu_class = g;
-      b.capacity = e.fill.counts;
+      b.capacity = fill.counts;
       b.units.assign(b.capacity.size(), {});
-      for (size_t i = 0; i < e.fill.units.size(); ++i) {
-        b.units[e.fill.profile_of[i]].push_back(e.fill.units[i]);
-        r[e.fill.units[i].first] -= e.fill.units[i].second;
+      for (size_t i = 0; i < fill.units.size(); ++i) {
+        b.units[fill.profile_of[i]].push_back(fill.units[i]);
+        r[fill.units[i].first] -= fill.units[i].second;
       }
       bins->push_back(std::move(b));
       --n[g];
@@ -429,6 +518,11 @@ class Exact {
 
   const PackModel& m_;
   int limit_;
+  mutable std::deque<Fill> fills_;                   // for_each_fill's fills per depth (a deque: references stay valid)
+  mutable size_t walk_depth_ = 0;                    // walks now in progress
+  mutable std::vector<int> busy_units_;              // kept_and_stranded's busy units per profile
+  std::deque<KeySet> seen_;                          // solve()'s fill sets per depth of its recursion
+  size_t solve_depth_ = 0;                           // solve() calls now in progress that opened a GPU
   std::vector<std::vector<const Config*>> options_;  // per class: the configurations a GPU may take
   std::vector<std::vector<int>> demand_profile_;     // per class, per demand class: its profile there or -1
   std::vector<std::unordered_map<uint64_t, int>> stranded_by_counts_;  // per class: gc.all's stranded by pack_counts
@@ -1035,12 +1129,20 @@ KeepEval best_keeping_layout(const TableModel& tm, const std::vector<Placed>& bu
   auto it = tm.by_counts.find(counts);
   if (it == tm.by_counts.end()) return best;
   for (int li : it->second) {
-    std::vector<int> hits(counts.size(), 0);
-    for (const auto& b : busy) {
-      if (tm.bits[li] & tm.bit(b)) ++hits[b.profile];
-    }
+    // Per profile of the busy instances (each counted at its first one): those the layout holds at
+    // their starts, at most the busy units of that profile (no allocation: a GPU holds at most 7).
     int kept = 0;
-    for (size_t p = 0; p < counts.size(); ++p) kept += std::min(hits[p], busy_units[p]);
+    for (size_t i = 0; i < busy.size(); ++i) {
+      const int p = busy[i].profile;
+      bool first = true;
+      for (size_t j = 0; j < i && first; ++j) first = busy[j].profile != p;
+      if (!first || p < 0 || static_cast<size_t>(p) >= busy_units.size()) continue;
+      int hits = 0;
+      for (size_t j = i; j < busy.size(); ++j) {
+        if (busy[j].profile == p && (tm.bits[li] & tm.bit(busy[j]))) ++hits;
+      }
+      kept += std::min(hits, busy_units[static_cast<size_t>(p)]);
+    }
     const int stranded = tm.stranded_total(li);
     if (best.layout < 0 || kept > best.kept || (kept == best.kept && stranded < best.stranded)) {
       best = KeepEval{li, kept, stranded};
