@@ -239,11 +239,14 @@ async function useWholeGpu() {
 // The fleet and requests editor (issue #18: "an inline editor for a fleet and requests with a
 // filled-in example"): GPU models x counts, and per service a profile or a memory size x a count. Every
 // edit packs again through POST /mig/pack (the same endpoint as the files below, sent as inline objects);
-// a stale answer is dropped. The example: two A100-40GB and one A100-80GB for three services.
+// a stale answer is dropped. The example: two A100-40GB and one A100-80GB for three services: "chat" by the
+// profile of half the first GPU (its largest profile of at most HALF_GPU_SHARE of the whole-GPU profile's memory;
+// on an A100-40GB the first such is 3g.20gb, read from the catalog, never written here), "embed" and "batch" by memory.
 const EXAMPLE_FLEET = [{ target: 'a100-40gb-sxm4', count: 2 }, { target: 'a100-80gb-sxm4', count: 1 }];
+const HALF_GPU_SHARE = 0.55;  // "half a GPU": memory at most 55% of the largest profile's (slices round up a little)
 const EXAMPLE_REQUESTS = [
-  { name: 'chat', by: 'profile', value: '3g.20gb', count: 2 },
-  { name: 'embed', by: 'profile', value: '1g.10gb', count: 3 },
+  { name: 'chat', by: 'profile', value: null, count: 2 },
+  { name: 'embed', by: 'memory_gb', value: '8', count: 3 },
   { name: 'batch', by: 'memory_gb', value: '30', count: 1 },
 ];
 const EDIT_DEBOUNCE_MS = 300;  // typing a count packs once, after the user pauses
@@ -268,14 +271,23 @@ function packSection(havePack, gpus = []) {
 
 function packEditor(gpus, show) {
   const migGpus = gpus.filter((g) => g.mig && !g.mig_profile);
-  // Profile names per GPU from the catalog's slice ids (`a100-40gb-sxm4/3g.20gb`), for the suggestions.
+  // Profiles per GPU from the catalog's slice ids (`<gpu>/<profile>`, with memory_gb), for the suggestions.
   const profilesOf = new Map();
   for (const g of gpus) {
-    if (!g.mig_profile) continue;
-    const parent = g.id.slice(0, g.id.length - g.mig_profile.length - 1);
+    if (!g.mig_profile || !g.id.includes('/')) continue;
+    const at = g.id.indexOf('/');
+    const parent = g.id.slice(0, at);
     if (!profilesOf.has(parent)) profilesOf.set(parent, []);
-    profilesOf.get(parent).push(g.mig_profile);
+    profilesOf.get(parent).push({ name: g.id.slice(at + 1), memory_gb: g.memory_gb });
   }
+  const halfOf = (target) => {
+    const ps = profilesOf.get(target) || [];
+    const whole = Math.max(0, ...ps.map((p) => p.memory_gb || 0));
+    const fit = ps.filter((p) => p.memory_gb <= whole * HALF_GPU_SHARE);
+    const best = Math.max(0, ...fit.map((p) => p.memory_gb));
+    const p = fit.find((x) => x.memory_gb === best) || ps[0];
+    return p ? p.name : '';
+  };
   const fleetRows = el('div', { class: 'editor-rows', id: 'pack-fleet-rows' });
   const reqRows = el('div', { class: 'editor-rows', id: 'pack-request-rows' });
   const profileList = el('datalist', { id: 'pack-profile-options' });
@@ -285,7 +297,7 @@ function packEditor(gpus, show) {
 
   const suggestProfiles = () => {
     const names = new Set();
-    for (const r of fleetRows.querySelectorAll('.fleet-row')) for (const p of profilesOf.get(r.querySelector('select').value) || []) names.add(p);
+    for (const r of fleetRows.querySelectorAll('.fleet-row')) for (const p of profilesOf.get(r.querySelector('select').value) || []) names.add(p.name);
     clear(profileList, [...names].sort().map((n) => el('option', { value: n })));
   };
   const read = () => {
@@ -341,7 +353,7 @@ function packEditor(gpus, show) {
     const setKind = (k) => {
       valueIn.setAttribute('list', k === 'profile' ? 'pack-profile-options' : '');
       valueIn.setAttribute('inputmode', k === 'profile' ? 'text' : 'decimal');
-      valueIn.placeholder = k === 'profile' ? '3g.20gb' : 'GB, e.g. 16';
+      valueIn.placeholder = k === 'profile' ? 'a profile of the list' : 'GB, e.g. 16';
     };
     const bySel = el('select', { class: 'request-by', 'aria-label': 'Sized by', onchange: () => { setKind(bySel.value); valueIn.value = ''; problem.textContent = ''; valueIn.focus(); } },
       el('option', { value: 'profile', text: 'profile', selected: by === 'profile' }), el('option', { value: 'memory_gb', text: 'memory (GB)', selected: by === 'memory_gb' }));
@@ -353,14 +365,15 @@ function packEditor(gpus, show) {
   };
   for (const f of EXAMPLE_FLEET) if (migGpus.some((g) => g.id === f.target)) addFleetRow(f);
   if (!fleetRows.children.length && migGpus.length) addFleetRow({ target: migGpus[0].id, count: 1 });
-  for (const q of EXAMPLE_REQUESTS) addRequestRow(q);
+  const first = fleetRows.querySelector('select');
+  for (const q of EXAMPLE_REQUESTS) addRequestRow({ ...q, value: q.value ?? halfOf(first ? first.value : '') });
   keep.addEventListener('change', pack);
   const editor = el('div', { class: 'pack-editor', id: 'pack-editor' },
     el('p', { text: 'Edit the fleet and the services; the plan below follows every change. The example: two A100-40GB and one A100-80GB for three services.' }),
     el('h4', { text: 'Fleet' }), fleetRows,
     el('p', {}, el('button', { type: 'button', id: 'pack-add-gpu', text: 'Add a GPU model', onclick: () => { addFleetRow({ target: migGpus[0] ? migGpus[0].id : '', count: 1 }); edited(); } })),
     el('h4', { text: 'Services' }), reqRows, profileList,
-    el('p', {}, el('button', { type: 'button', id: 'pack-add-request', text: 'Add a service', onclick: () => { addRequestRow({ name: `service-${rowId + 1}`, by: 'profile', value: '1g.5gb', count: 1 }); edited(); } }), ' ',
+    el('p', {}, el('button', { type: 'button', id: 'pack-add-request', text: 'Add a service', onclick: () => { addRequestRow({ name: `service-${rowId + 1}`, by: 'memory_gb', value: '8', count: 1 }); edited(); } }), ' ',
       el('label', { class: 'check' }, keep, ' Keep busy instances where they are')),
     problem);
   suggestProfiles();

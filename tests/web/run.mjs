@@ -738,10 +738,12 @@ test('MIG: the inline fleet and requests editor packs its example and follows ea
     const fleet = await page.locator('#pack-fleet-rows .fleet-row select').evaluateAll((ss) => ss.map((s) => s.value));
     expect(fleet.join(',') === 'a100-40gb-sxm4,a100-80gb-sxm4', `the example fleet: ${fleet}`);
     expect(await page.locator('#pack-request-rows .request-row').count() === 3, 'three example services');
+    const chatProfile = await page.locator('#pack-request-rows .request-row').first().locator('input.request-value').inputValue();
+    expect(chatProfile === '3g.20gb', `chat asks for half an A100-40GB, read from the catalog: ${chatProfile}`);
     const first = await page.textContent('#pack-results');
     expect(first.includes("2 GPUs used"), `the example packs on 2 GPUs: ${first.slice(0, 120)} (sent ${sent.at(-1)})`);
     expect(!first.includes('Not placed'), `the example places everything: ${first}`);
-    expect(sent.some((b) => b.includes('"fleet":{"nodes"') && b.includes('"profile":"3g.20gb"') && b.includes('"memory_gb":30')), `inline objects sent: ${sent.at(-1)}`);
+    expect(sent.some((b) => b.includes('"fleet":{"nodes"') && b.includes('"profile":"3g.20gb"') && b.includes('"memory_gb":8') && b.includes('"memory_gb":30')), `inline objects sent: ${sent.at(-1)}`);
     // Six chat instances of 3g.20gb: only the two A100-40GB have that profile (two each), so two stay out.
     const chatCount = page.locator('#pack-request-rows .request-row').first().locator('input.request-count');
     await chatCount.fill('6');
