@@ -1,7 +1,8 @@
 // MIG: a diagram of a GPU's memory and compute slices. Pick a profile, click a start slot to place
 // it (or type a layout), and see at once from /mig/check whether the driver would accept it and why.
-// Pack a fleet from uploaded fleet and requests files and download the mig-parted config.
-import { add, api, clear, commands, download, el, errorBox, fmt, gpuList, isUnavailable, labelCells, liveStatus, readFile, unavailable } from './ui.js';
+// Pack a fleet edited inline (GPU models x counts, services by profile or memory), or from uploaded fleet
+// and requests files with the mig-parted config to download.
+import { add, api, clear, commands, debounce, download, el, errorBox, fmt, gpuList, isUnavailable, labelCells, liveStatus, readFile, unavailable } from './ui.js';
 
 let gpuSelect, table = null, gpuId = '', instances = [], chosen = null;
 let palette, diagram, layoutInput, layoutError, verdict, whole, status, haveCheck = false, checkSeq = 0;
@@ -34,7 +35,7 @@ export async function init(panel, r) {
     haveCheck ? verdict : unavailable('Checking a layout (POST /api/v1/mig/check)'),
     whole,
     status,
-    packSection(have.includes('mig.pack')));
+    packSection(have.includes('mig.pack'), await gpuList()));
   const initial = r.params && r.params.get('gpu');
   if (initial && gpus.some((g) => g.id === initial)) gpuSelect.value = initial;
   if (gpus.length) await load(gpuSelect.value);
@@ -235,32 +236,170 @@ async function useWholeGpu() {
   why.size ? el('ul', { class: 'whole-why' }, [...why.entries()].map(([i, w]) => el('li', {}, el('code', { text: `${cur[i].profile}@${cur[i].start}` }), ` stays: ${w}`))) : null);
 }
 
-function packSection(havePack) {
+// The fleet and requests editor (issue #18: "an inline editor for a fleet and requests with a
+// filled-in example"): GPU models x counts, and per service a profile or a memory size x a count. Every
+// edit packs again through POST /mig/pack (the same endpoint as the files below, sent as inline objects);
+// a stale answer is dropped. The example: two A100-40GB and one A100-80GB for three services: "chat" by the
+// profile of half the first GPU (its largest profile of at most HALF_GPU_SHARE of the whole-GPU profile's memory;
+// on an A100-40GB the first such is 3g.20gb, read from the catalog, never written here), "embed" and "batch" by memory.
+const EXAMPLE_FLEET = [{ target: 'a100-40gb-sxm4', count: 2 }, { target: 'a100-80gb-sxm4', count: 1 }];
+const HALF_GPU_SHARE = 0.55;  // "half a GPU": memory at most 55% of the largest profile's (slices round up a little)
+const EXAMPLE_REQUESTS = [
+  { name: 'chat', by: 'profile', value: null, count: 2 },
+  { name: 'embed', by: 'memory_gb', value: '8', count: 3 },
+  { name: 'batch', by: 'memory_gb', value: '30', count: 1 },
+];
+const EDIT_DEBOUNCE_MS = 300;  // typing a count packs once, after the user pauses
+
+function packSection(havePack, gpus = []) {
   const box = el('section', { class: 'pack', 'aria-labelledby': 'pack-h' }, el('h3', { id: 'pack-h', text: 'Pack a fleet' }));
   if (!havePack) { add(box, unavailable('Packing (POST /api/v1/mig/pack)')); return box; }
-  const fleet = el('input', { type: 'file', id: 'pack-fleet', accept: '.yaml,.yml,.json' });
-  const reqs = el('input', { type: 'file', id: 'pack-requests', accept: '.yaml,.yml,.json' });
-  const keep = el('input', { type: 'checkbox', id: 'pack-keep' });
-  const out = el('div', { class: 'pack-results', 'aria-live': 'polite' });
-  const run = async () => {
-    if (!fleet.files[0] || !reqs.files[0]) { clear(out, el('p', { text: 'Choose a fleet file and a requests file.' })); return; }
+  const out = el('div', { class: 'pack-results', id: 'pack-results', 'aria-live': 'polite' });
+  let seq = 0;
+  const show = async (body) => {
+    const mine = ++seq;
     clear(out, el('p', { class: 'status', text: 'Packing…' }));
-    const body = { fleet: await readFile(fleet.files[0]), requests: await readFile(reqs.files[0]),
-      keep_existing: keep.checked, export: 'mig-parted' };
     const r = await api('/mig/pack', body);
+    if (mine !== seq) return;  // a later edit's answer is coming
     if (isUnavailable(r)) { clear(out, unavailable('Packing', r.error)); return; }
     if (!r.ok) { clear(out, errorBox(r.error)); return; }
     clear(out, ...packResult(r.data));
   };
-  add(box, 
+  add(box, packEditor(gpus, show), packFiles(show), out);
+  return box;
+}
+
+function packEditor(gpus, show) {
+  const migGpus = gpus.filter((g) => g.mig && !g.mig_profile);
+  // Profiles per GPU from the catalog's slice ids (`<gpu>/<profile>`, with memory_gb), for the suggestions.
+  const profilesOf = new Map();
+  for (const g of gpus) {
+    if (!g.mig_profile || !g.id.includes('/')) continue;
+    const at = g.id.indexOf('/');
+    const parent = g.id.slice(0, at);
+    if (!profilesOf.has(parent)) profilesOf.set(parent, []);
+    profilesOf.get(parent).push({ name: g.id.slice(at + 1), memory_gb: g.memory_gb });
+  }
+  const halfOf = (target) => {
+    const ps = profilesOf.get(target) || [];
+    const whole = Math.max(0, ...ps.map((p) => p.memory_gb || 0));
+    const fit = ps.filter((p) => p.memory_gb <= whole * HALF_GPU_SHARE);
+    const best = Math.max(0, ...fit.map((p) => p.memory_gb));
+    const p = fit.find((x) => x.memory_gb === best) || ps[0];
+    return p ? p.name : '';
+  };
+  const fleetRows = el('div', { class: 'editor-rows', id: 'pack-fleet-rows' });
+  const reqRows = el('div', { class: 'editor-rows', id: 'pack-request-rows' });
+  const profileList = el('datalist', { id: 'pack-profile-options' });
+  const keep = el('input', { type: 'checkbox', id: 'pack-edit-keep' });
+  const problem = el('p', { class: 'layout-error', id: 'pack-edit-error', role: 'alert' });
+  let rowId = 0;
+
+  const suggestProfiles = () => {
+    const names = new Set();
+    for (const r of fleetRows.querySelectorAll('.fleet-row')) for (const p of profilesOf.get(r.querySelector('select').value) || []) names.add(p.name);
+    clear(profileList, [...names].sort().map((n) => el('option', { value: n })));
+  };
+  const read = () => {
+    const fleet = [...fleetRows.querySelectorAll('.fleet-row')].map((r) => ({
+      target: r.querySelector('select').value, count: Number(r.querySelector('input').value) }));
+    const requests = [...reqRows.querySelectorAll('.request-row')].map((r) => {
+      const by = r.querySelector('select.request-by').value;
+      const value = r.querySelector('input.request-value').value.trim();
+      const line = { name: r.querySelector('input.request-name').value.trim(), count: Number(r.querySelector('input.request-count').value) };
+      line[by] = by === 'memory_gb' ? Number(value) : value;
+      return line;
+    });
+    return { fleet, requests };
+  };
+  // What the page can say before asking the server: an empty list or a count that is not a whole number
+  // >= 1. Everything else (unknown profile, memory no instance holds) is the packer's answer.
+  const whatIsWrong = ({ fleet, requests }) => {
+    if (!fleet.length) return 'Add at least one GPU model to the fleet.';
+    if (!requests.length) return 'Add at least one service.';
+    for (const f of fleet) if (!Number.isInteger(f.count) || f.count < 1) return `${f.target}: the count must be a whole number of at least 1.`;
+    for (const q of requests) {
+      if (!q.name) return 'Every service needs a name.';
+      if (!Number.isInteger(q.count) || q.count < 1) return `${q.name}: the count must be a whole number of at least 1.`;
+      if ('memory_gb' in q && !(q.memory_gb > 0)) return `${q.name}: the memory must be a number of GB above 0.`;
+      if ('profile' in q && !q.profile) return `${q.name}: choose a profile (e.g. 3g.20gb).`;
+    }
+    return '';
+  };
+  const pack = () => {
+    const v = read();
+    const wrong = whatIsWrong(v);
+    problem.textContent = wrong;
+    if (wrong) return;
+    show({ fleet: { nodes: [{ name: 'fleet', gpus: v.fleet }] }, requests: { requests: v.requests }, keep_existing: keep.checked });
+  };
+  const later = debounce(pack, EDIT_DEBOUNCE_MS);
+  const edited = () => { suggestProfiles(); later(); };
+
+  const removeButton = (row, what) => el('button', { type: 'button', class: 'remove', 'aria-label': `Remove ${what}`, text: 'Remove',
+    onclick: () => { row.remove(); edited(); } });
+  const addFleetRow = ({ target, count }) => {
+    const id = `pack-gpu-${++rowId}`;
+    const select = el('select', { id, onchange: edited }, migGpus.map((g) => el('option', { value: g.id, text: g.name, selected: g.id === target })));
+    const n = el('input', { type: 'number', id: `${id}-count`, min: '1', step: '1', value: String(count), 'aria-label': 'GPUs of this model', oninput: edited });
+    const row = el('div', { class: 'editor-row fleet-row' }, el('label', { for: id, text: 'GPU ' }), select, ' × ', n);
+    add(row, removeButton(row, 'this GPU model'));
+    fleetRows.append(row);
+  };
+  const addRequestRow = ({ name, by, value, count }) => {
+    const id = `pack-req-${++rowId}`;
+    const nameIn = el('input', { id, class: 'request-name', value: name, size: '10', autocomplete: 'off', oninput: edited });
+    const valueIn = el('input', { class: 'request-value', value, size: '9', autocomplete: 'off', 'aria-label': 'Profile or GB', oninput: edited });
+    const setKind = (k) => {
+      valueIn.setAttribute('list', k === 'profile' ? 'pack-profile-options' : '');
+      valueIn.setAttribute('inputmode', k === 'profile' ? 'text' : 'decimal');
+      valueIn.placeholder = k === 'profile' ? 'a profile of the list' : 'GB, e.g. 16';
+    };
+    const bySel = el('select', { class: 'request-by', 'aria-label': 'Sized by', onchange: () => { setKind(bySel.value); valueIn.value = ''; problem.textContent = ''; valueIn.focus(); } },
+      el('option', { value: 'profile', text: 'profile', selected: by === 'profile' }), el('option', { value: 'memory_gb', text: 'memory (GB)', selected: by === 'memory_gb' }));
+    setKind(by);
+    const n = el('input', { type: 'number', class: 'request-count', min: '1', step: '1', value: String(count), 'aria-label': 'Instances', oninput: edited });
+    const row = el('div', { class: 'editor-row request-row' }, el('label', { for: id, text: 'Service ' }), nameIn, ' ', bySel, ' ', valueIn, ' × ', n);
+    add(row, removeButton(row, `service ${name || ''}`.trim()));
+    reqRows.append(row);
+  };
+  for (const f of EXAMPLE_FLEET) if (migGpus.some((g) => g.id === f.target)) addFleetRow(f);
+  if (!fleetRows.children.length && migGpus.length) addFleetRow({ target: migGpus[0].id, count: 1 });
+  const first = fleetRows.querySelector('select');
+  for (const q of EXAMPLE_REQUESTS) addRequestRow({ ...q, value: q.value ?? halfOf(first ? first.value : '') });
+  keep.addEventListener('change', pack);
+  const editor = el('div', { class: 'pack-editor', id: 'pack-editor' },
+    el('p', { text: 'Edit the fleet and the services; the plan below follows every change. The example: two A100-40GB and one A100-80GB for three services.' }),
+    el('h4', { text: 'Fleet' }), fleetRows,
+    el('p', {}, el('button', { type: 'button', id: 'pack-add-gpu', text: 'Add a GPU model', onclick: () => { addFleetRow({ target: migGpus[0] ? migGpus[0].id : '', count: 1 }); edited(); } })),
+    el('h4', { text: 'Services' }), reqRows, profileList,
+    el('p', {}, el('button', { type: 'button', id: 'pack-add-request', text: 'Add a service', onclick: () => { addRequestRow({ name: `service-${rowId + 1}`, by: 'memory_gb', value: '8', count: 1 }); edited(); } }), ' ',
+      el('label', { class: 'check' }, keep, ' Keep busy instances where they are')),
+    problem);
+  suggestProfiles();
+  queueMicrotask(pack);  // the example's answer, at once
+  return editor;
+}
+
+function packFiles(show) {
+  const fleet = el('input', { type: 'file', id: 'pack-fleet', accept: '.yaml,.yml,.json' });
+  const reqs = el('input', { type: 'file', id: 'pack-requests', accept: '.yaml,.yml,.json' });
+  const keep = el('input', { type: 'checkbox', id: 'pack-keep' });
+  const note = el('p', { class: 'status', id: 'pack-files-note' });
+  const run = async () => {
+    if (!fleet.files[0] || !reqs.files[0]) { note.textContent = 'Choose a fleet file and a requests file.'; return; }
+    note.textContent = '';
+    show({ fleet: await readFile(fleet.files[0]), requests: await readFile(reqs.files[0]),
+      keep_existing: keep.checked, export: 'mig-parted' });
+  };
+  return el('details', { class: 'pack-files' }, el('summary', { text: 'Or pack from files (with a mig-parted config to download)' }),
     el('p', { text: 'The fleet file lists nodes and their GPUs (and the instances that exist); the requests file lists what tenants need. Both are read here in the browser and sent inline; nothing is stored.' }),
     el('form', { class: 'pack-form', onsubmit: (e) => { e.preventDefault(); run(); } },
       el('label', { for: 'pack-fleet', text: 'Fleet file ' }), fleet, ' ',
       el('label', { for: 'pack-requests', text: 'Requests file ' }), reqs, ' ',
       el('label', { class: 'check' }, keep, ' Keep busy instances where they are'), ' ',
       el('button', { type: 'submit', text: 'Pack' })),
-    out);
-  return box;
+    note);
 }
 
 function packResult(d) {

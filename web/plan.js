@@ -344,7 +344,8 @@ function offersSection(haveOffers) {
       ` ${demo} of the live offers are the demo inventory of make run: not real GPUs, for trying the market out.`) : null;
     clear(tableBox, note, sortableTable([
       { key: 'provider', label: 'Provider' }, { key: 'region', label: 'Region' }, { key: 'name', label: 'Offer' },
-      { key: 'target', label: 'GPU', render: (o) => el('a', { href: `#/gpu/${o.target}`, text: o.target }) },
+      // A MIG target may break after its '/' (a100-40gb-sxm4/3g.20gb would widen the table past its box).
+      { key: 'target', label: 'GPU', render: (o) => el('a', { href: `#/gpu/${o.target}` }, o.target.split('/').map((p, i) => (i ? [el('wbr'), `/${p}`] : p))) },
       { key: 'gpus', label: 'GPUs', num: true },
       { key: 'price_hour', label: 'Per hour ($)', num: true },
       { key: 'price_per_gpu_hour', label: 'Per GPU-hour ($)', num: true },

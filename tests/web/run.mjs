@@ -310,6 +310,7 @@ test('MIG: build a layout by clicking, see validity and reason', async (page) =>
   if (have('mig.pack')) {
     const fleet = 'nodes:\n  - name: node-1\n    gpus:\n      - {target: a100-40gb-sxm4, count: 2}\n';
     const reqs = 'requests:\n  - {name: chat, tenant: acme, count: 3, profile: 3g.20gb}\n';
+    await page.click('#panel-mig .pack-files summary');  // the files are the second way in, below the editor
     await page.setInputFiles('#pack-fleet', { name: 'fleet.yaml', mimeType: 'text/yaml', buffer: Buffer.from(fleet) });
     await page.setInputFiles('#pack-requests', { name: 'requests.yaml', mimeType: 'text/yaml', buffer: Buffer.from(reqs) });
     await page.click('#panel-mig .pack-form button[type="submit"]');
@@ -718,6 +719,52 @@ test('MIG: "use the whole GPU" grows three services\' instances into what is fre
   await page.waitForFunction(() => document.querySelector('#mig-whole')?.textContent.includes('takes all'), null, { timeout: 10000 });
   const largest = [...table.profiles].sort((a, b) => b.compute_slices - a.compute_slices || b.memory_slices - a.memory_slices)[0].name;
   expect(await page.inputValue('#mig-layout') === `${largest}@0`, `the whole GPU is ${largest}@0`);
+});
+
+// Issue #18: the MIG tab's inline editor. It opens filled in (a fleet of GPU models x counts, services by
+// profile or memory x count) with its packing shown; editing a service's count and then a fleet count
+// changes the answer (through POST /mig/pack with inline objects), at 1400 and 390 px without anything
+// wider than the window.
+test('MIG: the inline fleet and requests editor packs its example and follows each edit, at 1400 and 390 px', async (page) => {
+  if (!have('mig.pack')) return;
+  const sent = [];
+  page.on('request', (q) => { if (q.url().includes('/api/v1/mig/pack')) sent.push(q.postData() || ''); });
+  for (const width of [1400, 390]) {
+    await page.setViewportSize({ width, height: width > 600 ? 900 : 844 });
+    await page.goto('about:blank');  // a fresh page each width: the same hash again would not reload it
+    await open(page, '#/mig?gpu=a100-40gb-sxm4');
+    await page.waitForSelector('#pack-editor .fleet-row');
+    await page.waitForSelector('#pack-results .pack-summary', { timeout: 15000 });
+    const fleet = await page.locator('#pack-fleet-rows .fleet-row select').evaluateAll((ss) => ss.map((s) => s.value));
+    expect(fleet.join(',') === 'a100-40gb-sxm4,a100-80gb-sxm4', `the example fleet: ${fleet}`);
+    expect(await page.locator('#pack-request-rows .request-row').count() === 3, 'three example services');
+    const chatProfile = await page.locator('#pack-request-rows .request-row').first().locator('input.request-value').inputValue();
+    expect(chatProfile === '3g.20gb', `chat asks for half an A100-40GB, read from the catalog: ${chatProfile}`);
+    const first = await page.textContent('#pack-results');
+    expect(first.includes("2 GPUs used"), `the example packs on 2 GPUs: ${first.slice(0, 120)} (sent ${sent.at(-1)})`);
+    expect(!first.includes('Not placed'), `the example places everything: ${first}`);
+    expect(sent.some((b) => b.includes('"fleet":{"nodes"') && b.includes('"profile":"3g.20gb"') && b.includes('"memory_gb":8') && b.includes('"memory_gb":30')), `inline objects sent: ${sent.at(-1)}`);
+    // Six chat instances of 3g.20gb: only the two A100-40GB have that profile (two each), so two stay out.
+    const chatCount = page.locator('#pack-request-rows .request-row').first().locator('input.request-count');
+    await chatCount.fill('6');
+    await page.waitForFunction(() => document.querySelector('#pack-results')?.textContent.includes('Not placed'), null, { timeout: 15000 });
+    const over = await page.textContent('#pack-results');
+    expect(/chat × 2/.test(over), `two chat instances unplaced: ${over}`);
+    for (const c of await layoutProblems(page)) throw new Error(`${width} px after an edit: ${c}`);
+    await shot(page, `mig-editor-${width}`);
+    // A third A100-40GB holds them all.
+    await page.locator('#pack-fleet-rows .fleet-row').first().locator('input[type="number"]').fill('3');
+    await page.waitForFunction(() => { const t = document.querySelector('#pack-results')?.textContent || ''; return t.includes('GPUs used') && !t.includes('Not placed'); }, null, { timeout: 15000 });
+    const placed = await page.locator('#pack-results .pack-table tbody tr').count();
+    expect(placed >= 3, `the fleet edit places everything on ${placed} GPUs`);
+    // A count that is not a whole number is refused beside the rows, before any request.
+    const n = sent.length;
+    await chatCount.fill('0');
+    await page.waitForFunction(() => document.querySelector('#pack-edit-error')?.textContent.includes('whole number'), null, { timeout: 5000 });
+    await page.waitForTimeout(500);
+    expect(sent.length === n, 'no pack request for a count of 0');
+    for (const c of await layoutProblems(page)) throw new Error(`${width} px: ${c}`);
+  }
 });
 
 // What does not fit the window, or cannot be read, on the page shown: the page scrolling sideways; any
