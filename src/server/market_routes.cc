@@ -730,7 +730,7 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
       auto r = m.request_bench(p, segs[1]);
       if (!r) return market_error_answer(r.error());
       return market_json_answer(
-          202,
+          200,
           Json{{"node_id", r->node_id}, {"bench_request", r->bench_request}, {"bench_answered", r->bench_answered}});
     }
     case Op::kListNodes:
