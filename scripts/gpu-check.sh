@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check of issue #16 (docs/bench.md, "Measured on real GPUs"): builds gpuplan with the CUDA backend,
 # measures the GPU (`bench --budget 170`), checks the file against the catalog (`bench check`), runs the
-# `gpu`-labelled tests, and prints the wall time of each step. Run it on a machine with an NVIDIA GPU, the
+# `gpu`-labelled tests (the bench's, and the agent's smoke test against nvidia-smi, scripts/gpu-smoke.py), and
+# prints the wall time of each step. Run it on a machine with an NVIDIA GPU, the
 # driver and the CUDA toolkit:  scripts/gpu-check.sh [BUILD_DIR] [OUT_DIR]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -31,7 +32,15 @@ set +e
 check_rc=${PIPESTATUS[0]}
 set -e
 
-step "ctest -L gpu"
+step "agent smoke test: gpuplan agent --once --json against nvidia-smi (read-only; MIG mode untouched)"
+set +e
+python3 "$root/scripts/gpu-smoke.py" run --gpuplan "$build/gpuplan" | tee "$out/agent-smoke.txt"
+smoke_rc=${PIPESTATUS[0]}
+set -e
+
+step "ctest -L gpu (bench_gpu, agent_gpu_smoke)"
 (cd "$build" && ctest -L gpu --output-on-failure) | tee "$out/ctest.txt"
-step "done (bench check exit $check_rc)"
-exit "$check_rc"
+step "done (bench check exit $check_rc, agent smoke exit $smoke_rc)"
+[ "$check_rc" -ne 0 ] && exit "$check_rc"
+[ "$smoke_rc" -ne 0 ] && [ "$smoke_rc" -ne 77 ] && exit "$smoke_rc"
+exit 0

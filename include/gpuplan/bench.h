@@ -102,7 +102,13 @@ inline constexpr size_t kMaxPointsPerArray = 4096;        // calib_schema.md
 Json calibration_json(const Calibration& c);
 // Parses and validates a file's text: a bounded reader (size, points, string lengths, finite positive
 // figures), errors as values naming the field ("gemm[3].tflops_sustained").
+// This is the one parser of the format: perf's parse_calibration (gpuplan/calibration.h) is a projection
+// of its result.
 Result<Calibration> read_calibration(std::string_view text);
+
+// "2026-12-01T22:00:00Z" (or with a fraction, or an offset +HH:MM) as Unix seconds; nullopt when it is
+// not RFC 3339 (read_calibration refuses such a created_at).
+std::optional<int64_t> parse_rfc3339_seconds(std::string_view text);
 
 // The fake GPU's faults (docs/bench.md, "The fake GPU").
 struct FakeFaults {

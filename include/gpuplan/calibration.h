@@ -4,8 +4,9 @@
 // the large memory points, and the per-kernel cost from the launch floor. docs/model.md, "Calibration",
 // explains the fit and what it replaces; docs/bench.md the measurement.
 //
-// The reader is a parser of outside input: every field is checked (finite, positive, in range, arrays
-// bounded, the file's size bounded) and a refusal is an error value naming the field.
+// The file has one parser, the bench's (bench::read_calibration, gpuplan/bench.h: every field checked,
+// arrays and size bounded, a refusal an error value naming the field); parse_calibration projects its
+// result onto what the model reads.
 #pragma once
 
 #include <array>
@@ -16,18 +17,19 @@
 #include <string_view>
 #include <vector>
 
+#include "gpuplan/bench.h"
 #include "gpuplan/perf.h"
 #include "gpuplan/status.h"
 #include "gpuplan/target.h"
 
 namespace gpuplan {
 
-// The schema word of the files this reader reads.
-inline constexpr std::string_view kCalibrationSchema = "gpuplan.calibration/1";
+// The schema word of the files the reader reads (the bench's).
+using bench::kCalibrationSchema;
 // A calibration file is at most 4 MiB (the schema's bound; a full bench run writes ~100 KB).
-inline constexpr std::size_t kCalibrationMaxBytes = std::size_t{4} << 20;
+inline constexpr std::size_t kCalibrationMaxBytes = bench::kMaxCalibrationBytes;
 // Points per array (gemm, memory, transfer, power): the schema's bound.
-inline constexpr std::size_t kCalibrationMaxPoints = 4096;
+inline constexpr std::size_t kCalibrationMaxPoints = bench::kMaxPointsPerArray;
 // The `method` the measured figures of an offer name: the bench and its schema version.
 inline constexpr std::string_view kCalibrationMethod = "gpuplan bench 1";
 
@@ -83,13 +85,15 @@ struct Calibration {
   double launch_graph_micros = 0;  // 0 = not measured
 };
 
-// Parses and validates a calibration file. A refusal is a usage error (kLimit over a bound) whose
-// field is the JSON path of the bad value ("gemm[3].tflops_sustained").
+// What the model reads of a file the bench's reader accepted.
+Calibration project_calibration(const bench::Calibration& c);
+
+// Reads a calibration file given in a request (bench::read_calibration, then project_calibration). A
+// refusal is a usage error (the file is the request's; kLimit over a bound) whose field is the JSON path
+// of the bad value ("gemm[3].tflops_sustained").
 Result<Calibration> parse_calibration(std::string_view text);
 
-// "2026-12-01T22:00:00Z" (or with a fraction, or an offset +HH:MM) as Unix seconds; nullopt when it is
-// not RFC 3339.
-std::optional<int64_t> parse_rfc3339_seconds(std::string_view text);
+using bench::parse_rfc3339_seconds;
 
 // One precision's fitted GEMM curve.
 struct CalibrationCurve {

@@ -404,10 +404,19 @@ struct RunningReport {
   std::string rental_id;
   int64_t generation = 0;  // the rental's version the agent acted on
 };
+// A rental the node could not start (dynamic MIG: the instance creation answered INSUFFICIENT_RESOURCES,
+// a start the profile lacks, ...): the server fails it, fenced by its generation.
+struct FailedReport {
+  std::string rental_id;
+  int64_t generation = 0;  // the rental's version the agent acted on: an older one is ignored
+  std::string code;        // insufficient_resources | invalid_placement | not_found | unavailable
+  std::string message;     // the agent's reason, at most kMaxFailureMessageBytes
+};
 struct Heartbeat {
   int64_t seq = 0;
   std::string boot_id;
   std::vector<RunningReport> running;
+  std::vector<FailedReport> failed;
 };
 // One placement of a rental that should be on the node (a rental on two GPUs is two rows).
 struct DesiredRental {
@@ -424,6 +433,8 @@ struct HeartbeatAnswer {
   std::vector<std::string> ignored;  // reported rental ids that are not on this node (or not live)
   bool stale = false;                // a generation older than the rental's: nothing was recorded (HTTP 409 `stale`)
   std::string stale_reason;
+  std::vector<std::string> failed;  // the reported failures this heartbeat recorded (rentals now failed)
+  int64_t bench_request = 0;        // a pending bench request of the node (POST /nodes/{id}/bench); 0: none
 };
 // A bench report (PUT /agent/bench): the calibration file `gpuplan bench` wrote on the node, for one GPU
 // of the agent's own node (by uuid) or one MIG profile of it.
@@ -431,18 +442,27 @@ struct BenchReport {
   std::string gpu_uuid;
   std::string profile;           // the MIG profile measured; empty: the whole GPU
   std::string calibration_text;  // schema gpuplan.calibration/1, at most kCalibrationMaxBytes
+  int64_t bench_request = 0;     // the request (heartbeat's bench_request) this bench answers; 0: none asked
 };
 struct BenchResult {
   std::string gpu_uuid;
   std::string target;  // canonical: "h100-80gb-sxm5" or "a100-80gb-sxm4/3g.40gb"
   OfferMeasured measured;
   std::vector<std::string> warnings;  // the calibration's (old, another driver than the inventory's, shared)
+  int64_t bench_request = 0;          // the request it answered (0: none)
+};
+// A provider's request that the node's agent bench its GPUs again (POST /nodes/{id}/bench).
+struct BenchRequest {
+  std::string node_id;
+  int64_t bench_request = 0;   // the node's request generation, 1, 2, ...: the heartbeat answer carries it
+  int64_t bench_answered = 0;  // the last request an agent's bench answered
 };
 inline constexpr int64_t kHeartbeatSeconds = 10;                 // the interval the server asks for (issue #15)
 inline constexpr int kMissedHeartbeatsForLoss = 3;               // then the node is lost: 30 s
 inline constexpr int64_t kEnrollmentTtlMs = 24LL * 3600 * 1000;  // a day to install the agent
 inline constexpr size_t kMaxInstancesPerGpu = 8;                 // 7 1g slices is the most MIG makes; 8 leaves room
 inline constexpr size_t kMaxRunningReports = 128;                // 16 GPUs x 7 slices, rounded up
+inline constexpr size_t kMaxFailureMessageBytes = 1024;          // an NVML error string with its context
 inline constexpr size_t kMaxFeaturesOff = 32;                    // the agent's NVML whitelist has fewer entries
 
 enum class Handoff {
@@ -615,7 +635,14 @@ class Market {
   // offers of that GPU then carry `measured`. kNotFound when the uuid is not a GPU of this node (another
   // node's GPU is not found either: an agent sees only its own); a usage error naming the field when the
   // file is malformed, is for another GPU than the uuid, or exceeds the catalog's peaks.
+  // A report answering a request (bench_request N > 0) is fenced: N newer than the node's latest request
+  // is kConflict (no such request), N at or below the one this GPU's stored bench answered is kConflict
+  // (stale or a duplicate); both name the field bench_request.
   Result<BenchResult> put_bench(const AgentPrincipal& a, const BenchReport& report);
+  // The provider (write role) of the node asks its agent to bench the GPUs again: the node's request
+  // generation goes up by one and the next heartbeat answers carry it until a bench answers it.
+  // Another tenant's node is kNotFound.
+  Result<BenchRequest> request_bench(const Principal& p, std::string_view node_id);
 
   // --- the outbox (src/market/market_outbox.cc) ---
   // Delivers up to `limit` due outbox rows, each rental's in order (apply before stop before delete):

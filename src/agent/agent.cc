@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <ostream>
 #include <random>
 #include <set>
@@ -147,7 +148,7 @@ Result<std::vector<std::string>> bench_texts(const AgentOptions& o) {
 // PUT /agent/bench of each calibration: {gpu_uuid, profile, calibration}, the GPU the file names. The
 // answers (or why not), for --once's output and the log.
 Json post_benches(const std::string& server, const std::string& token, const std::vector<std::string>& texts, bool json,
-                  std::ostream& out, bool once) {
+                  std::ostream& out, bool once, int64_t bench_request = 0) {
   Json answers = Json::array();
   for (const auto& text : texts) {
     const Json cal = Json::parse(text, nullptr, false);
@@ -159,6 +160,7 @@ Json post_benches(const std::string& server, const std::string& token, const std
     const Json& d = cal["device"];
     Json body{{"gpu_uuid", d["uuid"]}, {"calibration", text}};
     if (d.contains("mig_profile") && d["mig_profile"].is_string()) body["profile"] = d["mig_profile"];
+    if (bench_request > 0) body["bench_request"] = bench_request;
     Answer a = http_call(server, "PUT", "/agent/bench", token, body);
     if (a.status == 200) {
       answers.push_back(a.body);
@@ -169,6 +171,13 @@ Json post_benches(const std::string& server, const std::string& token, const std
     }
   }
   return answers;
+}
+
+// The heartbeat answer's pending bench request (0: none, or not a whole number the agent can trust).
+int64_t bench_request_of(const Json& answer) {
+  if (!answer.is_object() || !answer.contains("bench_request")) return 0;
+  const Json& v = answer["bench_request"];
+  return v.is_number_integer() ? std::max<int64_t>(v.get<int64_t>(), 0) : 0;
 }
 
 }  // namespace
@@ -256,7 +265,23 @@ Status run_agent(const AgentOptions& o, const std::atomic<bool>& stop, bool json
   Json failed = Json::array();     // dynamic MIG: rentals whose instance could not be made, for the next heartbeat
   NodeInventory last_inventory;    // what the last inventory PUT said (dynamic MIG compares against it)
   Json once_out = Json::object();  // --once with a server: the inventory's and the heartbeat's answers
+  int64_t bench_ran = 0;           // the last bench request (heartbeat's bench_request) this agent ran
+  // A requested bench running in the background, and the request it answers.
+  std::future<Result<std::vector<std::string>>> bench_job;
+  int64_t bench_job_request = 0;
+  auto finish_bench = [&](Result<std::vector<std::string>> texts, int64_t request) -> Json {
+    if (!texts) {
+      say(out, json, "bench_failed",
+          Json{{"bench_request", request},
+               {"message", "bench request " + std::to_string(request) + " failed: " + texts.error().message}});
+      return Json{{"bench_request", request}, {"error", texts.error().message}};
+    }
+    return post_benches(o.server, token, *texts, json, out, o.once, request);
+  };
   while (!stop.load()) {
+    if (bench_job.valid() && bench_job.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      (void)finish_bench(bench_job.get(), bench_job_request);
+    }
     if (need_inventory || since_inventory >= kInventoryEveryHeartbeats || backend->boot_id() != boot) {
       auto inv = backend->read();
       if (!inv) {
@@ -332,6 +357,23 @@ Status run_agent(const AgentOptions& o, const std::atomic<bool>& stop, bool json
         }
       }
       heartbeat_seconds = std::clamp(h.body.value("heartbeat_seconds", 10), kMinHeartbeatSeconds, kMaxHeartbeatSeconds);
+      // A bench on request (POST /nodes/{id}/bench): once per request, never two at a time.
+      const int64_t asked = bench_request_of(h.body);
+      if (asked > bench_ran && !bench_job.valid()) {
+        bench_ran = asked;
+        if (!o.bench_runner) {
+          say(out, json, "bench_failed",
+              Json{{"bench_request", asked},
+                   {"message", "bench request " + std::to_string(asked) + ": this gpuplan has no bench built in"}});
+        } else if (o.once) {
+          once_out["bench_request"] = finish_bench(o.bench_runner(), asked);
+        } else {
+          say(out, json, "bench_started",
+              Json{{"bench_request", asked}, {"message", "bench request " + std::to_string(asked) + " started"}});
+          bench_job = std::async(std::launch::async, o.bench_runner);
+          bench_job_request = asked;
+        }
+      }
       if (o.once) {
         once_out["heartbeat"] = h.body;
         if (!failed.empty()) once_out["failed"] = failed;

@@ -34,7 +34,10 @@ struct AgentOptions {
   // bench first through `bench_runner` (set by a build that links the bench; src/agent does not).
   std::string bench = "off";             // quick | off
   std::vector<std::string> bench_files;  // --bench-file: calibration files already written
-  // Runs `gpuplan bench --quick` on every GPU of the node; the calibration files' texts.
+  // Runs `gpuplan bench --quick` on every GPU of the node; the calibration files' texts. Besides --bench
+  // quick at enrolment, the agent runs it on request: when a heartbeat answer's `bench_request` N is newer
+  // than the last it ran, in the background (heartbeats go on: a quick bench of 8 GPUs is 4 minutes, past
+  // the 30 s that lose a node), then PUTs each file with `bench_request: N`.
   std::function<Result<std::vector<std::string>>()> bench_runner;
 };
 

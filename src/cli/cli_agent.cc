@@ -27,10 +27,10 @@ std::atomic<bool> g_stop{false};
 constexpr double kQuickBenchSeconds = 30;
 extern "C" void on_stop_signal(int) { g_stop.store(true); }
 
-// `gpuplan agent --bench quick` (issue #16): `gpuplan bench --quick` on each of the node's GPUs in turn,
-// the CUDA backend, device 0 up to the first index the backend does not have; src/agent cannot link the
-// bench (scripts/layers.txt), so the CLI hands it this runner. Any failure on device 0 (no GPU, no CUDA
-// plugin, a busy GPU) is the agent's error, as a bad --bench-file is.
+// `gpuplan agent --bench quick` and benches on request (issue #16): `gpuplan bench --quick` on each of the
+// node's GPUs in turn, the CUDA backend, device 0 up to the first index the backend does not have;
+// src/agent cannot link the bench (scripts/layers.txt), so the CLI hands it this runner. Any failure on device 0 (no
+// GPU, no CUDA plugin, a busy GPU) is the agent's error, as a bad --bench-file is.
 Result<std::vector<std::string>> quick_bench_every_gpu() {
   bench::device_access().store(true);  // the agent's own node: its GPUs are the ones to measure
   auto catalog = Catalog::load({});
@@ -94,7 +94,9 @@ int run_agent(const OutputFormat& fmt, const std::function<int(Error)>& report) 
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
-  if (c.options.bench == "quick" && !c.options.bench_runner) c.options.bench_runner = quick_bench_every_gpu;
+  // The runner serves --bench quick at enrolment and every bench the provider requests later
+  // (POST /nodes/{id}/bench: the heartbeat answer's bench_request).
+  if (!c.options.bench_runner) c.options.bench_runner = quick_bench_every_gpu;
   Status s = agent::run_agent(c.options, g_stop, fmt.json, std::cout);
   if (!s) return report(s.error());
   return 0;

@@ -385,6 +385,16 @@ void add_market_commands(CLI::App& app) {
             return drain ? render_nodes(Json{{"nodes", Json::array({r})}}) : "removed " + s(r["id"]) + "\n";
           });
     }
+    // Bench on request (issue #16): the node's agent runs `gpuplan bench --quick` at its next heartbeat.
+    CLI::App* b = nodes->add_subcommand("bench", "Ask a node's agent to bench its GPUs again (bench --quick)");
+    auto& bench_id = str();
+    b->add_option("node", bench_id, "Node id")->required();
+    add(
+        b, [&bench_id] { return call("POST", "/nodes/" + bench_id + "/bench"); },
+        [](const Json& r) {
+          return "bench request " + s(r["bench_request"]) + " for node " + s(r["node_id"]) +
+                 ": its agent benches at the next heartbeat (10 s) and reports each GPU\n";
+        });
   }
 
   // offers create / delete (offers list exists: with --server it lists the market)

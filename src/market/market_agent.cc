@@ -185,6 +185,29 @@ Result<EnrollmentToken> Market::issue_enrollment(const Principal& p, std::string
   return out;
 }
 
+Result<BenchRequest> Market::request_bench(const Principal& p, std::string_view node_id) {
+  BenchRequest out;
+  const std::string id(node_id);
+  Status s = with_tx(internal::db(*impl_), TxMode::kWrite, [&](Tx& tx) -> Status {
+    // Another tenant's node is not found (never forbidden), before any role check.
+    GPUPLAN_TRY(node, tx.query("SELECT bench_request, bench_answered FROM nodes WHERE id = ?1 AND provider_id = ?2",
+                               params(id, p.tenant_id)));
+    if (node.empty()) return not_found_error("no node '" + id + "'", "id");
+    GPUPLAN_CHECK(require_provider_writer(p));
+    out.node_id = id;
+    out.bench_request = node[0].integer(0) + 1;
+    out.bench_answered = node[0].integer(1);
+    GPUPLAN_TRY(n, tx.exec("UPDATE nodes SET bench_request = ?2 WHERE id = ?1 AND bench_request = ?3",
+                           params(id, out.bench_request, node[0].integer(0))));
+    if (n != 1) {
+      return Error{ErrorCode::kPreconditionFailed, "node " + id + " changed underneath; ask again", "id"};
+    }
+    return Status::Ok();
+  });
+  if (!s) return s.error();
+  return out;
+}
+
 Result<AgentToken> Market::enroll_agent(std::string_view enrollment_token, std::string_view boot_id) {
   GPUPLAN_CHECK(bounded(boot_id, "boot_id", true));
   const std::string_view token = bare_token(enrollment_token);
@@ -489,18 +512,67 @@ Result<InventoryResult> Market::put_inventory(const AgentPrincipal& a, const Inv
   return out;
 }
 
+namespace {
+
+// The heartbeat's `failed`: each rental of this node that the agent could not start fails, with the
+// agent's reason (its claims freed, billing ended now, at the report), when the report acts on the
+// rental's current generation; a report for an older (or a newer, unknown) generation, for a rental
+// that is not on this node, or for one that cannot fail any more (stopping, ended) is ignored.
+Status record_failures(Market::Impl& m, Tx& tx, const std::string& node_id, const std::vector<FailedReport>& failed,
+                       HeartbeatAnswer& out) {
+  bool changed = false;
+  for (const FailedReport& f : failed) {
+    GPUPLAN_TRY(rows, tx.query("SELECT r.version, r.state FROM rentals r JOIN rental_placements p ON p.rental_id = "
+                               "r.id JOIN gpus g ON g.id = p.gpu_id WHERE g.node_id = ?1 AND r.id = ?2 LIMIT 1",
+                               params(node_id, f.rental_id)));
+    if (rows.empty()) {
+      out.ignored.push_back(f.rental_id);  // not on this node: the same answer whether it exists or not
+      continue;
+    }
+    const auto state = parse_rental_state(rows[0].text(1));
+    if (rows[0].integer(0) != f.generation || !state || !edge_allowed(*state, RentalState::kFailed)) {
+      out.ignored.push_back(f.rental_id);
+      continue;
+    }
+    const std::string code = f.code.empty() ? std::string("failed") : f.code;
+    GPUPLAN_CHECK(internal::transition(
+        m, tx, f.rental_id, RentalState::kFailed,
+        "the node could not start it: " + code + (f.message.empty() ? std::string() : ": " + f.message)));
+    out.failed.push_back(f.rental_id);
+    changed = true;
+  }
+  return changed ? internal::bump_version(tx) : Status::Ok();
+}
+
+}  // namespace
+
 Result<HeartbeatAnswer> Market::heartbeat(const AgentPrincipal& a, const Heartbeat& hb) {
   GPUPLAN_CHECK(in_range(hb.seq, 0, kMaxSeq, "seq"));
   GPUPLAN_CHECK(bounded(hb.boot_id, "boot_id", true));
-  if (hb.running.size() > kMaxRunningReports) {
-    return limit_error("'running' has " + std::to_string(hb.running.size()) + " items; the limit is " +
-                           std::to_string(kMaxRunningReports),
-                       "running");
-  }
-  for (size_t i = 0; i < hb.running.size(); ++i) {
-    const std::string f = "running[" + std::to_string(i) + "]";
-    GPUPLAN_CHECK(bounded(hb.running[i].rental_id, f + ".rental_id", true));
-    GPUPLAN_CHECK(in_range(hb.running[i].generation, 0, kMaxSeq, f + ".generation"));
+  // Both lists: at most kMaxRunningReports items, each a bounded rental id at a generation in range.
+  auto check_list = [](const auto& items, const char* name) -> Status {
+    if (items.size() > kMaxRunningReports) {
+      return limit_error("'" + std::string(name) + "' has " + std::to_string(items.size()) + " items; the limit is " +
+                             std::to_string(kMaxRunningReports),
+                         name);
+    }
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string f = std::string(name) + "[" + std::to_string(i) + "]";
+      GPUPLAN_CHECK(bounded(items[i].rental_id, f + ".rental_id", true));
+      GPUPLAN_CHECK(in_range(items[i].generation, 0, kMaxSeq, f + ".generation"));
+    }
+    return Status::Ok();
+  };
+  GPUPLAN_CHECK(check_list(hb.running, "running"));
+  GPUPLAN_CHECK(check_list(hb.failed, "failed"));
+  for (size_t i = 0; i < hb.failed.size(); ++i) {
+    const std::string f = "failed[" + std::to_string(i) + "]";
+    GPUPLAN_CHECK(bounded(hb.failed[i].code, f + ".code", false));
+    if (hb.failed[i].message.size() > kMaxFailureMessageBytes) {
+      return limit_error("'" + f + ".message' is " + std::to_string(hb.failed[i].message.size()) +
+                             " bytes; the limit is " + std::to_string(kMaxFailureMessageBytes),
+                         f + ".message");
+    }
   }
   const int64_t now = internal::now(*impl_);
   HeartbeatAnswer out;
@@ -527,6 +599,9 @@ Result<HeartbeatAnswer> Market::heartbeat(const AgentPrincipal& a, const Heartbe
       GPUPLAN_CHECK(reconcile(*impl_, tx, a.node_id, false, row.last_heartbeat_ms.value_or(now), &c));
       GPUPLAN_CHECK(internal::bump_version(tx));
     }
+    GPUPLAN_CHECK(record_failures(*impl_, tx, a.node_id, hb.failed, out));
+    GPUPLAN_TRY(bench, tx.query("SELECT bench_request, bench_answered FROM nodes WHERE id = ?1", params(a.node_id)));
+    if (!bench.empty() && bench[0].integer(0) > bench[0].integer(1)) out.bench_request = bench[0].integer(0);
     GPUPLAN_TRY(rows, tx.query("SELECT r.id, r.version, r.state, g.uuid, p.profile, p.start_slice FROM "
                                "rental_placements p JOIN gpus g ON g.id = p.gpu_id JOIN rentals r ON r.id = "
                                "p.rental_id WHERE g.node_id = ?1 ORDER BY r.id, p.seq",

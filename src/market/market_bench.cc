@@ -23,6 +23,9 @@ template <typename... A>
 std::vector<Value> params(A&&... a) {
   return {Value(std::forward<A>(a))...};
 }
+Error conflict(std::string message, std::string field) {
+  return Error{ErrorCode::kConflict, std::move(message), std::move(field)};
+}
 Value opt_number(double v) { return v > 0 ? Value(v) : Value(std::monostate{}); }
 Value opt_int(int v) { return v > 0 ? Value(static_cast<int64_t>(v)) : Value(std::monostate{}); }
 
@@ -55,6 +58,9 @@ Status check_report(const BenchReport& r) {
   }
   if (r.profile.size() > kMaxNameBytes) {
     return limit_error("'profile' is over " + std::to_string(kMaxNameBytes) + " bytes", "profile");
+  }
+  if (r.bench_request < 0) {
+    return usage_error("'bench_request' must be 0 or a request the heartbeat gave", "bench_request");
   }
   if (r.calibration_text.size() > kCalibrationMaxBytes) {
     return limit_error("'calibration' is over " + std::to_string(kCalibrationMaxBytes) + " bytes (4 MiB)",
@@ -104,6 +110,23 @@ Result<BenchResult> Market::put_bench(const AgentPrincipal& a, const BenchReport
           "the calibration measured a " + cal.device.catalog_id + ", GPU " + report.gpu_uuid + " is a " + catalog_id,
           "calibration.device.catalog_id");
     }
+    // Fencing of a bench that answers a request: never a request the node was not asked, never a second
+    // answer of this GPU to the same (or an older) request.
+    GPUPLAN_TRY(node, tx.query("SELECT bench_request FROM nodes WHERE id = ?1", params(a.node_id)));
+    const int64_t latest = node.empty() ? 0 : node[0].integer(0);
+    if (report.bench_request > latest) {
+      return conflict("bench request " + std::to_string(report.bench_request) + " was never made; node " + a.node_id +
+                          "'s latest is " + std::to_string(latest),
+                      "bench_request");
+    }
+    GPUPLAN_TRY(prev, tx.query("SELECT bench_request FROM gpu_bench WHERE gpu_id = ?1 AND profile = ?2",
+                               params(gpu_id, report.profile)));
+    const int64_t answered = prev.empty() ? 0 : prev[0].integer(0);
+    if (report.bench_request > 0 && report.bench_request <= answered) {
+      return conflict("stale bench: GPU " + report.gpu_uuid + " answered bench request " + std::to_string(answered) +
+                          " already; this report answers " + std::to_string(report.bench_request),
+                      "bench_request");
+    }
     auto ref = catalog.resolve(report.profile.empty() ? catalog_id : catalog_id + "/" + report.profile);
     if (!ref || (!report.profile.empty() && !ref->is_mig())) {
       return usage_error("'" + report.profile + "' is not a MIG profile of " + catalog_id, "profile");
@@ -152,13 +175,20 @@ Result<BenchResult> Market::put_bench(const AgentPrincipal& a, const BenchReport
         opt_int(m.pcie_width),
         cal.device.driver_version.empty() ? Value(std::monostate{}) : Value(cal.device.driver_version),
         Value(m.efficiency),
-        Value(report.calibration_text)};
+        Value(report.calibration_text),
+        Value(std::max(answered, report.bench_request))};
     GPUPLAN_TRY(n, tx.exec("INSERT INTO gpu_bench (gpu_id, profile, measured_at, measured_at_ms, received_at, "
                            "bf16_dense_tflops, bf16_ratio, memory_gbps, memory_ratio, pcie_gen, pcie_width, "
-                           "driver_version, efficiency, calibration) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-                           "?11, ?12, ?13, ?14)",
+                           "driver_version, efficiency, calibration, bench_request) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+                           "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
                            row));
     (void)n;
+    if (report.bench_request > 0) {
+      GPUPLAN_TRY(u, tx.exec("UPDATE nodes SET bench_answered = ?2 WHERE id = ?1 AND bench_answered < ?2",
+                             params(a.node_id, report.bench_request)));
+      (void)u;
+    }
+    out.bench_request = report.bench_request;
     return Status::Ok();
   });
   if (!s) return s.error();

@@ -79,8 +79,8 @@ bool edge_allowed(RentalState from, RentalState to) {
       return to == S::kStarting || to == S::kStopping || to == S::kTerminating || to == S::kFailed;
     case S::kStarting:
       return to == S::kRunning || to == S::kStopping || to == S::kTerminating || to == S::kFailed || to == S::kLost;
-    case S::kRunning:
-      return to == S::kStopping || to == S::kTerminating || to == S::kLost;
+    case S::kRunning:  // failed: the node's agent could not start it (a heartbeat's `failed`)
+      return to == S::kStopping || to == S::kTerminating || to == S::kLost || to == S::kFailed;
     case S::kStopping:
       return to == S::kStopped;
     case S::kStopped:

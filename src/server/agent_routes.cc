@@ -14,7 +14,9 @@ using market::Market;
 // The market's errors, with the agent's two kinds of 409 named: `stale` (an older seq: fenced) and
 // `inventory_required` (a heartbeat from a boot the inventory has not described).
 HttpResponse agent_error_answer(const Error& e) {
-  if (e.code == ErrorCode::kConflict && e.field == "seq") return error_response(409, "stale", e.message, e.field);
+  if (e.code == ErrorCode::kConflict && (e.field == "seq" || e.field == "bench_request")) {
+    return error_response(409, "stale", e.message, e.field);
+  }
   if (e.code == ErrorCode::kConflict && e.field == "boot_id") {
     return error_response(409, "inventory_required", e.message, e.field);
   }
@@ -106,6 +108,20 @@ Result<market::Heartbeat> heartbeat_of(const Json& body) {
     if (!generation) return item_error(generation.error(), field);
     hb.running.push_back(market::RunningReport{*id, *generation});
   }
+  // What the node could not start (dynamic MIG): the server fails those rentals (fenced by generation).
+  GPUPLAN_TRY(failed, req.objects("failed"));
+  for (size_t i = 0; i < failed.size(); ++i) {
+    const std::string field = "failed[" + std::to_string(i) + "]";
+    auto id = failed[i].text("rental_id");
+    if (!id) return item_error(id.error(), field);
+    auto generation = failed[i].whole("generation");
+    if (!generation) return item_error(generation.error(), field);
+    auto code = failed[i].text("code");
+    if (!code) return item_error(code.error(), field);
+    auto message = failed[i].text("message");
+    if (!message) return item_error(message.error(), field);
+    hb.failed.push_back(market::FailedReport{*id, *generation, *code, *message});
+  }
   return hb;
 }
 
@@ -116,7 +132,9 @@ Result<market::BenchReport> bench_of(const Json& body) {
   GPUPLAN_TRY(uuid, req.text("gpu_uuid"));
   GPUPLAN_TRY(profile, req.text("profile"));
   GPUPLAN_TRY(text, req.text("calibration"));
+  GPUPLAN_TRY(request, req.whole("bench_request"));
   market::BenchReport r;
+  r.bench_request = request;
   r.gpu_uuid = uuid;
   r.profile = profile;
   r.calibration_text = text;
@@ -151,7 +169,10 @@ Json desired_json(const market::HeartbeatAnswer& a) {
                            {"profile", d.profile.empty() ? Json(nullptr) : Json(d.profile)},
                            {"placement", d.placement}});
   }
-  return Json{{"desired", std::move(desired)}, {"heartbeat_seconds", a.heartbeat_seconds}, {"ignored", a.ignored}};
+  Json out{{"desired", std::move(desired)}, {"heartbeat_seconds", a.heartbeat_seconds}, {"ignored", a.ignored}};
+  if (!a.failed.empty()) out["failed"] = a.failed;
+  out["bench_request"] = a.bench_request;
+  return out;
 }
 
 }  // namespace
@@ -194,7 +215,8 @@ HttpResponse agent_response(Market& m, const HttpRequest& req, const std::vector
     return market_json_answer(200, Json{{"gpu_uuid", r->gpu_uuid},
                                         {"target", r->target},
                                         {"measured", measured_json(r->measured)},
-                                        {"warnings", r->warnings}});
+                                        {"warnings", r->warnings},
+                                        {"bench_request", r->bench_request}});
   }
   if (what == "heartbeat") {
     if (method != "POST") return method_not_allowed("POST");

@@ -570,6 +570,7 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
     kListNodes,
     kDrainNode,
     kEnrollment,
+    kBenchNode,
     kRemoveNode,
     kCreateOffer,
     kDeleteOffer,
@@ -601,6 +602,7 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
       {root == "nodes" && n == 1, Op::kListNodes, "GET"},
       {root == "nodes" && n == 3 && segs[2] == "drain", Op::kDrainNode, "POST"},
       {root == "nodes" && n == 3 && segs[2] == "enrollment", Op::kEnrollment, "POST"},
+      {root == "nodes" && n == 3 && segs[2] == "bench", Op::kBenchNode, "POST"},
       {root == "nodes" && n == 2, Op::kRemoveNode, "DELETE"},
       {root == "offers" && n == 1, Op::kCreateOffer, "POST"},
       {root == "offers" && n == 2, Op::kDeleteOffer, "DELETE"},
@@ -722,6 +724,14 @@ HttpResponse market_response(Market& m, const HttpRequest& req, const std::vecto
       return market_json_answer(201, Json{{"node_id", enrol->node_id},
                                           {"enrollment_token", enrol->token},
                                           {"enrollment_expires_at_ms", enrol->expires_at_ms}});
+    }
+    case Op::kBenchNode: {
+      // The node's agent benches its GPUs again (issue #16): the next heartbeat answers carry the request.
+      auto r = m.request_bench(p, segs[1]);
+      if (!r) return market_error_answer(r.error());
+      return market_json_answer(
+          200,
+          Json{{"node_id", r->node_id}, {"bench_request", r->bench_request}, {"bench_answered", r->bench_answered}});
     }
     case Op::kListNodes:
       return answer(m.list_nodes(p), 200, nodes_json);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "calibration_util.h"
+#include "gpuplan/bench.h"
 #include "gpuplan/catalog.h"
 #include "gpuplan/model.h"
 #include "gpuplan/perf.h"
@@ -95,6 +96,40 @@ TEST(Calibration, BoundsArraysAndSize) {
   const auto big = parse_calibration(std::string(kCalibrationMaxBytes + 1, ' '));
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.error().code, ErrorCode::kLimit);
+}
+
+// One reader (issue #16): perf reads every file the bench writes, a run without NVML included (its
+// other_processes is -1, "unknown", which perf's former reader of its own refused), and refuses what the
+// bench's reader refuses, with the same field, as a usage error.
+TEST(Calibration, PerfReadsWhatTheBenchWritesThroughTheBenchsReader) {
+  bench::BenchOptions o;
+  o.backend = "fake";
+  o.fake_gpu = "h100-80gb-sxm5";
+  o.budget_seconds = 5;
+  o.quick = true;
+  o.faults.no_nvml = true;
+  o.created_at = "2026-12-01T22:00:00Z";
+  auto run = bench::run_bench(*Catalog::embedded(), o);
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  ASSERT_EQ(run->calibration.conditions.other_processes, -1);
+  const std::string text = bench::calibration_json(run->calibration).dump();
+  auto c = parse_calibration(text);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->gemm.size(), run->calibration.gemm.size());
+  EXPECT_EQ(c->memory.size(), run->calibration.memory.size());
+  EXPECT_EQ(c->device.key(), "h100-80gb-sxm5");
+  EXPECT_EQ(c->created_unix_seconds, 1796162400);
+  // The bench's reader takes an integral number written as a double (the test writer's "m": 256.0).
+  EXPECT_TRUE(bench::read_calibration(good_file().dump()).ok());
+  Json j = good_file();
+  j["gemm"][0]["m"] = 256.5;
+  EXPECT_EQ(bench::read_calibration(j.dump()).error().field, "gemm[0].m");
+  EXPECT_EQ(refusal(j).field, "gemm[0].m");
+  EXPECT_EQ(refusal(j).code, ErrorCode::kUsage);
+  EXPECT_EQ(bench::read_calibration(j.dump()).error().code, ErrorCode::kInvalidData);
+  j = good_file();
+  j["gemm"][1]["tflops_burst"] = j["gemm"][1]["tflops_sustained"].get<double>() / 2;
+  EXPECT_EQ(bench::read_calibration(j.dump()).error().field, "gemm[1].tflops_burst");
 }
 
 TEST(Calibration, Rfc3339) {

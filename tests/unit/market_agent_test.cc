@@ -238,6 +238,58 @@ TEST_P(MarketAgent, OlderSeqAndOlderGenerationAreFencedAndTheDesiredListNamesPla
   EXPECT_EQ(state(r->id), RentalState::kRunning);
 }
 
+// The heartbeat's `failed` (issue #15; dynamic MIG could not create the instance): the rental fails with
+// the agent's reason, its claims are freed and billing ends at the report; a report for an older
+// generation, or for a rental that is not on this node, is ignored. Before, the server ignored `failed`:
+// the rental stayed running and billed.
+TEST_P(MarketAgent, AHeartbeatsFailedFailsTheRentalAtItsGenerationFreesItsClaimsAndEndsBilling) {
+  Node n = w.add_a100_node("n1", 1, MigPolicy::kDynamic);
+  Offer slice = w.add_offer("a100-80gb-sxm4/3g.40gb", 1, kPricePerHour);
+  AgentPrincipal a = enrol(n);
+  ASSERT_TRUE(w.market->put_inventory(a, a100_inventory("n1", 1, 1)).ok());
+  const int64_t free_before = available(slice.id);
+  auto r = w.market->rent(w.renter_a, RentRequest{slice.id});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(state(r->id), RentalState::kRunning);
+  EXPECT_GT(claims(r->id), 0);
+  EXPECT_EQ(available(slice.id), free_before - 1);
+  w.clock->advance_seconds(10);
+  const std::string why = "nvmlDeviceCreateGpuInstanceWithPlacement: Insufficient Resources";
+  // An older generation and another node's rental: ignored, nothing changes.
+  auto old = w.market->heartbeat(
+      a, Heartbeat{2, kBoot, {}, {{r->id, r->version - 1, "insufficient_resources", why}, {"r_nosuch", 1, "", ""}}});
+  ASSERT_TRUE(old.ok()) << old.error().message;
+  EXPECT_TRUE(old->failed.empty());
+  EXPECT_EQ(old->ignored.size(), 2u);
+  EXPECT_EQ(state(r->id), RentalState::kRunning);
+  // The current generation: failed now, with the agent's reason; claims freed; billed up to the report.
+  auto hb = w.market->heartbeat(a, Heartbeat{3, kBoot, {}, {{r->id, r->version, "insufficient_resources", why}}});
+  ASSERT_TRUE(hb.ok()) << hb.error().message;
+  ASSERT_EQ(hb->failed.size(), 1u);
+  EXPECT_EQ(hb->failed[0], r->id);
+  EXPECT_TRUE(hb->desired.empty());
+  EXPECT_EQ(state(r->id), RentalState::kFailed);
+  EXPECT_EQ(claims(r->id), 0);
+  EXPECT_EQ(available(slice.id), free_before);
+  EXPECT_EQ(charge(r->id), 10'000);
+  w.clock->advance_seconds(3600);
+  EXPECT_EQ(charge(r->id), 10'000);
+  auto got = w.market->get_rental(w.renter_a, r->id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_NE(got->state_reason.find("insufficient_resources"), std::string::npos) << got->state_reason;
+  EXPECT_NE(got->state_reason.find(why), std::string::npos) << got->state_reason;
+  // Reported again (the agent's next heartbeat before it saw the answer): ignored, still failed once.
+  auto again = w.market->heartbeat(a, Heartbeat{4, kBoot, {}, {{r->id, r->version, "insufficient_resources", why}}});
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_TRUE(again->failed.empty());
+  EXPECT_EQ(state(r->id), RentalState::kFailed);
+  // Bounds: a message over the limit is refused naming the field.
+  auto big = w.market->heartbeat(a, Heartbeat{5, kBoot, {}, {{r->id, r->version, "x", std::string(5000, 'm')}}});
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.error().code, ErrorCode::kLimit);
+  EXPECT_EQ(big.error().field, "failed[0].message");
+}
+
 TEST_P(MarketAgent, ThreeMissedHeartbeatsLoseTheNodeAndTheSameBootIdResumesBilledFromThen) {
   Node n = w.add_a100_node("n1", 2, MigPolicy::kNone);
   Offer whole = w.add_offer("a100-80gb-sxm4", 1, kPricePerHour);

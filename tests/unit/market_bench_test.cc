@@ -138,6 +138,58 @@ TEST_P(MarketBench, RefusesAFileOfAnotherGpuOrAboveThePeakAndWarnsOfAnotherDrive
   EXPECT_EQ(p.error().field, "profile");
 }
 
+// Benches on request (issue #16): the provider's request is a generation on the node; the heartbeat answer
+// carries it until a bench answers it; an answer to a request never made, or a second answer of the GPU
+// to the same request, is refused (kConflict, field bench_request); another tenant's node is not found.
+TEST_P(MarketBench, ARequestIsCarriedByTheHeartbeatUntilABenchAnswersItAndAnswersAreFenced) {
+  Node n = w.add_a100_node("n1", 1, MigPolicy::kNone);
+  AgentPrincipal a = enrol_and_report(n, "n1");
+  auto hb = w.market->heartbeat(a, Heartbeat{2, kBoot, {}});
+  ASSERT_TRUE(hb.ok()) << hb.error().message;
+  EXPECT_EQ(hb->bench_request, 0);
+  std::string other_id;
+  Principal other = w.add_tenant("prov2", TenantKind::kProvider, &other_id);
+  for (const Principal* p : {&other, &w.renter_a}) {
+    auto no = w.market->request_bench(*p, n.id);
+    ASSERT_FALSE(no.ok());
+    EXPECT_EQ(no.error().code, ErrorCode::kNotFound);
+  }
+  auto req = w.market->request_bench(w.provider, n.id);
+  ASSERT_TRUE(req.ok()) << req.error().message;
+  EXPECT_EQ(req->bench_request, 1);
+  hb = w.market->heartbeat(a, Heartbeat{3, kBoot, {}});
+  ASSERT_TRUE(hb.ok());
+  EXPECT_EQ(hb->bench_request, 1);
+  // Never asked: request 2.
+  auto future = w.market->put_bench(a, BenchReport{"GPU-n1-0", "", calibration("n1", 0.9), 2});
+  ASSERT_FALSE(future.ok());
+  EXPECT_EQ(future.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(future.error().field, "bench_request");
+  auto answer = w.market->put_bench(a, BenchReport{"GPU-n1-0", "", calibration("n1", 0.9), 1});
+  ASSERT_TRUE(answer.ok()) << answer.error().message;
+  EXPECT_EQ(answer->bench_request, 1);
+  hb = w.market->heartbeat(a, Heartbeat{4, kBoot, {}});
+  ASSERT_TRUE(hb.ok());
+  EXPECT_EQ(hb->bench_request, 0);  // answered
+  auto dup = w.market->put_bench(a, BenchReport{"GPU-n1-0", "", calibration("n1", 0.8), 1});
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(dup.error().field, "bench_request");
+  auto measured_now = measured(w.add_offer("a100-80gb-sxm4", 1, kPricePerHour).id);
+  ASSERT_TRUE(measured_now.has_value());
+  EXPECT_NEAR(measured_now->ratio_to_datasheet, 0.9, 0.05);  // the duplicate's 0.8 was not stored
+  // A second request; an unrequested bench is stored but does not answer it.
+  ASSERT_EQ(w.market->request_bench(w.provider, n.id)->bench_request, 2);
+  ASSERT_TRUE(w.market->put_bench(a, BenchReport{"GPU-n1-0", "", calibration("n1", 0.9)}).ok());
+  hb = w.market->heartbeat(a, Heartbeat{5, kBoot, {}});
+  ASSERT_TRUE(hb.ok());
+  EXPECT_EQ(hb->bench_request, 2);
+  ASSERT_TRUE(w.market->put_bench(a, BenchReport{"GPU-n1-0", "", calibration("n1", 0.9), 2}).ok());
+  hb = w.market->heartbeat(a, Heartbeat{6, kBoot, {}});
+  ASSERT_TRUE(hb.ok());
+  EXPECT_EQ(hb->bench_request, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, MarketBench, ::testing::ValuesIn(testing::kStoreKinds), testing::store_name);
 
 }  // namespace

@@ -238,8 +238,11 @@ TEST(MarketBodiesDeclaration, BoundsAreTheMarketsConstants) {
   for (const auto& o : table().all()) {
     if (!o.commands.empty() && o.commands.front().starts_with("market.") && o.max_length > 0) {
       // The agent's bench carries a calibration file's text: bounded by the server's body cap (server.h
-      // Options::max_body_bytes, 1 MiB), every other string by the market's name bound.
-      const size_t bound = o.name == "calibration" ? size_t{1} << 20 : market::kMaxNameBytes;
+      // Options::max_body_bytes, 1 MiB); a heartbeat's failure message by kMaxFailureMessageBytes; every
+      // other string by the market's name bound.
+      const size_t bound = o.name == "calibration" ? size_t{1} << 20
+                           : o.name == "message"   ? market::kMaxFailureMessageBytes
+                                                   : market::kMaxNameBytes;
       EXPECT_EQ(o.max_length, bound) << o.name;
     }
   }
