@@ -7,7 +7,7 @@ FUZZ_DIR  ?= build-fuzz
 JOBS      ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test check-includes test-unit test-asan fuzz fuzz-build fuzz-replay bench bench-check bench-record install format tidy tidy-changed clean
+.PHONY: all deps build run test check-includes test-unit test-asan fuzz fuzz-build fuzz-replay bench bench-build bench-check bench-record install format tidy tidy-changed clean
 
 all: build
 
@@ -85,11 +85,22 @@ bench: build
 # (about a minute on 2 cores) as ratios to BM_Reference, against bench/recorded.json; a ratio beyond
 # its noise band fails, naming the benchmark. bench-record re-measures (record_runs runs: the bands)
 # and regenerates the speed tables in docs/*.md; commit both files.
-bench-check: build
-	python3 scripts/bench-check.py check --bench ./$(BUILD_DIR)/bench/gpuplan_bench
+# Both build the bench quietly (its log is printed only when the build fails) and bench-record prints
+# one line per benchmark; VERBOSE=1 shows the build and a line per run.
+BENCH_BIN = ./$(BUILD_DIR)/bench/gpuplan_bench
+bench-build: deps $(BUILD_DIR)/build.ninja
+ifeq ($(VERBOSE),1)
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target gpuplan_bench
+else
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target gpuplan_bench >$(BUILD_DIR)/bench-build.log 2>&1 || \
+	  { cat $(BUILD_DIR)/bench-build.log; exit 1; }
+endif
 
-bench-record: build
-	python3 scripts/bench-check.py record --bench ./$(BUILD_DIR)/bench/gpuplan_bench
+bench-check: bench-build
+	@python3 scripts/bench-check.py check --bench $(BENCH_BIN)
+
+bench-record: bench-build
+	@python3 scripts/bench-check.py record --bench $(BENCH_BIN) $(if $(filter 1,$(VERBOSE)),--verbose)
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

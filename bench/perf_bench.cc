@@ -12,6 +12,7 @@
 #include "gpuplan/memory.h"
 #include "gpuplan/model.h"
 #include "gpuplan/perf.h"
+#include "gpuplan/sweep.h"
 #include "perf/perf_request.h"
 
 namespace gpuplan {
@@ -153,22 +154,18 @@ constexpr int64_t kSweepBatches[] = {1, 8, 64, 256};
 constexpr int64_t kSweepContexts[] = {512, 2048, 8192, 32768};
 constexpr int64_t kSweepOutputTokens = 256;
 
-// One (target, tp, format) of the sweep with what does not depend on batch and context resolved:
-// the latency model's rates and matmul shapes (InferenceSweep), the prepared memory workload, the
-// engine's share of the target's memory and whether gpuplan refuses the configuration there.
-struct SweepPoint {
-  InferenceSweep latency;
-  PreparedWorkload memory;
-  Link link = Link::kPcie;
-  double limit_bytes = 0;
-  bool refused = false;
+// One SweepPoint (gpuplan/sweep.h) per (target, tp, format) of the sweep: the prepared memory workload,
+// the refusal rules, the engine's share of the target and the latency model's constants, resolved once.
+struct BenchPoints {
+  std::vector<SweepPoint> points;
+  std::vector<InferenceSweep> latency;  // the latency half alone (BM_PerfSweepPrepared)
 };
 
-std::vector<SweepPoint> sweep_points(const char* model_id) {
+BenchPoints sweep_points(const char* model_id) {
   const Model& m = bench_model(model_id);
   const PerfArch a = perf_arch(m);
   const PerfEfficiency eff = default_efficiency();
-  std::vector<SweepPoint> points;
+  BenchPoints out;
   for (const auto& ref : Catalog::embedded()->all_targets(true)) {
     for (int tp : kSweepTp) {
       if (ref.is_mig() && tp > 1) continue;
@@ -176,43 +173,40 @@ std::vector<SweepPoint> sweep_points(const char* model_id) {
       const PerfDevice d = perf_device(target);
       for (WeightFormat f : kSweepFormats) {
         Workload w;
+        w.model = std::shared_ptr<const Model>(&m, [](const Model*) {});  // the zoo outlives the bench
         w.engine = Engine::kVllm;
+        w.weights = f;
         w.tp = tp;
+        w.count = tp;
         w.output_tokens = kSweepOutputTokens;
         w.context = kSweepContexts[std::size(kSweepContexts) - 1] + kSweepOutputTokens;
         PerfRun run;
         run.weights = perf_weights(f, m, d, w.engine);
-        Workload mw = w;
-        mw.model = std::shared_ptr<const Model>(&m, [](const Model*) {});  // the zoo outlives the bench
-        mw.weights = f;
-        mw.count = tp;
-        auto prepared = prepare(mw);
-        if (!prepared) continue;
-        const TargetFit fit = fit_target(*prepared, target);
-        points.push_back(SweepPoint{InferenceSweep(a, d, w, run, eff), std::move(*prepared), target.link,
-                                    fit.limit_bytes, fit.refusal.has_value()});
+        auto point = SweepPoint::make(w, target, run, eff);
+        if (!point) continue;
+        out.points.push_back(std::move(*point));
+        out.latency.emplace_back(a, d, w, run, eff);
       }
     }
   }
-  return points;
+  return out;
 }
 
-// The headline sweep: per configuration the memory verdict (the estimate at that batch and context
-// against the engine's share of the target, unless refused) and the latency (TPOT, TTFT) of the
-// performance model, for one model. Reports configurations per second.
+// The headline sweep (issue #19: "memory verdict + latency for one model over targets x batch x context
+// x format x parallel degrees"): per configuration SweepPoint::at, the memory verdict (refusal, fit,
+// bytes and headroom at that batch and context) and the latency (TTFT, TPOT, throughputs) bit for bit
+// as the per-configuration path answers them. Reports configurations per second on one core.
 void BM_SweepFitAndLatency(benchmark::State& state) {
-  std::vector<SweepPoint> points = sweep_points("llama-3.1-70b");
+  BenchPoints sweep = sweep_points("llama-3.1-70b");
   int64_t configs = 0, fits = 0;
   for (auto _ : state) {
     double sum = 0;
-    for (auto& p : points) {
+    for (auto& p : sweep.points) {
       for (int64_t b : kSweepBatches) {
         for (int64_t c : kSweepContexts) {
-          const bool fit =
-              !p.refused && estimate_memory(p.memory, b, c + kSweepOutputTokens, p.link).total_bytes <= p.limit_bytes;
-          const InferencePerf perf = p.latency.at(b, c);
-          sum += perf.tpot_seconds + perf.ttft_seconds;
-          fits += fit ? 1 : 0;
+          const SweepAnswer a = p.at(b, c);
+          sum += a.perf.tpot_seconds + a.perf.ttft_seconds + a.headroom_bytes;
+          fits += a.fits ? 1 : 0;
           ++configs;
         }
       }
@@ -220,7 +214,7 @@ void BM_SweepFitAndLatency(benchmark::State& state) {
     benchmark::DoNotOptimize(sum);
   }
   state.SetItemsProcessed(configs);
-  state.counters["configs_per_sweep"] = static_cast<double>(points.size() * 16);
+  state.counters["configs_per_sweep"] = static_cast<double>(sweep.points.size() * 16);
   state.counters["fits_per_sweep"] = static_cast<double>(fits) / static_cast<double>(state.iterations());
   state.counters["configs_per_second"] = benchmark::Counter(static_cast<double>(configs), benchmark::Counter::kIsRate);
 }
@@ -228,14 +222,14 @@ BENCHMARK(BM_SweepFitAndLatency)->Unit(benchmark::kMillisecond);
 
 // The latency half alone, through InferenceSweep (BM_PerfSweep calls predict_inference per configuration).
 void BM_PerfSweepPrepared(benchmark::State& state) {
-  std::vector<SweepPoint> points = sweep_points("llama-3.1-70b");
+  BenchPoints sweep = sweep_points("llama-3.1-70b");
   int64_t configs = 0;
   for (auto _ : state) {
     double sum = 0;
-    for (auto& p : points) {
+    for (auto& p : sweep.latency) {
       for (int64_t b : kSweepBatches) {
         for (int64_t c : kSweepContexts) {
-          sum += p.latency.at(b, c).tpot_seconds;
+          sum += p.at(b, c).tpot_seconds;
           ++configs;
         }
       }

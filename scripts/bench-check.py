@@ -10,11 +10,18 @@ above recorded x (1 + band) fails.
   bench-check.py check  --bench BUILD/bench/gpuplan_bench   run the tracked benchmarks once, compare
   bench-check.py check  --results FILE.json                 compare Google Benchmark JSON already taken
   bench-check.py record --bench BIN [--runs N]              rewrite bench/recorded.json (N runs; bands)
+  bench-check.py record --bench BIN --only NAME,...         re-record those benchmarks only, keep the rest
   bench-check.py docs [--check]                             regenerate (or check) the tables in docs/*.md
 
 bench/tracked.json says what is tracked (the benchmarks, the reference, k, floor, cap, repetitions) and
 which docs tables list which benchmarks; bench/recorded.json holds the recorded figures (written by
 `record` only). The docs tables sit between `<!-- bench:begin NAME -->` and `<!-- bench:end -->`.
+
+The market's benchmarks keep their SQLite store in a fresh folder under GPUPLAN_MARKET_BENCH_DIR, which
+this script points at a temporary folder on tmpfs (/dev/shm) when there is one: an fsync there costs
+no disk wait, so their CPU time is the market's own work and their ratio is as stable as the others'.
+Names Google Benchmark suffixes (`/real_time`) are tracked under the benchmark's own name. Output: one
+line per benchmark (`--verbose`, or VERBOSE=1, adds one per run).
 
 Python 3 with the standard library only (Debian's python3): it parses Google Benchmark's JSON and
 rewrites Markdown, which would be three times the code in C++ and needs no build.
@@ -52,10 +59,22 @@ def write_json(path, data):
         f.write("\n")
 
 
-def run_bench(binary, tracked):
-    """One process running every tracked benchmark, repetitions interleaved at random so that a load
-    change on the machine hits the reference and the others alike. Returns Google Benchmark's JSON."""
-    names = [tracked["reference"]] + list(tracked["benchmarks"])
+# Where the market's benchmarks put their store: tmpfs when the machine has one (see the docstring).
+TMPFS = "/dev/shm"
+
+
+def bench_env():
+    env = dict(os.environ)
+    if "GPUPLAN_MARKET_BENCH_DIR" not in env and os.path.isdir(TMPFS) and os.access(TMPFS, os.W_OK):
+        env["GPUPLAN_MARKET_BENCH_DIR"] = TMPFS
+    return env
+
+
+def run_bench(binary, tracked, names=None):
+    """One process running every tracked benchmark (or `names`), repetitions interleaved at random so
+    that a load change on the machine hits the reference and the others alike. Returns Google
+    Benchmark's JSON."""
+    names = [tracked["reference"]] + list(names if names is not None else tracked["benchmarks"])
     regex = "^(" + "|".join(re.escape(n) for n in names) + ")(/|$)"
     cmd = [
         binary,
@@ -65,7 +84,10 @@ def run_bench(binary, tracked):
         "--benchmark_enable_random_interleaving=true",
         "--benchmark_min_time=%g" % tracked["min_time_seconds"],
     ]
-    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=bench_env())
+    if out.returncode != 0:
+        sys.stderr.write(out.stderr)
+        raise SystemExit("bench-check: %s exited with %d" % (binary, out.returncode))
     return json.loads(out.stdout)
 
 
@@ -76,7 +98,7 @@ STANDARD_FIELDS = {"name", "run_name", "run_type", "family_index", "per_family_i
 
 
 def run_name(row):
-    return re.sub(r"/iterations:\d+$", "", row.get("run_name", row["name"]))
+    return re.sub(r"(/iterations:\d+|/real_time)+$", "", row.get("run_name", row["name"]))
 
 
 def medians(results):
@@ -146,25 +168,34 @@ def check(results, tracked, recorded):
     return 0
 
 
-def record(binary, tracked, runs):
+def record(binary, tracked, runs, only=None, previous=None, verbose=False):
+    """Measure `runs` runs of the tracked benchmarks (or of `only`, keeping the other figures of
+    `previous`) and return the new bench/recorded.json, printing one line per benchmark."""
+    names = list(only) if only else list(tracked["benchmarks"])
     per_run, per_run_counters = [], []
     context = None
     for i in range(runs):
-        results = run_bench(binary, tracked)
+        results = run_bench(binary, tracked, names)
         context = results.get("context", {})
         per_run.append(ratios(results, tracked))
         per_run_counters.append(counters(results))
-        print("bench-check: record run %d of %d done" % (i + 1, runs), file=sys.stderr)
-    out = {
-        "reference": tracked["reference"],
-        "reference_ns": statistics.median(r[0] for r in per_run),
-        "runs": runs,
-        "recorded": datetime.date.today().isoformat(),
-        "machine": "%s CPUs at %s MHz" % (context.get("num_cpus", "?"), context.get("mhz_per_cpu", "?")),
-        "benchmarks": {},
-    }
+        if verbose:
+            print("bench-check: record run %d of %d done" % (i + 1, runs), file=sys.stderr)
+    reference_ns = statistics.median(r[0] for r in per_run)
+    if only and previous:
+        out = dict(previous)
+        out["benchmarks"] = dict(previous["benchmarks"])
+    else:
+        out = {
+            "reference": tracked["reference"],
+            "reference_ns": reference_ns,
+            "runs": runs,
+            "recorded": datetime.date.today().isoformat(),
+            "machine": "%s CPUs at %s MHz" % (context.get("num_cpus", "?"), context.get("mhz_per_cpu", "?")),
+            "benchmarks": {},
+        }
     k, floor, cap = tracked["band_k"], tracked["band_floor"], tracked["band_cap"]
-    for name in tracked["benchmarks"]:
+    for name in names:
         rs = [r[1][name][1] for r in per_run if name in r[1]]
         ns = [r[1][name][0] for r in per_run if name in r[1]]
         if len(rs) != runs:
@@ -181,6 +212,9 @@ def record(binary, tracked, runs):
         if cs:
             out["benchmarks"][name]["counters"] = {
                 key: statistics.median(c[key] for c in cs if key in c) for key in sorted(cs[0])}
+        rec = out["benchmarks"][name]
+        print("  %-44s %10s  ratio %10.4g  spread %5.1f%%  band +%.0f%%" % (
+            name, fmt_ns(rec["ns"]), rec["ratio"], 100 * rec["spread"], 100 * rec["band"]))
     return out
 
 
@@ -265,6 +299,9 @@ def main():
     p.add_argument("--results", help="check: Google Benchmark JSON to compare instead of running")
     p.add_argument("--runs", type=int, default=None, help="record: runs to measure the noise band over")
     p.add_argument("--check", action="store_true", help="docs: fail when a table is stale, change nothing")
+    p.add_argument("--only", help="record: comma-separated benchmarks to re-record, keeping the others")
+    p.add_argument("--verbose", action="store_true", default=os.environ.get("VERBOSE") == "1",
+                   help="record: a line per run too (also VERBOSE=1)")
     p.add_argument("--tracked", default=TRACKED)
     p.add_argument("--recorded", default=RECORDED)
     p.add_argument("--docs", default=DOCS)
@@ -287,7 +324,12 @@ def main():
     if a.mode == "record":
         if not a.bench:
             p.error("record needs --bench")
-        recorded = record(a.bench, tracked, a.runs or tracked["record_runs"])
+        only = [n for n in (a.only or "").split(",") if n]
+        unknown = [n for n in only if n not in tracked["benchmarks"]]
+        if unknown:
+            p.error("--only names benchmarks bench/tracked.json does not track: " + ", ".join(unknown))
+        previous = load_json(a.recorded) if only and os.path.exists(a.recorded) else None
+        recorded = record(a.bench, tracked, a.runs or tracked["record_runs"], only, previous, a.verbose)
         write_json(a.recorded, recorded)
         print("bench-check: wrote %s" % os.path.relpath(a.recorded, ROOT))
         return docs(tracked, recorded, a.docs, False)

@@ -72,9 +72,12 @@ struct CliCommand {
 
 // Every row of command_rows(), in order: the groups, each library command's subcommand with its
 // declared options, and the CLI-own commands. `commands` gets one entry per library command.
-// `argv_words`: the command line's words (argv[1..]); a row whose words are not among them gets its
-// subcommand (so `gpuplan --help` lists it) but not its options, which are most of a process's start-up
-// work (issue #19). Empty: every row gets its options (tests and help generators).
+// `argv_words`: the command line's words (argv[1..]). When they name a command (a row's first word, or a
+// word of a CLI-own row's path), only the rows of the commands named are declared, with their options
+// (CLI11's add_subcommand and add_option are most of a process's start-up work, issue #19); when they
+// name none (`gpuplan`, `--help`, a mistyped command) every row gets its subcommand, so that the help
+// and CLI11's error list them, but not its options; `--version` alone declares no command. Empty: every
+// row with its options (tests and help generators).
 void add_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands,
                   std::span<const std::string_view> argv_words = {});
 // Every option data/options.yaml declares for c.command, in declaration order: typed
@@ -122,6 +125,9 @@ int run_agent(const OutputFormat& fmt, const std::function<int(Error)>& report);
 // rentals, usage, tenants, tokens (HTTP calls to --server), and admin init (the store itself). A
 // CLI-own row after `offers list` (they extend `offers`).
 void add_market_commands(CLI::App& app);
+// Only the top-level --server and --token of add_market_commands (`plan`, `catalog list|show` and
+// `offers list` read them too): what a command line that names no market command declares.
+void add_market_options(CLI::App& app);
 bool market_requested();
 // With --server: the answer of the server for `plan`, `catalog list` and `catalog show` (the server adds
 // its market's live offers and availability); nullopt without --server or for another command.

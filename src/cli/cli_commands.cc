@@ -97,13 +97,41 @@ bool named(std::string_view path, std::span<const std::string_view> words) {
   return false;
 }
 
+// Whether the command line names a command of this row: its first word (a group or a command), or for
+// a CLI-own row any word of its path (the top-level commands it adds). The market's row also extends
+// `offers` (create, delete, list --server). Over-matching costs only start-up time, as in named().
+bool touched(const CommandRow& row, std::span<const std::string_view> words) {
+  if (words.empty()) return true;
+  auto has = [&](std::string_view w) { return std::find(words.begin(), words.end(), w) != words.end(); };
+  if (!row.add) return has(row.path.substr(0, row.path.find(' ')));
+  if (row.add == add_market_commands && has("offers")) return true;
+  for (size_t start = 0; start < row.path.size();) {
+    const size_t end = std::min(row.path.find(' ', start), row.path.size());
+    if (has(row.path.substr(start, end - start))) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::span<const CommandRow> command_rows() { return kCommandRows; }
 
 void add_commands(CLI::App& app, std::vector<std::unique_ptr<CliCommand>>& commands,
                   std::span<const std::string_view> argv_words) {
+  const bool some = std::any_of(std::begin(kCommandRows), std::end(kCommandRows),
+                                [&](const CommandRow& r) { return touched(r, argv_words); });
+  const bool version_only = !some && std::find(argv_words.begin(), argv_words.end(), "--version") != argv_words.end();
+  // The market's row extends the `offers` group, so a market command needs the offers rows declared.
+  const bool market = std::any_of(std::begin(kCommandRows), std::end(kCommandRows), [&](const CommandRow& r) {
+    return r.add == add_market_commands && touched(r, argv_words);
+  });
   for (const CommandRow& row : kCommandRows) {
+    const bool wanted = touched(row, argv_words) || (market && row.path.substr(0, row.path.find(' ')) == "offers");
+    if (version_only || (some && !wanted)) {
+      if (row.add == add_market_commands) add_market_options(app);  // --server of plan, catalog, offers
+      continue;
+    }
     if (row.add) {
       row.add(app);
       continue;

@@ -298,12 +298,17 @@ Result<Json> gpu_json(const std::string& spec) {
 
 }  // namespace
 
-void add_market_commands(CLI::App& app) {
+void add_market_options(CLI::App& app) {
   MarketCli& st = state();
   app.add_option(
       "--server", st.server,
       "The market's server, http://HOST:PORT (default: GPUPLAN_SERVER, else " + std::string(kDefaultServer) + ")");
   app.add_option("--token", st.token, "API token for the market (default: GPUPLAN_TOKEN)");
+}
+
+void add_market_commands(CLI::App& app) {
+  MarketCli& st = state();
+  add_market_options(app);
 
   // admin init: the platform's first token, from the store itself.
   CLI::App* admin = app.add_subcommand("admin", "Set up a market's store");

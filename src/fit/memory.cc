@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "core/format.h"
+#include "gpuplan/sweep.h"
 #include "gpuplan/units.h"
 
 namespace gpuplan {
@@ -546,6 +547,29 @@ MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_
   r.runtime_overhead_bytes = r.cuda_context_bytes + r.workspace_bytes + r.communication_bytes + r.allocator_slack_bytes;
   r.total_bytes = r.weights_bytes + r.adapter_bytes + r.optimizer_bytes + dynamic + r.runtime_overhead_bytes;
   return r;
+}
+
+MemorySweep::MemorySweep(const PreparedWorkload& p, Link link) : p_(p), link_(link) {
+  const Workload& w = p_.workload;
+  // add_inference's vLLM branch: the activations are the profile run's (the whole chunk, the maximum
+  // number of sequences), whatever the batch and context; only the paged KV cache reads them.
+  fast_ = !is_training(w.task) && w.engine == Engine::kVllm && w.model && w.model->kind == ModelKind::kDecoder;
+  if (fast_) {
+    const MemoryBreakdown m = estimate_memory(p_, 1, 1, link_);
+    weights_bytes_ = m.weights_bytes;
+    activations_bytes_ = m.activations_bytes;
+    runtime_overhead_bytes_ = m.runtime_overhead_bytes;
+  }
+}
+
+double MemorySweep::total_bytes(int64_t batch, int64_t prompt_tokens, int64_t context) {
+  if (!fast_ || batch < 0 || context < 0) {
+    p_.workload.input_tokens = prompt_tokens;
+    return estimate_memory(p_, batch, context, link_).total_bytes;
+  }
+  const int64_t blocks = (context + kVllmBlockTokens - 1) / kVllmBlockTokens;
+  const double kv_cache_bytes = static_cast<double>(batch) * kv_bytes_per_sequence(p_, blocks * kVllmBlockTokens);
+  return weights_bytes_ + kv_cache_bytes + activations_bytes_ + runtime_overhead_bytes_;
 }
 
 double capacity_bytes(const Target& t) { return t.memory_total_bytes() * (1.0 - kDriverReserveFraction); }

@@ -782,6 +782,174 @@ InferencePerf predict_inference(const PerfArch& a, const PerfDevice& d, const Wo
   return inference_with(a, d, w, run, eff, r, matmul_shapes(a, w, run), nullptr);
 }
 
+namespace {
+
+// What inference_with reads of the arch, the workload and the run that a sweep's batch and prompt do not
+// change, resolved once (InferenceSweep's fast path). Each is the very expression the generic path
+// evaluates per call (same operands, same order), so the fast path's answers are bit for bit the same.
+struct SweepConstants {
+  bool fast = false;  // a transformer without routed experts, one prefill pass, no cuBLAS copy
+  double ab = 0;      // run.activation_bytes
+  double h = 0;
+  double output = 0;            // dbl(perf_output_tokens(w))
+  double gemm_overhead = 0;     // (0 + extra kernels) x kernel seconds: token_costs' per-layer overhead
+  double ew_width = 0;          // elements per token the element-wise passes move
+  double ew_factor = 1;         // 1 when the engine fuses them
+  int tp = 1;                   // w.tp as written (the all-reduce's n)
+  double allreduce_factor = 0;  // 2 (n - 1) / n of the ring all-reduce
+  bool head = false;            // an LM head runs (logit rows > 0 and head parameters)
+  // attention_costs
+  double heads = 0, kv_heads = 0, d = 0;
+  bool causal = true;
+  bool flash = true;
+  double score_bytes = 0;
+  bool windows = false;
+  double window_tokens = 0;
+  // forward_step / inference_step
+  double pp = 1, global = 0, window = 0, layers = 0;
+  double layer_kernel_seconds = 0;  // layers x kernels per layer x kernel seconds
+  bool pp_multi = false;
+  double step_seconds = 0;  // engine_step_seconds
+};
+
+SweepConstants sweep_constants(const PerfArch& a, const Workload& w, const PerfRun& run, const PerfEfficiency& eff,
+                               const Rates& r, const MatmulShapes& sh) {
+  SweepConstants k;
+  k.fast = !a.cnn && !sh.experts && !(run.prefill_chunk_tokens > 0) && !(run.cublas_above_rows > 0);
+  const double tp = std::max(1, w.tp);
+  k.ab = run.activation_bytes;
+  k.h = dbl(a.hidden);
+  k.output = dbl(perf_output_tokens(w));
+  k.gemm_overhead = (0.0 + run.extra_kernels_per_layer) * r.kernel_seconds;
+  const double inter_active =
+      a.mlp_params_per_layer / k.h / (a.gated_mlp ? 3.0 : 2.0) +
+      (a.experts > 0 ? dbl(a.experts_per_token) * a.expert_params_per_layer / k.h / (a.gated_mlp ? 3.0 : 2.0) : 0);
+  k.ew_width = kElementwiseHiddenPasses * k.h + kElementwiseIntermediatePasses * inter_active / tp;
+  k.ew_factor = engine_perf(w.engine).fused_elementwise ? 1.0 : kEagerElementwiseFactor;
+  k.tp = w.tp;
+  k.allreduce_factor = w.tp > 1 ? 2.0 * (w.tp - 1) / w.tp : 0.0;
+  k.head = a.head_params > 0;
+  k.heads = dbl(a.heads) / tp;
+  k.kv_heads = std::max(1.0, dbl(a.kv_heads) / tp);
+  k.d = dbl(a.head_dim);
+  k.causal = !a.encoder;
+  k.flash = w.flash_attention;
+  k.score_bytes = a.eager_fp32_softmax ? 4.0 : run.activation_bytes;
+  k.windows = a.window_layers > 0;
+  k.window_tokens = dbl(a.window_tokens);
+  k.pp = std::max(1, w.pp);
+  k.global = dbl(a.global_layers) / k.pp;
+  k.window = dbl(a.window_layers) / k.pp;
+  k.layers = k.global + k.window;
+  k.layer_kernel_seconds = k.layers * engine_perf(w.engine).kernels_per_layer * r.kernel_seconds;
+  k.pp_multi = w.pp > 1;
+  k.step_seconds = engine_step_seconds(w, eff);
+  return k;
+}
+
+// A step's token costs (token_costs) without routed experts, the cuBLAS copy and the LM head, as the
+// only components they can have: the matmuls' compute, memory and per-layer kernel overhead, the
+// element-wise passes' memory and the all-reduces' communication. The generic path's other components
+// are zeros, and adding a zero (or a finite multiple of one) leaves a sum bit for bit as it was.
+struct LeanTokens {
+  double gemm_compute = 0, gemm_memory = 0, gemm_overhead = 0;
+  double elementwise_memory = 0;
+  double comm = 0;
+};
+
+// add_roof into the two components a matmul can add to.
+void add_roof2(double& compute, double& memory, const RoofTime& t) {
+  if (!t.any) return;
+  (t.compute ? compute : memory) += t.seconds;
+}
+
+LeanTokens sweep_token_costs(const SweepConstants& k, const Rates& r, const MatmulShapes& sh, double tokens) {
+  LeanTokens tc;
+  const GemmRows rows = gemm_rows(tokens);
+  add_roof2(tc.gemm_compute, tc.gemm_memory, gemm_time(r, rows, sh.qkv, k.ab, r.gemm_flops));
+  add_roof2(tc.gemm_compute, tc.gemm_memory, gemm_time(r, rows, sh.out, k.ab, r.gemm_flops));
+  if (sh.mlp) {
+    add_roof2(tc.gemm_compute, tc.gemm_memory, gemm_time(r, rows, sh.up, k.ab, r.gemm_flops));
+    add_roof2(tc.gemm_compute, tc.gemm_memory, gemm_time(r, rows, sh.down, k.ab, r.gemm_flops));
+  }
+  tc.gemm_overhead += k.gemm_overhead;
+  const double ew_bytes = tokens * k.ab * k.ew_width;
+  tc.elementwise_memory += ew_bytes * k.ew_factor / r.bandwidth;
+  if (k.tp > 1) {
+    const double bytes = tokens * k.h * k.ab;
+    const double seconds = bytes <= 0 ? 0 : k.allreduce_factor * bytes / r.allreduce_bw + r.allreduce_latency;
+    tc.comm += kTpAllReducesPerLayer * seconds;
+  }
+  return tc;
+}
+
+// attention_costs' lambda for one window (0 = global) of a step of `batch` x `q` tokens after `ctx0`:
+// its roof, added x `layers` into compute or memory (Cost::roof then Cost::add of the other zero side).
+void sweep_attention(const SweepConstants& k, const PerfRun& run, const Rates& r, double batch, double q, double ctx0,
+                     double window, double layers, double& compute, double& memory) {
+  const double tokens = batch * q;
+  const double pairs = batch * attended_pairs(q, ctx0, window, k.causal);
+  const double flops = 4.0 * pairs * k.heads * k.d;
+  const double kv_tokens = batch * (window > 0 ? std::min(ctx0 + q, window) : ctx0 + q);
+  const double kv_read = kv_tokens * 2.0 * k.kv_heads * k.d * run.kv_bytes;
+  const double qo = 2.0 * tokens * k.heads * k.d * k.ab;
+  double t_compute, t_memory;
+  if (k.flash || q == 1) {
+    t_compute = flops / r.attn_flops;
+    t_memory = (kv_read + qo) / r.bandwidth;
+  } else {
+    const double scores = pairs * k.heads * k.score_bytes * kEagerScorePasses * (k.causal ? 2.0 : 1.0);
+    t_compute = flops / r.attn_gemm_flops;
+    t_memory = (kv_read + qo + scores) / r.bandwidth;
+  }
+  if (t_compute >= t_memory)
+    compute += layers * t_compute;
+  else
+    memory += layers * t_memory;
+}
+
+// The per-layer token costs of one step multiplied out by the layers (forward_step's first adds),
+// shared by every prompt length of a batch for the decode step.
+struct LeanLayers {
+  double compute = 0, memory = 0, overhead = 0, elementwise_memory = 0, comm = 0;
+};
+
+LeanLayers times_layers(const SweepConstants& k, const LeanTokens& tc) {
+  return LeanLayers{k.layers * tc.gemm_compute, k.layers * tc.gemm_memory, k.layers * tc.gemm_overhead,
+                    k.layers * tc.elementwise_memory, k.layers * tc.comm};
+}
+
+// inference_step of an inference step (forward_step over the stages + host work), in forward_step's
+// order of additions: matmuls, global attention, window attention, element-wise, all-reduces, kernels,
+// LM head; then the stages and the engine's step.
+Cost sweep_step(const SweepConstants& k, const PerfRun& run, const Rates& r, double batch, double q, double ctx0,
+                const LeanLayers& l, const RoofTime& head) {
+  double compute = l.compute, memory = l.memory;
+  sweep_attention(k, run, r, batch, q, ctx0, 0, k.global, compute, memory);
+  if (k.windows) sweep_attention(k, run, r, batch, q, ctx0, k.window_tokens, k.window, compute, memory);
+  memory += l.elementwise_memory;
+  double overhead = l.overhead + k.layer_kernel_seconds;
+  add_roof2(compute, memory, head);
+  Cost out;
+  out.compute = k.pp * compute;
+  out.memory = k.pp * memory;
+  out.comm = k.pp * l.comm;
+  out.overhead = k.pp * overhead;
+  if (k.pp_multi) out.comm += (k.pp - 1) * r.allreduce_latency;
+  out.overhead += k.step_seconds;
+  return out;
+}
+
+// The decode step's layer costs and LM head of the last batch a sweep asked for.
+struct LeanDecode {
+  bool valid = false;
+  double batch = 0;
+  LeanLayers layers;
+  RoofTime head;
+};
+
+}  // namespace
+
 struct InferenceSweep::State {
   PerfArch arch;
   PerfDevice device;
@@ -790,7 +958,9 @@ struct InferenceSweep::State {
   PerfEfficiency eff;
   Rates rates;
   MatmulShapes shapes;
-  DecodeCache decode;
+  SweepConstants constants;
+  DecodeCache decode;      // the generic path's
+  LeanDecode lean_decode;  // the fast path's
 };
 
 InferenceSweep::InferenceSweep(const PerfArch& arch, const PerfDevice& device, const Workload& w, const PerfRun& run,
@@ -804,17 +974,48 @@ InferenceSweep::InferenceSweep(const PerfArch& arch, const PerfDevice& device, c
   s.eff = eff;
   s.rates = make_rates(device, w.engine, run, eff);
   s.shapes = matmul_shapes(arch, w, run);
+  s.constants = sweep_constants(arch, w, run, eff, s.rates, s.shapes);
 }
 
 InferenceSweep::~InferenceSweep() = default;
 InferenceSweep::InferenceSweep(InferenceSweep&&) noexcept = default;
 InferenceSweep& InferenceSweep::operator=(InferenceSweep&&) noexcept = default;
 
-InferencePerf InferenceSweep::at(int64_t batch, int64_t input_tokens) {
+InferencePerf InferenceSweep::at(int64_t batch_size, int64_t input_tokens) {
   State& s = *state_;
-  s.workload.batch = batch;
+  s.workload.batch = batch_size;
   s.workload.input_tokens = input_tokens;
-  return inference_with(s.arch, s.device, s.workload, s.run, s.eff, s.rates, s.shapes, &s.decode);
+  const SweepConstants& k = s.constants;
+  if (!k.fast) return inference_with(s.arch, s.device, s.workload, s.run, s.eff, s.rates, s.shapes, &s.decode);
+  // inference_with for a transformer, with the constants above: the decode step's token costs once per
+  // batch (DecodeCache), and the prefill's LM head is the decode step's (both run gemm_rows(batch)).
+  const Rates& r = s.rates;
+  const double batch = dbl(std::max<int64_t>(1, batch_size));
+  const double input = dbl(perf_input_tokens(s.workload));
+  const double output = k.output;
+  LeanDecode& dc = s.lean_decode;
+  if (!(dc.valid && dc.batch == batch)) {
+    dc.valid = true;
+    dc.batch = batch;
+    dc.layers = times_layers(k, sweep_token_costs(k, r, s.shapes, batch));
+    dc.head = k.head ? gemm_time(r, gemm_rows(batch), s.shapes.head, s.run.activation_bytes, r.head_flops) : RoofTime{};
+  }
+  const Cost pre = sweep_step(k, s.run, r, batch, input, 0,
+                              times_layers(k, sweep_token_costs(k, r, s.shapes, batch * input)), dc.head);
+  const double mean_ctx = input + (output - 1) / 2.0;
+  const Cost dec = sweep_step(k, s.run, r, batch, 1, mean_ctx, dc.layers, dc.head);
+  InferencePerf out;
+  out.ttft_seconds = pre.total();
+  out.tpot_seconds = dec.total();
+  out.decode_tokens_per_second = 1.0 / out.tpot_seconds;
+  out.batch_decode_tokens_per_second = batch / out.tpot_seconds;
+  out.prefill_tokens_per_second = batch * input / out.ttft_seconds;
+  out.total_seconds = out.ttft_seconds + (output - 1) * out.tpot_seconds;
+  out.throughput_tokens_per_second = batch * output / out.total_seconds;
+  out.prefill_bound = pre.bound();
+  out.decode_bound = dec.bound();
+  out.bound = out.ttft_seconds >= (output - 1) * out.tpot_seconds ? out.prefill_bound : out.decode_bound;
+  return out;
 }
 
 ServingPerf predict_serving(const PerfArch& a, const PerfDevice& d, const Workload& w, const PerfRun& run,
