@@ -141,6 +141,7 @@ struct PerfRun {
   int64_t global_batch = 0;         // sequences per optimizer step over all ranks (0 = batch x dp)
   bool fsdp = false;                // FSDP full shard (as ZeRO-3)
   bool cuda_graphs = true;          // decode steps replayed as CUDA graphs
+  bool channels_last = true;        // CNNs: NHWC activations (false: NCHW, transposed around tensor-core convs)
   double trainable_parameters = 0;  // LoRA/QLoRA: adapter parameters (0 = a rough 1% of the weights)
 
   // A quantized matmul of more rows than this dequantizes its weights to a 16-bit copy and runs 16-bit

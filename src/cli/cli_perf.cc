@@ -133,7 +133,7 @@ std::string render_perf(const Json& r, const Json&, const OutputFormat& fmt) {
   const std::string reasons = reason_lines(r["targets"], false);
   if (!reasons.empty()) os << "\nNo figures (\"-\") where it does not run:\n" << reasons;
   render_calibrations(r, os);
-  os << "\nIn parentheses: the 80% band, where 80% of the published rows of that kind that shaped the model fell\n"
+  os << "\nIn parentheses: the 80% band, where 80% of the published rows of that kind fell, held-out rows included\n"
         "(data/error_bands.yaml; gpuplan validate prints each band's coverage on used and held-out rows).\n";
   return os.str();
 }

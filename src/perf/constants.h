@@ -97,6 +97,30 @@ inline constexpr double kPlainMlpLinears = 2;
 //   by 2024-06-25 (PR #8115 of that day documents it as merged); 2024-06-24.
 inline constexpr EngineVersion kLlamaCppCudaGraphsSince{{2024, 5, 8}, true, 3, '-'};
 inline constexpr EngineVersion kLlamaCppMmqDefaultSince{{2024, 6, 24}, true, 3, '-'};
+// vLLM's V1 engine (`VLLM_USE_V1=1` from 0.7.0, Jan 2025, "vLLM V1: A Major Upgrade to vLLM's Core
+// Architecture", blog.vllm.ai 2025-01-27) became the default engine in 0.8.0 (Mar 2025 release notes:
+// "V1 engine enabled by default"); `vllm@0.6.3` and every release before 0.8 run the V0 LLMEngine.
+inline constexpr EngineVersion kVllmV1DefaultSince{{0, 8, 0}, true, 3, '.'};
+// From the V1 blog, what changes for the model (the blog: "the kernels used for V0 and V1 are almost
+// identical, the performance difference is mainly due to ... reduced CPU overheads"):
+// - Host work per step: V1 runs the scheduler and model runner in an isolated EngineCore busy loop, with
+//   tokenization, detokenization and streaming in other processes, and a persistent batch that applies
+//   only diffs to the cached input tensors. What is left on the step's critical path is schedule(),
+//   prepare_inputs and update_from_output: 0.54 ms per engine step amortized over a 128-request
+//   workload, measured with the GPU work stubbed out (openfabric-systems/simllm PR #204, vLLM 0.27.1's
+//   engine loop under cProfile), and 0.14 ms of it update_from_output at 128 running requests (vllm PR
+//   #46112's micro-benchmark). 0.5 ms, a quarter of V0's 2 ms (kStepSecondsVllm); not fitted to a row.
+inline constexpr double kStepSecondsVllmV1 = 0.5e-3;
+// - Attention: V1 integrated FlashAttention 3 (blog section 8; vllm-flash-attn builds FA3 for sm90),
+//   Hopper-native, so V1 is not held to kFlashAttention2HopperFraction; V0 ran FlashAttention 2.
+// - Scheduler defaults (vllm/engine/arg_utils.py, get_batch_defaults of the V1 engine): GPUs with at
+//   least 70 GiB whose name has no "a100" get max_num_seqs 1024 (H100, H200, B200, MI300X: "use larger
+//   default values"; A100 is excluded because a large token budget lowered its throughput, PR #17885),
+//   every other GPU 256. The branch came with that PR (May 2025): 0.9.0 is the first release with it.
+inline constexpr EngineVersion kVllmLargeGpuDefaultsSince{{0, 9, 0}, true, 3, '.'};
+inline constexpr int64_t kVllmMaxNumSeqs = 256;
+inline constexpr int64_t kVllmMaxNumSeqsLargeGpu = 1024;
+inline constexpr double kVllmLargeGpuMinBytes = 70.0 * 1024 * 1024 * 1024;
 // --- attention -------------------------------------------------------------------------------------
 // FlashAttention-2 reaches 50-73% of A100 peak forward and 35-63% backward (Dao 2023, arXiv 2307.08691,
 // Sec. 4.1); FlashAttention-3 ~75% forward on H100. 0.55 is the middle of the FA2 range.
@@ -205,6 +229,16 @@ constexpr const EnginePerf& engine_perf(Engine e) {
   const auto i = static_cast<size_t>(e);
   return kEnginePerfTable[i < std::size(kEnginePerfTable) ? i : 0];
 }
+// The row of an engine at the version a workload names (unset: its current release), where a source
+// documents the difference ("engine versions" above): vLLM from 0.8 is the V1 engine.
+constexpr EnginePerf engine_perf_at(Engine e, const EngineVersion& v) {
+  EnginePerf p = engine_perf(e);
+  if (e == Engine::kVllm && !version_before(v, kVllmV1DefaultSince)) {
+    p.step_seconds = kStepSecondsVllmV1;
+    p.hopper_attention = true;
+  }
+  return p;
+}
 // PerfEfficiency::step_seconds below zero: the engine's own figure above (`--efficiency step_ms=` sets one).
 inline constexpr double kEngineDefaultStepSeconds = -1.0;
 // Prefill work per request when a serving engine batches prompts into chunks of this many tokens
@@ -312,5 +346,20 @@ inline constexpr double kCnnInferActivationPasses = 3;
 // GEMM with small channel counts in early layers): NVIDIA's RN50 v1.5 reference reaches ~0.5 of the
 // fp16 peak inside its conv kernels (DeepLearningExamples ConvNets performance notes).
 inline constexpr double kConvPeakFraction = 0.5;
+// Activations in PyTorch's default NCHW layout (no `channels_last`): cuDNN's tensor-core convolutions
+// (fp16/bf16, TF32) compute in NHWC, so each convolution transposes its input to NHWC and its output back
+// (nchwToNhwc / nhwcToNchw kernels, NVIDIA "Convolutional Layers User's Guide", "Tensor layouts in
+// memory: NCHW vs NHWC": NCHW tensor-core convolutions "perform the transposes automatically", at a cost;
+// channels_last "avoids" them). One read and one write per element per transpose. Per training step:
+// forward (input, output), dgrad (output gradient in, input gradient out), wgrad (input, output
+// gradient): 6 transposes of a convolution's input- or output-sized tensor; inference: the 2 of forward.
+// A convolution's input and output are each about half of the stored activation elements (a conv output
+// and its batch norm's output per layer, model.cc), so in units of stored elements: 6 read+write passes of
+// one half and of the other, i.e. 6 passes for training and 2 for inference. CUDA-core convolutions
+// (fp32 on V100) work in NCHW natively: no transposes. NVIDIA's recipes set it (DeepLearningExamples
+// ConvNets configs.yml: `memory_format: nhwc` for every AMP run; TF32 and FP32 runs leave main.py's
+// default `nchw`), Lambda's deeplearning-benchmark does not (config_v1: no --memory-format).
+inline constexpr double kNchwTransposeTrainPasses = 6;
+inline constexpr double kNchwTransposeInferPasses = 2;
 
 }  // namespace gpuplan::perf

@@ -89,7 +89,8 @@ double compute_peak(const PerfDevice& d, Precision p) {
   return peak_16bit(d);
 }
 
-Rates make_rates(const PerfDevice& d, Engine engine, const PerfRun& run, const PerfEfficiency& eff) {
+Rates make_rates(const PerfDevice& d, Engine engine, const EngineVersion& version, const PerfRun& run,
+                 const PerfEfficiency& eff) {
   Rates r{};
   const Precision p = run.weights.compute;
   double gemm_frac =
@@ -103,7 +104,7 @@ Rates make_rates(const PerfDevice& d, Engine engine, const PerfRun& run, const P
   if (run.weights.dequantize) r.gemm_flops *= eff.dequant_gemm_fraction;
   const double attn_peak = (p == Precision::kTf32 || p == Precision::kFp32) ? compute_peak(d, p) : peak_16bit(d);
   double attn_frac = eff.attention_peak_fraction;
-  if (d.persistent_gemm && !engine_perf(engine).hopper_attention) {
+  if (d.persistent_gemm && !engine_perf_at(engine, version).hopper_attention) {
     attn_frac = std::min(attn_frac, kFlashAttention2HopperFraction);  // FlashAttention-2 on Hopper
   }
   r.attn_flops = attn_peak * attn_frac;
@@ -122,6 +123,12 @@ Rates make_rates(const PerfDevice& d, Engine engine, const PerfRun& run, const P
   r.inv_bandwidth = 1.0 / r.bandwidth;
   r.inv_cuda_core_flops = r.cuda_core_flops > 0 ? 1.0 / r.cuda_core_flops : 0.0;
   return r;
+}
+
+// Layout transposes around tensor-core convolutions of NCHW activations (constants.h): none in NHWC
+// (channels_last) or on CUDA cores (fp32).
+double nchw_transpose_passes(const PerfRun& run, double passes) {
+  return run.channels_last || run.weights.compute == Precision::kFp32 ? 0.0 : passes;
 }
 
 // Convolutions: tensor-core convs reach kConvPeakFraction of peak; fp32 convs on CUDA cores reach the
@@ -412,7 +419,7 @@ Cost forward_step(const PerfArch& a, const Workload& w, const PerfRun& run, cons
 }
 
 double engine_step_seconds(const Workload& w, const PerfEfficiency& eff) {
-  return eff.step_seconds >= 0 ? eff.step_seconds : engine_perf(w.engine).step_seconds;
+  return eff.step_seconds >= 0 ? eff.step_seconds : engine_perf_at(w.engine, w.engine_version).step_seconds;
 }
 
 // One inference step as the user sees it: every pipeline stage in turn, plus the engine's host work.
@@ -738,8 +745,8 @@ InferencePerf inference_with(const PerfArch& a, const PerfDevice& d, const Workl
   if (a.cnn) {
     // One forward pass of `batch` samples.
     const double flops = a.cnn_flops_per_sample * batch;
-    const double bytes =
-        a.cnn_activation_elements_per_sample * batch * run.activation_bytes * kCnnInferActivationPasses;
+    const double bytes = a.cnn_activation_elements_per_sample * batch * run.activation_bytes *
+                         (kCnnInferActivationPasses + nchw_transpose_passes(run, kNchwTransposeInferPasses));
     Cost c;
     c.compute += flops / conv_flops(d, run.weights.compute, eff);
     c.memory += bytes / r.bandwidth;
@@ -778,7 +785,7 @@ InferencePerf inference_with(const PerfArch& a, const PerfDevice& d, const Workl
 
 InferencePerf predict_inference(const PerfArch& a, const PerfDevice& d, const Workload& w, const PerfRun& run,
                                 const PerfEfficiency& eff) {
-  const Rates r = make_rates(d, w.engine, run, eff);
+  const Rates r = make_rates(d, w.engine, w.engine_version, run, eff);
   return inference_with(a, d, w, run, eff, r, matmul_shapes(a, w, run), nullptr);
 }
 
@@ -972,7 +979,7 @@ InferenceSweep::InferenceSweep(const PerfArch& arch, const PerfDevice& device, c
   s.workload = w;
   s.run = run;
   s.eff = eff;
-  s.rates = make_rates(device, w.engine, run, eff);
+  s.rates = make_rates(device, w.engine, w.engine_version, run, eff);
   s.shapes = matmul_shapes(arch, w, run);
   s.constants = sweep_constants(arch, w, run, eff, s.rates, s.shapes);
 }
@@ -1022,7 +1029,7 @@ ServingPerf predict_serving(const PerfArch& a, const PerfDevice& d, const Worklo
                             const PerfEfficiency& eff, int64_t max_batch, double rate) {
   ServingPerf s;
   if (a.cnn || max_batch < 1) return s;
-  const Rates r = make_rates(d, w.engine, run, eff);
+  const Rates r = make_rates(d, w.engine, w.engine_version, run, eff);
   const MatmulShapes sh = matmul_shapes(a, w, run);
   const double input = dbl(perf_input_tokens(w));
   const double output = dbl(perf_output_tokens(w));
@@ -1076,7 +1083,7 @@ ServingPerf predict_serving(const PerfArch& a, const PerfDevice& d, const Worklo
 TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const Workload& w, const PerfRun& run,
                            const PerfEfficiency& eff) {
   TrainPerf t;
-  Rates r = make_rates(d, w.engine, run, eff);
+  Rates r = make_rates(d, w.engine, w.engine_version, run, eff);
   // Training kernels are large: launches run ahead asynchronously and only the per-kernel gap remains.
   r.kernel_seconds = eff.kernel_seconds;
   const double tp = std::max(1, w.tp), pp = std::max(1, w.pp), dp = std::max(1, run.dp);
@@ -1091,7 +1098,8 @@ TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const Workloa
     const double flops = a.cnn_flops_per_sample * mb;
     const double act = a.cnn_activation_elements_per_sample * mb * run.activation_bytes;
     micro.compute += kCnnTrainFlopsRatio * flops / conv_flops(d, run.weights.compute, eff);
-    micro.memory += act * kCnnTrainActivationPasses / r.bandwidth;
+    micro.memory +=
+        act * (kCnnTrainActivationPasses + nchw_transpose_passes(run, kNchwTransposeTrainPasses)) / r.bandwidth;
     micro.overhead += dbl(a.cnn_layers) * kCnnTrainKernelsPerLayer * r.kernel_seconds;
   } else {
     const StepShape shape{mb, seq, 0, a.encoder ? mb * seq * kMlmMaskedFraction : mb * seq, true};
@@ -1187,7 +1195,8 @@ double predict_gemm_tflops(const PerfDevice& d, Precision p, double m, double n,
   run.weights.bits_per_weight =
       p == Precision::kFp8 || p == Precision::kInt8 ? 8 : (p == Precision::kFp32 || p == Precision::kTf32 ? 32 : 16);
   run.activation_bytes = run.weights.bits_per_weight / 8;
-  const Rates r = make_rates(d, Engine::kAuto, run, eff);  // a cuBLAS GEMM: no engine's attention kernels
+  const Rates r =
+      make_rates(d, Engine::kAuto, EngineVersion{}, run, eff);  // a cuBLAS GEMM: no engine's attention kernels
   Cost c;
   gemm(c, r, m, n, k, run.activation_bytes, run.activation_bytes, r.gemm_flops);
   return 2.0 * m * n * k / (c.total() + r.kernel_seconds) / 1e12;

@@ -74,6 +74,8 @@ Result<PerfSetup> parse_perf_setup(const Json& request) {
       !(w.engine == Engine::kLlamaCpp && version_before(w.engine_version, kLlamaCppCudaGraphsSince));
   GPUPLAN_TRY(graphs, req.boolean("cuda_graphs", graphs_default));
   p.cuda_graphs = graphs;
+  GPUPLAN_TRY(channels_last, req.boolean("channels_last", true));
+  p.channels_last = channels_last;
   s.batch_given = req.has("batch") || req.has("micro_batch");
   GPUPLAN_TRY(global, req.whole("global_batch"));
   p.global_batch = global;
@@ -133,10 +135,19 @@ PerfRun run_for(const PerfSetup& s, const PerfDevice& device, int count) {
 }
 
 // Sequences a serving engine schedules at once, whatever memory allows: vLLM's max_num_seqs defaults to
-// 256 (vllm/engine/arg_utils.py, EngineArgs.max_num_seqs); TGI's router batches up to its token budget
-// (max_batch_total_tokens, sized from memory) and TensorRT-LLM's trtllm-bench sizes max_batch_size from
-// memory (up to 8192 with CUDA graphs), so neither is capped here.
-constexpr int64_t kVllmMaxNumSeqs = 256;
+// 256, and from 0.9 to 1024 on GPUs of 70 GiB or more but the A100 (constants.h, "engine versions");
+// TGI's router batches up to its token budget (max_batch_total_tokens, sized from memory) and
+// TensorRT-LLM's trtllm-bench sizes max_batch_size from memory (up to 8192 with CUDA graphs), so neither
+// is capped here. "auto" inference keeps vLLM's long-standing 256.
+namespace {
+int64_t vllm_max_num_seqs(const Workload& w, const Target& t) {
+  if (w.engine != Engine::kVllm || version_before(w.engine_version, kVllmLargeGpuDefaultsSince)) {
+    return kVllmMaxNumSeqs;
+  }
+  const bool a100 = t.id().find("a100") != std::string::npos;
+  return t.memory_total_bytes() >= kVllmLargeGpuMinBytes && !a100 ? kVllmMaxNumSeqsLargeGpu : kVllmMaxNumSeqs;
+}
+}  // namespace
 
 Result<MemoryVerdict> MemoryCache::verdict(const Target& t) {
   const int count = std::max(t.count, s_.workload.tp * s_.workload.pp);
@@ -175,7 +186,7 @@ Result<MemoryVerdict> MemoryCache::verdict(const Target& t) {
                               ? static_cast<int64_t>(std::floor(static_cast<double>(sf.kv_pool_tokens) / mean_tokens))
                               : sf.max_batch;
     if (serve->rules_engine == Engine::kVllm) {  // vLLM, and "auto" inference
-      v.serving_max_batch = std::min(v.serving_max_batch, kVllmMaxNumSeqs);
+      v.serving_max_batch = std::min(v.serving_max_batch, vllm_max_num_seqs(s_.workload, tc));
     }
   }
   return v;

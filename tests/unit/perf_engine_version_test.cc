@@ -6,6 +6,7 @@
 #include "gpuplan/catalog.h"
 #include "gpuplan/perf.h"
 #include "gpuplan/workload.h"
+#include "perf/constants.h"
 #include "perf/perf_request.h"
 
 namespace gpuplan {
@@ -140,6 +141,62 @@ TEST(LlamaCppKernels, LongPromptsRunInMicroBatchesOfFiveHundredTwelve) {
       predict_inference(short_one.setup.arch, perf_device(Target::linked(*Catalog::embedded()->resolve("rtx-4090"), 1)),
                         short_one.setup.workload, short_one.run, short_one.setup.efficiency);
   EXPECT_NEAR(short_single.ttft_seconds, pp512.perf.ttft_seconds, 1e-12);
+}
+
+// vLLM by major version (constants.h, "engine versions"): V0 before 0.8, V1 from 0.8 and when unset.
+Json vllm(const char* engine, int64_t input, int64_t output) {
+  return Json{{"model", "llama-3.1-8b"}, {"weights", "bf16"},      {"engine", engine}, {"batch", 1},
+              {"input_tokens", input},   {"output_tokens", output}};
+}
+
+TEST(VllmVersions, TheV1EngineHasAShorterHostStepThanV0) {
+  // Batch-1 decode on an A100 (no Hopper attention to switch): the versions differ by the host step only.
+  const Predicted v0 = predict("a100-80gb-sxm4", vllm("vllm@0.6.3", 512, 128));
+  const Predicted v1 = predict("a100-80gb-sxm4", vllm("vllm@0.8.0", 512, 128));
+  const Predicted now = predict("a100-80gb-sxm4", vllm("vllm", 512, 128));
+  EXPECT_NEAR(v0.perf.tpot_seconds - v1.perf.tpot_seconds, perf::kStepSecondsVllm - perf::kStepSecondsVllmV1, 1e-9);
+  EXPECT_NEAR(now.perf.tpot_seconds, v1.perf.tpot_seconds, 1e-12);  // unset: the current release, V1
+  // 0.7.x still defaults to V0 (VLLM_USE_V1=1 was opt-in).
+  EXPECT_NEAR(predict("a100-80gb-sxm4", vllm("vllm@0.7.3", 512, 128)).perf.tpot_seconds, v0.perf.tpot_seconds, 1e-12);
+  // The user's own step_ms wins over either version's default.
+  Json mine = vllm("vllm@0.6.3", 512, 128);
+  mine["efficiency"] = "step_ms=0.5";
+  EXPECT_NEAR(predict("a100-80gb-sxm4", mine).perf.tpot_seconds, v1.perf.tpot_seconds, 1e-12);
+}
+
+TEST(VllmVersions, TheV1EngineRunsFlashAttention3OnHopper) {
+  // A long prompt on an H100: V0's FlashAttention 2 reaches 35% of the peak, V1's FA3 the engines' 55%,
+  // so V1's prompt is faster by more than the host step; on an A100 only the host step differs.
+  const Predicted h_v0 = predict("h100-80gb-sxm5", vllm("vllm@0.6.3", 16384, 1));
+  const Predicted h_v1 = predict("h100-80gb-sxm5", vllm("vllm", 16384, 1));
+  const double step = perf::kStepSecondsVllm - perf::kStepSecondsVllmV1;
+  EXPECT_GT(h_v0.perf.ttft_seconds - h_v1.perf.ttft_seconds, step * 10);
+  const Predicted a_v0 = predict("a100-80gb-sxm4", vllm("vllm@0.6.3", 16384, 1));
+  const Predicted a_v1 = predict("a100-80gb-sxm4", vllm("vllm", 16384, 1));
+  EXPECT_NEAR(a_v0.perf.ttft_seconds - a_v1.perf.ttft_seconds, step, 1e-9);
+}
+
+int64_t serving_batch(const char* gpu, const char* engine) {
+  auto ref = Catalog::embedded()->resolve(gpu);
+  EXPECT_TRUE(ref.ok()) << gpu;
+  Json req = vllm(engine, 128, 128);
+  req.erase("batch");
+  auto s = perf::parse_perf_setup(req);
+  EXPECT_TRUE(s.ok());
+  perf::MemoryCache cache(*s);
+  auto v = cache.verdict(Target::linked(*ref, 1));
+  EXPECT_TRUE(v.ok());
+  return v.ok() ? v->serving_max_batch : -1;
+}
+
+TEST(VllmVersions, MaxNumSeqsIs1024OnLargeGpusFrom09ButNotOnTheA100) {
+  // Llama-3.1-8B with 128 + 128 tokens: memory holds thousands of sequences on an 80 GB GPU, so the
+  // scheduler's max_num_seqs decides (vllm/engine/arg_utils.py get_batch_defaults).
+  EXPECT_EQ(serving_batch("h100-80gb-sxm5", "vllm"), perf::kVllmMaxNumSeqsLargeGpu);
+  EXPECT_EQ(serving_batch("h100-80gb-sxm5", "vllm@0.8.5"), perf::kVllmMaxNumSeqs);
+  EXPECT_EQ(serving_batch("h100-80gb-sxm5", "vllm@0.6.3"), perf::kVllmMaxNumSeqs);
+  EXPECT_EQ(serving_batch("a100-80gb-sxm4", "vllm"), perf::kVllmMaxNumSeqs);  // "a100" excluded (PR #17885)
+  EXPECT_EQ(serving_batch("l40s", "vllm"), perf::kVllmMaxNumSeqs);            // 48 GB: under 70 GiB
 }
 
 }  // namespace

@@ -124,20 +124,38 @@ TEST(Validation, GroupsSplitUsedFromHeldOutWithTheirOwnMedians) {
   EXPECT_EQ(groups[3]["verdict_rows"], 1);
 }
 
-// A band is the smallest q that 80 % of the used rows' |ln(measured / predicted)| lie within; held-out
-// rows never set it.
-TEST(Validation, BandsAreCalibratedOnUsedRowsOnly) {
+// A band is the wider of two 80th percentiles of |ln(measured / predicted)| (issue #17, session 6): over
+// the used rows, and over all comparable rows, held-out ones included. The used rows' is a floor.
+TEST(Validation, BandsAreTheWiderOfUsedAndAllRows) {
   Json rows = Json::array();
   const double errors[] = {1, -2, 3, -4, 5, -6, 7, -8, 9, -10};
   for (int i = 0; i < 10; ++i) rows.push_back(fixture_row("u" + std::to_string(i), "decode", "x", "used", errors[i]));
-  rows.push_back(fixture_row("h", "decode", "y", "held_out", 300));
-  const Json bands = validate::calibrate_bands(rows);
-  ASSERT_EQ(bands.size(), 1u);
-  EXPECT_EQ(bands[0]["rows"], 10);
-  // The 8th of 10 sorted |ln(1 / (1 + e))|: e = -8 % gives ln(1 / 0.92) = 0.08338, rounded up.
-  EXPECT_NEAR(bands[0]["log_half_width"].get<double>(), 0.0835, 1.5e-4);
-  EXPECT_LE(bands[0]["low"].get<double>(), std::exp(-0.0834));
-  EXPECT_GE(bands[0]["high"].get<double>(), std::exp(0.0834));
+  {
+    // Used rows alone: the 8th of 10 sorted |ln(1 / (1 + e))|, e = -8 %: ln(1 / 0.92) = 0.08338, rounded up.
+    const Json bands = validate::calibrate_bands(rows);
+    ASSERT_EQ(bands.size(), 1u);
+    EXPECT_EQ(bands[0]["rows"], 10);
+    EXPECT_NEAR(bands[0]["log_half_width"].get<double>(), 0.0835, 1.5e-4);
+    EXPECT_LE(bands[0]["low"].get<double>(), std::exp(-0.0834));
+    EXPECT_GE(bands[0]["high"].get<double>(), std::exp(0.0834));
+  }
+  {
+    // A held-out row far off widens the band: the 9th of 11, e = 9 %: ln(1.09) = 0.08618, rounded up.
+    Json with = rows;
+    with.push_back(fixture_row("h", "decode", "y", "held_out", 300));
+    const Json bands = validate::calibrate_bands(with);
+    ASSERT_EQ(bands.size(), 1u);
+    EXPECT_EQ(bands[0]["rows"], 11);
+    EXPECT_NEAR(bands[0]["log_half_width"].get<double>(), 0.0863, 1.5e-4);
+  }
+  {
+    // Held-out rows closer than the used ones never narrow it below the used rows' percentile.
+    Json with = rows;
+    for (int i = 0; i < 10; ++i) with.push_back(fixture_row("h" + std::to_string(i), "decode", "y", "held_out", 0));
+    const Json bands = validate::calibrate_bands(with);
+    ASSERT_EQ(bands.size(), 1u);
+    EXPECT_NEAR(bands[0]["log_half_width"].get<double>(), 0.0835, 1.5e-4);
+  }
 }
 
 TEST(Validation, SourceGroupIsTheRepositoryOrSite) {
