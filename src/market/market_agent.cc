@@ -527,6 +527,11 @@ Result<HeartbeatAnswer> Market::heartbeat(const AgentPrincipal& a, const Heartbe
       GPUPLAN_CHECK(reconcile(*impl_, tx, a.node_id, false, row.last_heartbeat_ms.value_or(now), &c));
       GPUPLAN_CHECK(internal::bump_version(tx));
     }
+    GPUPLAN_TRY(policy, tx.query("SELECT mig_policy FROM nodes WHERE id = ?1", params(a.node_id)));
+    if (!policy.empty()) {
+      auto node_policy = parse_mig_policy(policy[0].text(0));
+      if (node_policy) out.mig_policy = *node_policy;
+    }
     GPUPLAN_TRY(rows, tx.query("SELECT r.id, r.version, r.state, g.uuid, p.profile, p.start_slice FROM "
                                "rental_placements p JOIN gpus g ON g.id = p.gpu_id JOIN rentals r ON r.id = "
                                "p.rental_id WHERE g.node_id = ?1 ORDER BY r.id, p.seq",

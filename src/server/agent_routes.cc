@@ -151,7 +151,10 @@ Json desired_json(const market::HeartbeatAnswer& a) {
                            {"profile", d.profile.empty() ? Json(nullptr) : Json(d.profile)},
                            {"placement", d.placement}});
   }
-  return Json{{"desired", std::move(desired)}, {"heartbeat_seconds", a.heartbeat_seconds}, {"ignored", a.ignored}};
+  return Json{{"desired", std::move(desired)},
+              {"heartbeat_seconds", a.heartbeat_seconds},
+              {"ignored", a.ignored},
+              {"mig_policy", market::to_string(a.mig_policy)}};  // the agent writes MIG only when "dynamic"
 }
 
 }  // namespace
