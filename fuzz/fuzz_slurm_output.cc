@@ -30,6 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (argv[0] == "sbatch") return h::ProcessResult{code, sbatch, sbatch, false};
     return h::ProcessResult{code, scancel, scancel, false};
   };
+  (void)h::accounting_enabled(in);    // scontrol show config
+  (void)h::has_container_plugin(in);  // srun --help
   auto t = h::make_slurm_target(o);
   h::HandoffRental r;
   r.rental_id = "r_fuzz";

@@ -18,6 +18,12 @@
 
 namespace gpuplan::handoff {
 
+// One live rental of a tenant (the Kubernetes target's ResourceQuota counts them: one quota a namespace).
+struct TenantSlice {
+  std::string rental_id;
+  std::string mig_profile;  // empty: a whole GPU
+};
+
 // What a target needs to know of one rental (one placement: a GPU or a MIG slice on a node).
 struct HandoffRental {
   std::string rental_id;
@@ -35,8 +41,12 @@ struct HandoffRental {
   std::string slurm_gres_type;  // the GRES type gpuplan's Slurm export writes ("a100_3g.40gb", "a100")
   std::string slurm_partition;  // Slurm-managed nodes: the partition and the node's Slurm name
   std::string slurm_node;
-  std::string slurm_account;  // empty: no accounting (the job runs under the default account)
+  std::string slurm_account;  // empty: "gpuplan-<tenant name>", sanitised (slurm_account_name)
+  // The tenant's live rentals (reserved, starting, running) on nodes of the same scheduler, this one
+  // excluded; at most kMaxTenantSlices (the market reads no more).
+  std::vector<TenantSlice> tenant_live;
 };
+inline constexpr size_t kMaxTenantSlices = 1024;  // k8s.h kMaxTenantRentals: rentals one quota counts
 
 // The name every object a target creates for `r` carries: "gpuplan-r<rental id>-g<generation>".
 std::string handoff_name(const HandoffRental& r);
@@ -63,7 +73,14 @@ struct HandoffAccess {
   std::string ssh;          // manual: "user@host:port" as the provider declared it
   std::string kube_namespace;
   std::string pod;
+  std::string server;  // kubernetes: the API server URL (from the configured kubeconfig)
+  // kubernetes: a ServiceAccount token scoped to the tenant's namespace, made at each access call
+  // (`kubectl create token`, kAccessTokenSeconds) and never stored by gpuplan.
+  std::string token;
+  int64_t token_expires_in_seconds = 0;
+  std::string note;  // what the renter should know ("no container plugin: the image is not run")
 };
+inline constexpr int64_t kAccessTokenSeconds = 3600;  // issue #15: a short-lived credential, one hour
 
 class HandoffTarget {
  public:
@@ -75,6 +92,7 @@ class HandoffTarget {
   virtual Result<HandoffResult> stop(const HandoffRental& r, std::string_view external_id) = 0;
   // Where it is now; kGone when the engine does not know it.
   virtual Result<HandoffResult> status(const HandoffRental& r, std::string_view external_id) = 0;
+  // May call the engine (the Kubernetes target makes a token): the market calls it outside any transaction.
   virtual HandoffAccess access(const HandoffRental& r, std::string_view external_id) const = 0;
 };
 
@@ -98,15 +116,30 @@ using ProcessRunner =
     std::function<Result<ProcessResult>(const std::vector<std::string>& argv, const std::string& stdin_text)>;
 
 // --- Slurm (src/handoff/slurm.cc) ----------------------------------------------------------------------------
+// Every job carries `--account gpuplan-<tenant>` (Slurm records it even without slurmdbd: squeue -o %a).
+// The account is created (`sacctmgr -i add account`) only where the cluster keeps accounting
+// (`scontrol show config`: AccountingStorageType is not accounting_storage/none), asked once per target.
+// The container plugin (pyxis: `srun --help` lists --container-image) is asked once too; with it the
+// holding job runs the rental's image (--container-image=IMAGE), without it the job runs bare.
+enum class Detect { kAsk, kYes, kNo };  // kAsk: ask the cluster once, at the first apply
 struct SlurmOptions {
-  ProcessRunner run;                    // empty: run_process
-  std::string bin_dir;                  // where sbatch, squeue, scancel, scontrol, sacctmgr are; empty: PATH
-  bool accounting = false;              // true: an account per tenant (sacctmgr), --account on every job
-  std::string wrap = "sleep infinity";  // the holding job's command
+  ProcessRunner run;                       // empty: run_process
+  std::string bin_dir;                     // where sbatch, squeue, scancel, scontrol, sacctmgr are; empty: PATH
+  Detect accounting = Detect::kAsk;        // kYes: create the tenant's account with sacctmgr before its first job
+  Detect container_plugin = Detect::kAsk;  // kYes: --container-image on jobs whose rental has an image
+  std::string wrap = "sleep infinity";     // the holding job's command
 };
+// "gpuplan-" and the tenant's name (its id when it has none): lower-case letters, digits, '-' and '_'
+// kept, anything else '_', cut to kMaxSlurmAccountBytes; r.slurm_account when set.
+std::string slurm_account_name(const HandoffRental& r);
+inline constexpr size_t kMaxSlurmAccountBytes = 64;  // sacctmgr keeps longer, but squeue's %a columns do not
+// Parsers of Slurm's answers (outside input: fuzz/fuzz_slurm_output.cc).
+bool accounting_enabled(std::string_view scontrol_show_config);  // AccountingStorageType != ...none
+bool has_container_plugin(std::string_view srun_help);           // lists --container-image
 std::unique_ptr<HandoffTarget> make_slurm_target(SlurmOptions options = {});
-// The sbatch argv for `r` (the test reads it; apply runs it).
-std::vector<std::string> slurm_sbatch_argv(const HandoffRental& r, const SlurmOptions& options);
+// The sbatch argv for `r` (the test reads it; apply runs it). `container_plugin`: add --container-image.
+std::vector<std::string> slurm_sbatch_argv(const HandoffRental& r, const SlurmOptions& options,
+                                           bool container_plugin = false);
 
 // --- a fake target for tests: records in `path` one line per created name, and every call in path.calls --
 std::unique_ptr<HandoffTarget> make_file_target(std::string path, std::string kind = "slurm");

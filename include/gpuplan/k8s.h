@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -65,6 +66,9 @@ struct K8sOptions {
   std::vector<K8sRental> tenant_rentals;
   // The container's command; empty: the image's entrypoint.
   std::vector<std::string> command;
+  // false: the quota counts tenant_rentals only (a stop recomputes it without the stopped rental; with
+  // none left the rental's resource is capped at 0).
+  bool count_self = true;
 };
 
 // One object to apply.
@@ -128,5 +132,41 @@ Result<std::vector<std::string>> kubectl_delete_argv(const KubectlConfig& config
 // Applies the manifests through `run`; a non-zero exit is kUnavailable with kubectl's error text.
 Result<ProcessResult> kubectl_apply(std::span<const Manifest> manifests, const KubectlConfig& config,
                                     const ProcessRunner& run);
+
+// --- the outbox's Kubernetes target (src/handoff/k8s_target.cc; docs/market.md, "Hand-off to Kubernetes") --
+// apply: `kubectl get pod` first (found: already_existed), else the rental's manifests through
+// `kubectl apply -f - -o name` (server-side: an existing object is success); status: the Pod's phase
+// (Running: running; Pending, Unknown: pending; Failed, Succeeded, NotFound: gone); stop and delete:
+// `kubectl delete pod[,resourceclaim] -l gpuplan.io/rental=ID,gpuplan.io/generation=G --ignore-not-found
+// --wait=false`, then the tenant's ResourceQuota re-applied over its other live rentals; access: the
+// namespace, the Pod, the API server of the kubeconfig and a fresh one-hour token of the namespace's
+// ServiceAccount gpuplan-renter (`kubectl create token`), never stored.
+struct KubernetesTargetOptions {
+  KubectlConfig kubectl;  // kubeconfig required
+  K8sMode mode = K8sMode::kDevicePlugin;
+  ProcessRunner run;  // empty: run_process
+};
+std::unique_ptr<HandoffTarget> make_kubernetes_target(KubernetesTargetOptions options);
+// The renderer's rental of the outbox's (a rental with no template image runs kDefaultImage).
+K8sRental k8s_rental_of(const HandoffRental& r);
+inline constexpr std::string_view kDefaultImage = "docker.io/library/ubuntu:24.04";  // a shell to exec into
+inline constexpr std::string_view kRenterAccount = "gpuplan-renter";                 // the renter's ServiceAccount
+
+// kubectl's answers are outside input: each is bounded and checked (fuzz/fuzz_kubectl_output.cc).
+struct PodPhase {
+  bool found = false;  // false: NotFound
+  std::string phase;   // "Running", "Pending", ...; empty: no status yet
+  ExternalState state = ExternalState::kGone;
+};
+inline constexpr size_t kMaxKubectlWordBytes = 256;  // a phase, a name, a URL: longer is not kubectl's answer
+inline constexpr size_t kMaxTokenBytes = 16 << 10;   // a ServiceAccount JWT is 1-2 KB
+// `kubectl get pod NAME -o jsonpath={.status.phase}`: exit 0 and a phase, or exit 1 and NotFound.
+Result<PodPhase> parse_pod_phase(const ProcessResult& res);
+// `kubectl apply -o name`: one "<kind>[.<group>]/<name>" a line; the Pod's line must be there.
+Status check_applied(std::string_view out, std::string_view pod_name);
+// `kubectl create token`: a JWT (three base64url parts joined by '.').
+Result<std::string> parse_token(std::string_view out);
+// `kubectl config view --minify -o jsonpath={.clusters[0].cluster.server}`: an https:// or http:// URL.
+Result<std::string> parse_server_url(std::string_view out);
 
 }  // namespace gpuplan::handoff

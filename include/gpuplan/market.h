@@ -173,6 +173,9 @@ struct NodeSpec {
   std::string slurm_partition;  // slurm: the partition its holding jobs go to (empty: the default one)
   std::string slurm_node;       // slurm: its NodeName in slurm.conf (empty: `name`)
   std::string ssh;              // manual: "user@host:port" GET /rentals/{id}/access shows the renter
+  // The node's MIG policy (migration 0007): kStatic (the agent only reads) or kDynamic (the provider
+  // lets the agent create and destroy GPU instances; the agent must be started --mig-policy dynamic too).
+  MigPolicy mig_policy = MigPolicy::kStatic;
 };
 struct NodeGpu {
   std::string id;
@@ -199,6 +202,7 @@ struct Node {
   std::string slurm_partition;
   std::string slurm_node;
   std::string ssh;
+  MigPolicy mig_policy = MigPolicy::kStatic;  // NodeSpec::mig_policy
   int64_t live_rentals = 0;
   int64_t created_at_ms = 0;
 };
@@ -435,6 +439,8 @@ struct HeartbeatAnswer {
   std::string stale_reason;
   std::vector<std::string> failed;  // the reported failures this heartbeat recorded (rentals now failed)
   int64_t bench_request = 0;        // a pending bench request of the node (POST /nodes/{id}/bench); 0: none
+  // The node's MIG policy: the agent creates or destroys GPU instances only when it is kDynamic.
+  MigPolicy mig_policy = MigPolicy::kStatic;
 };
 // A bench report (PUT /agent/bench): the calibration file `gpuplan bench` wrote on the node, for one GPU
 // of the agent's own node (by uuid) or one MIG profile of it.

@@ -264,6 +264,7 @@ Status run_agent(const AgentOptions& o, const std::atomic<bool>& stop, bool json
   Json running = Json::array();    // what the last answer said should run, echoed as running
   Json failed = Json::array();     // dynamic MIG: rentals whose instance could not be made, for the next heartbeat
   NodeInventory last_inventory;    // what the last inventory PUT said (dynamic MIG compares against it)
+  bool said_static = false;        // the "node policy is static" notice went out once
   Json once_out = Json::object();  // --once with a server: the inventory's and the heartbeat's answers
   int64_t bench_ran = 0;           // the last bench request (heartbeat's bench_request) this agent ran
   // A requested bench running in the background, and the request it answers.
@@ -330,7 +331,17 @@ Status run_agent(const AgentOptions& o, const std::atomic<bool>& stop, bool json
       failed = Json::array();
       const Json desired = h.body.value("desired", Json::array());
       std::set<std::string> failed_ids;
-      if (o.mig_writes == MigWrites::kDynamic) {
+      // Both sides consent to MIG writes: this agent (--mig-policy dynamic) and the node's policy on the server.
+      const bool node_dynamic = h.body.contains("mig_policy") && h.body["mig_policy"].is_string() &&
+                                h.body["mig_policy"].get<std::string>() == "dynamic";
+      if (o.mig_writes == MigWrites::kDynamic && !node_dynamic && !said_static) {
+        said_static = true;
+        say(out, json, "mig_policy_static",
+            Json{{"message",
+                  "the node's MIG policy on the server is static: no GPU instance is created or destroyed "
+                  "(gpuplan nodes add --mig-policy dynamic)"}});
+      }
+      if (o.mig_writes == MigWrites::kDynamic && node_dynamic) {
         // Make the node's instances what the server placed; a rental whose instance failed is reported
         // (not echoed as running) in the next heartbeat, and changed instances go out in a fresh inventory.
         const MigReconcile rec = reconcile_mig(*backend, last_inventory, desired_instances(desired));

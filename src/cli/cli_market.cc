@@ -242,10 +242,11 @@ std::string render_nodes(const Json& r) {
       claimed += g.value("claimed_slices", 0);
     }
     rows.push_back({s(n["id"]), s(n["name"]), s(n["region"]), s(n["state"]), std::to_string(n["gpus"].size()),
-                    std::to_string(claimed) + "/" + std::to_string(slices), s(n["live_rentals"])});
+                    std::to_string(claimed) + "/" + std::to_string(slices), s(n["live_rentals"]),
+                    n.contains("mig_policy") ? s(n["mig_policy"]) : "static"});
   }
   if (rows.empty()) return "no nodes\n";
-  return render_table({"id", "name", "region", "state", "gpus", "slices_held", "rentals"}, rows);
+  return render_table({"id", "name", "region", "state", "gpus", "slices_held", "rentals", "mig_policy"}, rows);
 }
 std::string render_usage(const Json& r) {
   std::string out =
@@ -338,6 +339,7 @@ void add_market_commands(CLI::App& app) {
     auto& partition = str();
     auto& slurm_node = str();
     auto& ssh = str();
+    auto& node_mig = str();
     a->add_option("--name", name, "Node name (unique for the provider)")->required();
     a->add_option("--region", region, "Region, e.g. eu-west")->required();
     a->add_option("--interconnect", ic, "nvlink or pcie")->default_str("pcie");
@@ -349,6 +351,10 @@ void add_market_commands(CLI::App& app) {
     a->add_option("--slurm-partition", partition, "--scheduler slurm: the partition of its holding jobs");
     a->add_option("--slurm-node", slurm_node, "--scheduler slurm: its NodeName in slurm.conf (default: --name)");
     a->add_option("--ssh", ssh, "user@host:port its renters reach it at (rentals access)");
+    a->add_option("--mig-policy", node_mig,
+                  "static (its agent only reads MIG) or dynamic (its agent, run --mig-policy dynamic, may "
+                  "create and destroy GPU instances)")
+        ->default_str("static");
     add(
         a,
         [&]() -> Result<Json> {
@@ -359,6 +365,7 @@ void add_market_commands(CLI::App& app) {
           if (!partition.empty()) body["slurm_partition"] = partition;
           if (!slurm_node.empty()) body["slurm_node"] = slurm_node;
           if (!ssh.empty()) body["ssh"] = ssh;
+          if (!node_mig.empty()) body["mig_policy"] = node_mig;
           for (const auto& g : gpus) {
             GPUPLAN_TRY(j, gpu_json(g));
             body["gpus"].push_back(j);
@@ -531,7 +538,8 @@ void add_market_commands(CLI::App& app) {
           },
           render_rental);
     }
-    CLI::App* ac = rentals->add_subcommand("access", "How to reach a rental: Slurm job and srun line, Pod, or SSH");
+    CLI::App* ac = rentals->add_subcommand(
+        "access", "How to reach a rental: Slurm job and srun line, Pod and a one-hour token, or SSH");
     auto& aid = str();
     ac->add_option("rental", aid, "Rental id")->required();
     add(
@@ -540,7 +548,7 @@ void add_market_commands(CLI::App& app) {
           std::string out = s(r["rental_id"]) + " " + s(r["state"]) + " on " + s(r["kind"]);
           if (r.contains("node") && r["node"].is_string()) out += " node " + s(r["node"]);
           out += "\n";
-          for (const char* k : {"external_id", "command", "ssh", "namespace", "pod"}) {
+          for (const char* k : {"external_id", "command", "ssh", "namespace", "pod", "server", "token", "note"}) {
             if (r.contains(k) && r[k].is_string()) out += std::string("  ") + k + ": " + s(r[k]) + "\n";
           }
           return out;

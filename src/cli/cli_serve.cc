@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cli/cli.h"
+#include "gpuplan/k8s.h"
 #include "market/db.h"
 #include "server/server.h"
 
@@ -20,8 +21,10 @@ struct ServeCommand {
   long long deadline_ms = 10000;
   long long header_timeout_ms = 5000;
   long long keep_alive_ms = 2000;
-  std::string data_dir;  // --data-dir: the market on SQLite (DIR/gpuplan.db)
-  std::string database;  // --database: the market on PostgreSQL
+  std::string data_dir;            // --data-dir: the market on SQLite (DIR/gpuplan.db)
+  std::string database;            // --database: the market on PostgreSQL
+  handoff::KubectlConfig kubectl;  // --kubeconfig, --kube-context, --kubectl: the Kubernetes target
+  std::string k8s_mode = "device-plugin";
 };
 
 // The market's housekeeping (ends_at, credit limits) runs this often: a rental past its end is
@@ -78,6 +81,12 @@ void add_serve_command(CLI::App& app) {
   c.app->add_option("--data-dir", c.data_dir,
                     "Serve the market from this data directory (SQLite DIR/gpuplan.db; created if missing)");
   c.app->add_option("--database", c.database, "Serve the market from PostgreSQL (postgresql://user@host/db)");
+  c.app->add_option("--kubeconfig", c.kubectl.kubeconfig,
+                    "Hand rentals on nodes with scheduler kubernetes to this cluster (kubectl --kubeconfig)");
+  c.app->add_option("--kube-context", c.kubectl.context, "--kubeconfig: the context (default: its current one)");
+  c.app->add_option("--kubectl", c.kubectl.kubectl, "--kubeconfig: the kubectl binary")->capture_default_str();
+  c.app->add_option("--k8s-mode", c.k8s_mode, "--kubeconfig: how Pods get GPUs: device-plugin or dra")
+      ->capture_default_str();
   c.app->add_option("--market-threads", c.options.market_threads, "Workers of the market's endpoints")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
@@ -129,6 +138,20 @@ int run_serve(const Context& ctx) {
   // The outbox's engines: Slurm through sbatch/squeue/scancel on PATH (a row for a Slurm-managed node
   // fails its attempts with "cannot run 'squeue'" where Slurm is not installed).
   market_options.targets.push_back(std::shared_ptr<handoff::HandoffTarget>(handoff::make_slurm_target()));
+  // Kubernetes only with a kubeconfig: without one, rows for Kubernetes nodes wait ("no target of its kind").
+  if (!c.kubectl.kubeconfig.empty()) {
+    auto mode = handoff::parse_k8s_mode(c.k8s_mode);
+    if (!mode) {
+      std::cerr << "gpuplan: error: --k8s-mode: " << mode.error().message << "\n";
+      return exit_code(ErrorCode::kUsage);
+    }
+    if (!std::filesystem::is_regular_file(c.kubectl.kubeconfig)) {
+      std::cerr << "gpuplan: error: --kubeconfig " << c.kubectl.kubeconfig << " is not a file\n";
+      return exit_code(ErrorCode::kNotFound);
+    }
+    market_options.targets.push_back(std::shared_ptr<handoff::HandoffTarget>(
+        handoff::make_kubernetes_target(handoff::KubernetesTargetOptions{c.kubectl, *mode, {}})));
+  }
   auto opened = market::Market::open(std::move(*db), nullptr, market_options);
   if (!opened) {
     std::cerr << "gpuplan: error: " << opened.error().message << "\n";

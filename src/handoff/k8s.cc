@@ -399,7 +399,8 @@ Result<std::vector<Manifest>> render_kubernetes(const K8sRental& r, const K8sOpt
     ++hard[quota_key(t, o.mode)];
     self_counted = self_counted || t.rental_id == r.rental_id;
   }
-  if (!self_counted) ++hard[quota_key(r, o.mode)];
+  if (!self_counted && o.count_self) ++hard[quota_key(r, o.mode)];
+  if (!o.count_self) hard.try_emplace(quota_key(r, o.mode), 0);  // its resource stays capped, at 0 if none left
 
   std::vector<Manifest> out;
   {

@@ -1477,7 +1477,7 @@ Result<std::vector<Node>> load_nodes(Tx& tx, const std::string& provider, const 
                        "n.state, n.created_at, g.id, g.idx, g.uuid, g.catalog_id, g.mig_policy, "
                        "COALESCE(g.mig_layout, ''), g.mem_slices, (SELECT COUNT(*) FROM slice_claims c WHERE c.gpu_id "
                        "= g.id), n.scheduler, COALESCE(n.slurm_partition, ''), COALESCE(n.slurm_node, ''), "
-                       "COALESCE(n.ssh, '') FROM nodes n JOIN gpus g ON g.node_id = n.id WHERE " +
+                       "COALESCE(n.ssh, ''), n.mig_policy FROM nodes n JOIN gpus g ON g.node_id = n.id WHERE " +
                            where + " ORDER BY n.created_at, n.id, g.idx",
                        v));
   std::vector<Node> out;
@@ -1499,6 +1499,7 @@ Result<std::vector<Node>> load_nodes(Tx& tx, const std::string& provider, const 
       n.slurm_partition = r.text(19);
       n.slurm_node = r.text(20);
       n.ssh = r.text(21);
+      n.mig_policy = stored_word(parse_mig_policy(r.text(22)), MigPolicy::kStatic);
       out.push_back(std::move(n));
     }
     NodeGpu g;
@@ -1549,6 +1550,12 @@ Result<Node> Market::add_node(const Principal& p, const NodeSpec& spec) {
   if (spec.scheduler != Scheduler::kSlurm && (!spec.slurm_partition.empty() || !spec.slurm_node.empty())) {
     return usage_error("slurm_partition and slurm_node are for a Slurm-managed node (scheduler: slurm)",
                        spec.slurm_partition.empty() ? "slurm_node" : "slurm_partition");
+  }
+  if (spec.mig_policy != MigPolicy::kStatic && spec.mig_policy != MigPolicy::kDynamic) {
+    return usage_error(
+        "a node's mig_policy is static (the agent only reads) or dynamic (it may create and "
+        "destroy GPU instances)",
+        "mig_policy");
   }
   for (const auto& [v, f] : {std::pair{&spec.slurm_partition, "slurm_partition"},
                              std::pair{&spec.slurm_node, "slurm_node"}, std::pair{&spec.ssh, "ssh"}}) {
@@ -1615,11 +1622,11 @@ Result<Node> Market::add_node(const Principal& p, const NodeSpec& spec) {
   Status s = with_tx(*impl_->db, TxMode::kWrite, [&](Tx& tx) -> Status {
     auto n = tx.exec(
         "INSERT INTO nodes (id, provider_id, name, region, interconnect, vcpus, ram_gb, disk_gb, state, "
-        "created_at, scheduler, slurm_partition, slurm_node, ssh) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'ready', ?9, "
-        "?10, ?11, ?12, ?13)",
+        "created_at, scheduler, slurm_partition, slurm_node, ssh, mig_policy) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+        "'ready', ?9, ?10, ?11, ?12, ?13, ?14)",
         params(node_id, p.tenant_id, spec.name, spec.region, std::string(to_string(spec.interconnect)), spec.vcpus,
                spec.ram_gb, spec.disk_gb, now, std::string(to_string(spec.scheduler)), opt_text(spec.slurm_partition),
-               opt_text(spec.slurm_node), opt_text(spec.ssh)));
+               opt_text(spec.slurm_node), opt_text(spec.ssh), std::string(to_string(spec.mig_policy))));
     if (!n) {
       if (n.error().code == ErrorCode::kConflict) return conflict("you have a node named '" + spec.name + "'", "name");
       return n.error();

@@ -600,8 +600,13 @@ Result<HeartbeatAnswer> Market::heartbeat(const AgentPrincipal& a, const Heartbe
       GPUPLAN_CHECK(internal::bump_version(tx));
     }
     GPUPLAN_CHECK(record_failures(*impl_, tx, a.node_id, hb.failed, out));
-    GPUPLAN_TRY(bench, tx.query("SELECT bench_request, bench_answered FROM nodes WHERE id = ?1", params(a.node_id)));
-    if (!bench.empty() && bench[0].integer(0) > bench[0].integer(1)) out.bench_request = bench[0].integer(0);
+    GPUPLAN_TRY(node, tx.query("SELECT bench_request, bench_answered, mig_policy FROM nodes WHERE id = ?1",
+                               params(a.node_id)));
+    if (!node.empty()) {
+      if (node[0].integer(0) > node[0].integer(1)) out.bench_request = node[0].integer(0);
+      auto node_policy = parse_mig_policy(node[0].text(2));
+      if (node_policy) out.mig_policy = *node_policy;
+    }
     GPUPLAN_TRY(rows, tx.query("SELECT r.id, r.version, r.state, g.uuid, p.profile, p.start_slice FROM "
                                "rental_placements p JOIN gpus g ON g.id = p.gpu_id JOIN rentals r ON r.id = "
                                "p.rental_id WHERE g.node_id = ?1 ORDER BY r.id, p.seq",

@@ -101,7 +101,21 @@ Result<handoff::HandoffRental> handoff_rental(Tx& tx, const OutboxRow& row) {
     GPUPLAN_TRY(g, tx.query("SELECT catalog_id FROM gpus WHERE id = ?1", params(p.gpu_id)));
     if (!g.empty()) h.gpu_type = g[0].text(0);
     h.slurm_gres_type = gres_type(h.gpu_type, h.mig_profile);
+  } else {
+    // Released (stop, delete): the profile from the rental's target ("a100-80gb-sxm4/3g.40gb"), which the
+    // Kubernetes target's quota needs.
+    const size_t slash = r.target.find('/');
+    h.gpu_type = r.target.substr(0, slash);
+    if (slash != std::string::npos) h.mig_profile = r.target.substr(slash + 1);
   }
+  // The tenant's other live rentals on this engine (the Kubernetes quota counts them).
+  GPUPLAN_TRY(live, tx.query("SELECT DISTINCT r.id, COALESCE(p.profile, '') FROM rentals r JOIN rental_placements p ON "
+                             "p.rental_id = r.id JOIN gpus g ON g.id = p.gpu_id JOIN nodes n ON n.id = g.node_id "
+                             "WHERE r.tenant_id = ?1 AND r.id <> ?2 AND r.state IN ('reserved', 'starting', "
+                             "'running') AND n.scheduler = ?3 ORDER BY r.id LIMIT " +
+                                 std::to_string(handoff::kMaxTenantSlices),
+                             params(r.tenant_id, r.id, row.target_kind)));
+  for (const Row& l : live) h.tenant_live.push_back(handoff::TenantSlice{l.text(0), l.text(1)});
   return h;
 }
 
@@ -358,10 +372,14 @@ Result<std::vector<OutboxRow>> Market::outbox_rows(const Principal& p, std::stri
 Result<RentalAccess> Market::rental_access(const Principal& p, std::string_view rental_id) const {
   RentalAccess out;
   const MarketOptions& opts = internal::options(*impl_);
+  const handoff::HandoffTarget* target = nullptr;
+  handoff::HandoffRental h;
+  std::string external_id;
   Status s = with_tx(internal::db(*impl_), TxMode::kRead, [&](Tx& tx) -> Status {
     auto r = internal::load_rental(tx, rental_id);
     if (!r || r->tenant_id != p.tenant_id) return not_found_error("no rental '" + std::string(rental_id) + "'", "id");
     out = RentalAccess{};
+    target = nullptr;
     out.rental_id = r->id;
     out.state = r->state;
     GPUPLAN_TRY(last, tx.query(std::string("SELECT ") + kOutboxCols +
@@ -373,14 +391,15 @@ Result<RentalAccess> Market::rental_access(const Principal& p, std::string_view 
       const OutboxRow row = row_from(last[0]);
       node_id = row.node_id;
       out.generation = row.generation;
-      GPUPLAN_TRY(h, handoff_rental(tx, row));
-      const handoff::HandoffTarget* target = target_of(opts, row.target_kind);
-      if (target != nullptr) {
-        out.access = target->access(h, row.external_id);
-      } else {
-        out.access.kind = row.target_kind;
-        out.access.external_id = row.external_id;
-      }
+      GPUPLAN_TRY(hr, handoff_rental(tx, row));
+      h = hr;
+      external_id = row.external_id;
+      // Only a live hand-off gets the engine's access (a Kubernetes token is made for it).
+      const bool live =
+          r->state == RentalState::kReserved || r->state == RentalState::kStarting || r->state == RentalState::kRunning;
+      target = live ? target_of(opts, row.target_kind) : nullptr;
+      out.access.kind = row.target_kind;
+      out.access.external_id = row.external_id;
     } else {
       out.access.kind = std::string(to_string(Scheduler::kManual));
     }
@@ -394,6 +413,8 @@ Result<RentalAccess> Market::rental_access(const Principal& p, std::string_view 
     return Status::Ok();
   });
   if (!s) return s.error();
+  // Outside the transaction: the target may call its engine (kubectl create token).
+  if (target != nullptr) out.access = target->access(h, external_id);
   return out;
 }
 

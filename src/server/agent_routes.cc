@@ -169,7 +169,10 @@ Json desired_json(const market::HeartbeatAnswer& a) {
                            {"profile", d.profile.empty() ? Json(nullptr) : Json(d.profile)},
                            {"placement", d.placement}});
   }
-  Json out{{"desired", std::move(desired)}, {"heartbeat_seconds", a.heartbeat_seconds}, {"ignored", a.ignored}};
+  Json out{{"desired", std::move(desired)},
+           {"heartbeat_seconds", a.heartbeat_seconds},
+           {"ignored", a.ignored},
+           {"mig_policy", market::to_string(a.mig_policy)}};  // the agent writes MIG only when "dynamic"
   if (!a.failed.empty()) out["failed"] = a.failed;
   out["bench_request"] = a.bench_request;
   return out;

@@ -92,22 +92,29 @@ Json node_json(const market::Node& n) {
               {"slurm_partition", j_str_or_null(n.slurm_partition)},
               {"slurm_node", j_str_or_null(n.slurm_node)},
               {"ssh", j_str_or_null(n.ssh)},
+              {"mig_policy", market::to_string(n.mig_policy)},
               {"live_rentals", n.live_rentals},
               {"gpus", std::move(gpus)},
               {"created_at_ms", n.created_at_ms}};
 }
 // GET /rentals/{id}/access: how the renter reaches what it rented (issue #15).
 Json access_json(const market::RentalAccess& a) {
-  return Json{{"rental_id", a.rental_id},
-              {"state", market::to_string(a.state)},
-              {"kind", a.access.kind},
-              {"node", j_str_or_null(a.node_name)},
-              {"generation", a.generation},
-              {"external_id", j_str_or_null(a.access.external_id)},
-              {"command", j_str_or_null(a.access.command)},
-              {"ssh", j_str_or_null(a.access.ssh)},
-              {"namespace", j_str_or_null(a.access.kube_namespace)},
-              {"pod", j_str_or_null(a.access.pod)}};
+  return Json{
+      {"rental_id", a.rental_id},
+      {"state", market::to_string(a.state)},
+      {"kind", a.access.kind},
+      {"node", j_str_or_null(a.node_name)},
+      {"generation", a.generation},
+      {"external_id", j_str_or_null(a.access.external_id)},
+      {"command", j_str_or_null(a.access.command)},
+      {"ssh", j_str_or_null(a.access.ssh)},
+      {"namespace", j_str_or_null(a.access.kube_namespace)},
+      {"pod", j_str_or_null(a.access.pod)},
+      {"server", j_str_or_null(a.access.server)},
+      // A fresh namespace-scoped token at each call; gpuplan keeps no copy.
+      {"token", j_str_or_null(a.access.token)},
+      {"token_expires_in_seconds", a.access.token.empty() ? Json(nullptr) : Json(a.access.token_expires_in_seconds)},
+      {"note", j_str_or_null(a.access.note)}};
 }
 }  // namespace
 
@@ -297,6 +304,9 @@ Result<market::NodeSpec> node_spec(const Json& body) {
   GPUPLAN_TRY(partition, req.text("slurm_partition"));
   GPUPLAN_TRY(slurm_node, req.text("slurm_node"));
   GPUPLAN_TRY(ssh, req.text("ssh"));
+  GPUPLAN_TRY(node_mig, req.text("mig_policy"));
+  GPUPLAN_TRY(mig_policy, market::parse_mig_policy(node_mig, "mig_policy"));
+  spec.mig_policy = mig_policy;
   spec.scheduler = scheduler;
   spec.slurm_partition = partition;
   spec.slurm_node = slurm_node;

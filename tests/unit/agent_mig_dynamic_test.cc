@@ -141,22 +141,23 @@ TEST(AgentMigDynamic, TakenSlicesAndBadPlacementsAreReportedPerRental) {
   EXPECT_EQ(instances(**b), (std::vector<std::pair<std::string, int>>{{"3g.40gb", 0}, {"2g.20gb", 4}}));
 }
 
-// The agent's loop against a small loopback server: the first heartbeat's answer names a rental whose
-// instance the scripted INSUFFICIENT_RESOURCES makes impossible; the next heartbeat reports it in
-// `failed` and does not echo it as running, and the agent keeps going.
-TEST(AgentMigDynamic, TheNextHeartbeatReportsTheFailure) {
+// The agent's loop against a small loopback server whose heartbeat answers the node's MIG policy
+// `node_policy` and names a rental whose instance the scripted INSUFFICIENT_RESOURCES makes impossible.
+struct LoopResult {
+  std::vector<Json> beats;
+  std::string log;
+  Status result = Status::Ok();
+};
+LoopResult run_against(const std::string& node_policy) {
+  LoopResult out;
   httplib::Server server;
   std::mutex mu;
-  std::vector<Json> beats;
-  int inventories = 0;
   server.Put("/api/v1/agent/inventory", [&](const httplib::Request&, httplib::Response& res) {
-    std::lock_guard<std::mutex> lock(mu);
-    ++inventories;
     res.set_content(R"({"node_id":"n_1","seq":1,"gpus":[],"resumed":0,"lost":0,"ended":0})", "application/json");
   });
   server.Post("/api/v1/agent/heartbeat", [&](const httplib::Request& req, httplib::Response& res) {
     std::lock_guard<std::mutex> lock(mu);
-    beats.push_back(Json::parse(req.body, nullptr, false));
+    out.beats.push_back(Json::parse(req.body, nullptr, false));
     const Json answer{{"desired", Json::array({Json{{"rental_id", "r_fail"},
                                                     {"generation", 5},
                                                     {"state", "running"},
@@ -164,15 +165,19 @@ TEST(AgentMigDynamic, TheNextHeartbeatReportsTheFailure) {
                                                     {"profile", "3g.40gb"},
                                                     {"placement", 4}}})},
                       {"heartbeat_seconds", 1},
-                      {"ignored", Json::array()}};
+                      {"ignored", Json::array()},
+                      {"mig_policy", node_policy}};
     res.set_content(answer.dump(), "application/json");
   });
   const int port = server.bind_to_any_port("127.0.0.1");
-  ASSERT_GT(port, 0);
+  if (port <= 0) {
+    ADD_FAILURE() << "no port";
+    return out;
+  }
   std::thread serve([&] { server.listen_after_bind(); });
 
   const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("gpuplan-migdyn-" + std::to_string(::getpid()));
+      std::filesystem::temp_directory_path() / ("gpuplan-migdyn-" + std::to_string(::getpid()) + "-" + node_policy);
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "token") << "gpa_test\n";
   AgentOptions o;
@@ -182,14 +187,13 @@ TEST(AgentMigDynamic, TheNextHeartbeatReportsTheFailure) {
   o.mig_writes = MigWrites::kDynamic;
   std::atomic<bool> stop{false};
   std::ostringstream log;
-  Status result = Status::Ok();
-  std::thread agent([&] { result = run_agent(o, stop, true, log); });
+  std::thread agent([&] { out.result = run_agent(o, stop, true, log); });
   constexpr auto kPatience = std::chrono::seconds(20);  // a deadline for a hung agent, not a timing assert
   const auto until = std::chrono::steady_clock::now() + kPatience;
   while (std::chrono::steady_clock::now() < until) {
     {
       std::lock_guard<std::mutex> lock(mu);
-      if (beats.size() >= 3) break;
+      if (out.beats.size() >= 3) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -198,16 +202,37 @@ TEST(AgentMigDynamic, TheNextHeartbeatReportsTheFailure) {
   server.stop();
   serve.join();
   std::filesystem::remove_all(dir);
-  EXPECT_TRUE(result.ok()) << result.error().message;
-  std::lock_guard<std::mutex> lock(mu);
-  ASSERT_GE(beats.size(), 2u) << log.str();
-  EXPECT_FALSE(beats[0].contains("failed"));
-  ASSERT_TRUE(beats[1].contains("failed")) << beats[1].dump();
-  EXPECT_EQ(beats[1]["failed"][0]["rental_id"], "r_fail");
-  EXPECT_EQ(beats[1]["failed"][0]["generation"], 5);
-  EXPECT_EQ(beats[1]["failed"][0]["code"], "insufficient_resources");
-  EXPECT_TRUE(beats[1]["running"].empty()) << beats[1].dump();
-  EXPECT_NE(log.str().find("mig_failed"), std::string::npos);
+  out.log = log.str();
+  return out;
+}
+
+// The node's policy is dynamic: the next heartbeat reports the failure in `failed` and does not echo it
+// as running, and the agent keeps going.
+TEST(AgentMigDynamic, TheNextHeartbeatReportsTheFailure) {
+  const LoopResult r = run_against("dynamic");
+  EXPECT_TRUE(r.result.ok()) << r.result.error().message;
+  ASSERT_GE(r.beats.size(), 2u) << r.log;
+  EXPECT_FALSE(r.beats[0].contains("failed"));
+  ASSERT_TRUE(r.beats[1].contains("failed")) << r.beats[1].dump();
+  EXPECT_EQ(r.beats[1]["failed"][0]["rental_id"], "r_fail");
+  EXPECT_EQ(r.beats[1]["failed"][0]["generation"], 5);
+  EXPECT_EQ(r.beats[1]["failed"][0]["code"], "insufficient_resources");
+  EXPECT_TRUE(r.beats[1]["running"].empty()) << r.beats[1].dump();
+  EXPECT_NE(r.log.find("mig_failed"), std::string::npos);
+}
+
+// The agent runs --mig-policy dynamic but the node's policy on the server is static: the agent writes
+// nothing (no create was tried, so nothing failed) and says why once.
+TEST(AgentMigDynamic, AStaticNodePolicyOnTheServerKeepsTheAgentReadOnly) {
+  const LoopResult r = run_against("static");
+  EXPECT_TRUE(r.result.ok()) << r.result.error().message;
+  ASSERT_GE(r.beats.size(), 2u) << r.log;
+  EXPECT_FALSE(r.beats[1].contains("failed")) << r.beats[1].dump();
+  EXPECT_EQ(r.log.find("mig_failed"), std::string::npos) << r.log;
+  EXPECT_EQ(r.log.find("mig_changed"), std::string::npos) << r.log;
+  const size_t said = r.log.find("mig_policy_static");
+  ASSERT_NE(said, std::string::npos) << r.log;
+  EXPECT_EQ(r.log.find("mig_policy_static", said + 1), std::string::npos) << "said once";
 }
 
 }  // namespace

@@ -421,6 +421,39 @@ TEST_P(MarketAgent, AVanishedGpuOrMigInstanceLosesItsRentalsAndTheirReturnResume
   EXPECT_EQ(state(s1->id), RentalState::kRunning);
 }
 
+// A node's MIG policy (migration 0007): static unless the provider says dynamic; stored, listed and told
+// to the node's agent in every heartbeat answer (the agent writes MIG only when it says dynamic).
+TEST_P(MarketAgent, TheNodesMigPolicyIsStoredListedAndToldToItsAgent) {
+  Node plain = w.add_a100_node("n1", 1, MigPolicy::kDynamic);
+  EXPECT_EQ(plain.mig_policy, MigPolicy::kStatic) << "the default";
+  NodeSpec spec;
+  spec.name = "n2";
+  spec.region = "eu-west";
+  spec.gpus.push_back(GpuSpec{"a100-80gb-sxm4", "GPU-n2-0", MigPolicy::kDynamic, ""});
+  spec.mig_policy = MigPolicy::kNone;
+  auto refused = w.market->add_node(w.provider, spec);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().field, "mig_policy");
+  spec.mig_policy = MigPolicy::kDynamic;
+  auto dynamic = w.market->add_node(w.provider, spec);
+  ASSERT_TRUE(dynamic.ok()) << dynamic.error().message;
+  EXPECT_EQ(dynamic->mig_policy, MigPolicy::kDynamic);
+  auto listed = w.market->list_nodes(w.provider);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 2u);
+  for (const Node& n : *listed) {
+    EXPECT_EQ(n.mig_policy, n.id == plain.id ? MigPolicy::kStatic : MigPolicy::kDynamic) << n.name;
+  }
+  EXPECT_EQ(text("SELECT mig_policy FROM nodes WHERE id = ?1", {Value(plain.id)}), "static");
+  for (const Node& n : {plain, *dynamic}) {
+    AgentPrincipal a = enrol(n);
+    ASSERT_TRUE(w.market->put_inventory(a, a100_inventory(n.name, 1, 1)).ok());
+    auto hb = w.market->heartbeat(a, Heartbeat{2, kBoot, {}});
+    ASSERT_TRUE(hb.ok()) << hb.error().message;
+    EXPECT_EQ(hb->mig_policy, n.id == plain.id ? MigPolicy::kStatic : MigPolicy::kDynamic) << n.name;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, MarketAgent, ::testing::ValuesIn(testing::kStoreKinds), testing::store_name);
 
 }  // namespace

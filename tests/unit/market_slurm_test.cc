@@ -40,16 +40,81 @@ HandoffRental sample() {
 TEST(SlurmTarget, SbatchArgvNamesTheJobByRentalAndGeneration) {
   handoff::SlurmOptions o;
   auto argv = handoff::slurm_sbatch_argv(sample(), o);
+  // The tenant's account is always passed: Slurm records it on the job even without slurmdbd.
   const std::vector<std::string> want = {
-      "sbatch",    "--parsable", "--job-name",    "gpuplan-rr_abc-g3",    "--partition",
-      "gpu",       "--nodelist", "gpu-node-7",    "--gres=gpu:3g.40gb:1", "--output",
-      "/dev/null", "--wrap",     "sleep infinity"};
+      "sbatch",     "--parsable", "--job-name",           "gpuplan-rr_abc-g3", "--partition",       "gpu",
+      "--nodelist", "gpu-node-7", "--gres=gpu:3g.40gb:1", "--account",         "gpuplan-acme_corp", "--output",
+      "/dev/null",  "--wrap",     "sleep infinity"};
   EXPECT_EQ(argv, want);
-  o.accounting = true;
-  argv = handoff::slurm_sbatch_argv(sample(), o);
-  auto it = std::find(argv.begin(), argv.end(), "--account");
-  ASSERT_NE(it, argv.end());
-  EXPECT_EQ(*(it + 1), "gpuplan-acme_corp");
+  // With pyxis and an image: the job runs it in a named container the renter's steps join.
+  HandoffRental with_image = sample();
+  with_image.image = "nvcr.io/nvidia/pytorch:24.05-py3";
+  argv = handoff::slurm_sbatch_argv(with_image, o, true);
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--container-image=nvcr.io/nvidia/pytorch:24.05-py3"), argv.end());
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--container-name=gpuplan-rr_abc-g3"), argv.end());
+  EXPECT_EQ(handoff::slurm_sbatch_argv(sample(), o, true), want) << "no image: nothing to run";
+  HandoffRental odd = sample();
+  odd.tenant_name = std::string(200, 'A') + " $(x)";
+  EXPECT_EQ(handoff::slurm_account_name(odd), "gpuplan-" + std::string(handoff::kMaxSlurmAccountBytes - 8, 'a'));
+}
+
+TEST(SlurmTarget, AccountingAndContainerPluginAreAskedOnceAndFollowed) {
+  for (const bool on : {false, true}) {
+    SCOPED_TRACE(on ? "slurmdbd and pyxis" : "no accounting, no plugin");
+    std::vector<std::vector<std::string>> calls;
+    handoff::SlurmOptions o;
+    o.run = [&](const std::vector<std::string>& argv, const std::string&) -> Result<ProcessResult> {
+      calls.push_back(argv);
+      if (argv[0] == "squeue") return ProcessResult{0, "", "", false};
+      if (argv[0] == "scontrol") {
+        return ProcessResult{0,
+                             std::string("AccountingStorageHost   = localhost\nAccountingStorageType   = ") +
+                                 (on ? "accounting_storage/slurmdbd" : "accounting_storage/none") + "\n",
+                             "", false};
+      }
+      if (argv[0] == "srun") {
+        return ProcessResult{0,
+                             on ? "      --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH\n"
+                                  "                              [pyxis] the image to use for the container\n"
+                                : "      --cpu-bind=...\n      --container=id\n",
+                             "", false};
+      }
+      if (argv[0] == "sacctmgr") return ProcessResult{0, " Adding Account(s)\n", "", false};
+      if (argv[0] == "sbatch") return ProcessResult{0, "7\n", "", false};
+      return ProcessResult{1, "", "unexpected", false};
+    };
+    auto t = handoff::make_slurm_target(o);
+    HandoffRental r = sample();
+    r.image = "nvcr.io/nvidia/pytorch:24.05-py3";
+    for (int i = 0; i < 2; ++i) {
+      HandoffRental ri = r;
+      ri.generation = 3 + i;
+      ASSERT_TRUE(t->apply(ri).ok());
+    }
+    auto count = [&](const std::string& tool) {
+      return std::count_if(calls.begin(), calls.end(), [&](const auto& a) { return a[0] == tool; });
+    };
+    EXPECT_EQ(count("scontrol"), 1) << "asked once per target";
+    EXPECT_EQ(count("srun"), 1);
+    EXPECT_EQ(count("sacctmgr"), on ? 2 : 0);
+    const auto& sbatch = *std::find_if(calls.begin(), calls.end(), [](const auto& a) { return a[0] == "sbatch"; });
+    EXPECT_EQ(std::find(sbatch.begin(), sbatch.end(), "--container-image=" + r.image) != sbatch.end(), on);
+    EXPECT_NE(std::find(sbatch.begin(), sbatch.end(), "gpuplan-acme_corp"), sbatch.end());
+    const handoff::HandoffAccess a = t->access(r, "7");
+    if (on) {
+      EXPECT_EQ(a.command, "srun --jobid=7 --overlap --container-name=gpuplan-rr_abc-g3 --pty bash");
+      EXPECT_NE(a.note.find("pyxis"), std::string::npos) << a.note;
+    } else {
+      EXPECT_EQ(a.command, "srun --jobid=7 --overlap --pty bash");
+      EXPECT_NE(a.note.find("no container plugin: the image is not run"), std::string::npos) << a.note;
+    }
+  }
+  EXPECT_FALSE(handoff::accounting_enabled("AccountingStorageType = accounting_storage/none\n"));
+  EXPECT_FALSE(handoff::accounting_enabled("AccountingStorageTypeX = accounting_storage/slurmdbd\n"));
+  EXPECT_FALSE(handoff::accounting_enabled(""));
+  EXPECT_TRUE(handoff::accounting_enabled("  AccountingStorageType=accounting_storage/slurmdbd"));
+  EXPECT_FALSE(handoff::has_container_plugin("--container-image-save=PATH"));
+  EXPECT_TRUE(handoff::has_container_plugin("--container-image"));
 }
 
 TEST(SlurmTarget, ApplyIsIdempotentOnTheJobName) {
@@ -60,6 +125,7 @@ TEST(SlurmTarget, ApplyIsIdempotentOnTheJobName) {
     calls.push_back(argv);
     if (argv[0] == "squeue") return ProcessResult{0, queue, "", false};
     if (argv[0] == "sbatch") return ProcessResult{0, "4242\n", "", false};
+    if (argv[0] == "scontrol" || argv[0] == "srun") return ProcessResult{0, "", "", false};  // no dbd, no pyxis
     if (argv[0] == "scancel") return ProcessResult{0, "", "", false};
     return ProcessResult{1, "", "unexpected", false};
   };
@@ -68,7 +134,7 @@ TEST(SlurmTarget, ApplyIsIdempotentOnTheJobName) {
   ASSERT_TRUE(first.ok()) << first.error().message;
   EXPECT_EQ(first->external_id, "4242");
   EXPECT_FALSE(first->already_existed);
-  ASSERT_EQ(calls.size(), 2u);  // squeue -n, then sbatch
+  ASSERT_EQ(calls.size(), 4u);  // squeue -n, scontrol show config, srun --help, then sbatch
   EXPECT_EQ(calls[0], (std::vector<std::string>{"squeue", "-h", "-n", "gpuplan-rr_abc-g3", "-o", "%i %T"}));
   // A retried delivery: the job is there, so sbatch does not run again.
   queue = "4242 RUNNING\n";
@@ -77,7 +143,7 @@ TEST(SlurmTarget, ApplyIsIdempotentOnTheJobName) {
   EXPECT_TRUE(again->already_existed);
   EXPECT_EQ(again->external_id, "4242");
   EXPECT_EQ(again->state, handoff::ExternalState::kRunning);
-  EXPECT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls.size(), 5u);
   // Stop by name of a job that is gone: success, nothing cancelled.
   queue = "";
   auto stop = t->stop(sample(), "");
@@ -93,7 +159,7 @@ TEST(SlurmTarget, ApplyIsIdempotentOnTheJobName) {
 TEST(SlurmTarget, FailuresAreErrorsNotCrashes) {
   handoff::SlurmOptions o;
   o.run = [](const std::vector<std::string>& argv, const std::string&) -> Result<ProcessResult> {
-    if (argv[0] == "squeue") return ProcessResult{0, "", "", false};
+    if (argv[0] == "squeue" || argv[0] == "scontrol" || argv[0] == "srun") return ProcessResult{0, "", "", false};
     return ProcessResult{1, "", "sbatch: error: Invalid generic resource (gres) specification", false};
   };
   auto t = handoff::make_slurm_target(o);
@@ -201,6 +267,11 @@ TEST_P(MarketSlurm, RentalBecomesARunningJobWithItsGresAndStopEndsIt) {
   EXPECT_NE(show->out.find("JobName=gpuplan-r" + rented->id + "-g" + std::to_string(rented->version)),
             std::string::npos)
       << show->out;
+
+  // The tenant's account is on the job, though this cluster keeps no accounting (no slurmdbd).
+  auto account = sh({"squeue", "-h", "-j", job, "-o", "%a"});
+  ASSERT_TRUE(account.ok());
+  EXPECT_EQ(account->out, "gpuplan-acme\n") << account->err;
 
   // The renter runs inside the job.
   auto step = sh({"srun", "--jobid=" + job, "--overlap", "true"});
