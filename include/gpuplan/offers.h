@@ -58,17 +58,17 @@ struct Offer {
   std::string source;                  // URL (a file row); "market" (a market row)
   std::string file;                    // where the offer was read ("market" for a market row)
   int line = 0;
+  Fabric fabric = Fabric::kNone;  // the network between instances the offer states (column fabric)
   // A live market offer: its id in the market (empty: a row of an offers file), and whether its
   // provider is the demo inventory of `make run` (demo data, marked so in the API and the page).
   std::string market_id;
   bool demo = false;
-  int64_t min_billable_seconds = 0;  // the shortest time an instance is billed for (market rows: the market's)
   // Billing step and start-up (issue #18): a file row's columns, else its provider's terms
   // (provider_terms); a market row bills per second from running (docs/market.md) and starts at once.
   BillingUnit billing = BillingUnit::kSecond;
-  double startup_seconds = 0;  // provisioning: asking for the instance until it runs a command
-  std::string billing_source;  // "offer" (the file's columns), a provider's URL, or the default's reason
-  Fabric fabric = Fabric::kNone;
+  int64_t min_billable_seconds = 0;  // the shortest time an instance is billed for (market rows: the market's)
+  double startup_seconds = 0;        // provisioning: asking for the instance until it runs a command
+  std::string billing_source;        // "offer" (the file's columns), a provider's URL, or the default's reason
   // Market rows whose GPUs reported a bench (PUT /agent/bench, issue #16): the `measured` object as the
   // market lists it (JSON text; empty: none), and its fitted curves as `--efficiency` text, which plan
   // applies to this offer (plan option `measured`).

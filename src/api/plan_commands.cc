@@ -89,7 +89,9 @@ Json plan_json(const Plan& p, bool spot, const OfferFilter& filter) {
          {"billed_seconds", sig(p.billed_seconds)},
          {"billing", std::string(billing_name(o.billing))},
          {"min_billable_seconds", o.min_billable_seconds},
-         {"billing_source", o.billing_source},
+         {"billing_source", o.billing_source.empty() && o.is_market()
+                                ? std::string("market: per second from running (docs/market.md)")
+                                : o.billing_source},
          {"fabric", std::string(fabric_name(o.fabric))},
          {"currency", o.currency},
          {"captured_at", o.captured_at},
