@@ -17,6 +17,29 @@
 
 namespace gpuplan {
 
+// How an offer's instances reach each other (column `fabric`): none (the default: separately rented
+// machines on the provider's ordinary network), or a cluster fabric the provider states for the offer
+// (InfiniBand, RoCE, AWS EFA). Tensor and pipeline parallelism span instances only over a fabric.
+enum class Fabric { kNone, kInfiniband, kRoce, kEfa };
+std::string_view fabric_name(Fabric f);  // "none", "infiniband", "roce", "efa"
+
+// The step a provider bills running time in (column `billing`): a started step is billed whole.
+enum class BillingUnit { kSecond, kMinute, kHour };
+std::string_view billing_name(BillingUnit u);  // "per-second", "per-minute", "per-hour"
+int64_t billing_unit_seconds(BillingUnit u);
+
+// A provider's billing terms and start-up time, used for an offer whose file leaves the columns
+// `billing`, `min_billable_seconds` or `startup_seconds` empty (data/offers/README.md lists each with
+// its source; a provider not listed gets the conservative default, per-hour with a one-hour minimum).
+struct ProviderTerms {
+  BillingUnit billing = BillingUnit::kHour;
+  int64_t min_billable_seconds = 0;
+  double startup_seconds = 0;  // provisioning: from asking for the instance to its first command
+  std::string_view source;     // where the billing terms are stated (a URL), or why they are a default
+  bool known = false;          // false: the conservative default for a provider not listed
+};
+ProviderTerms provider_terms(std::string_view provider);
+
 struct Offer {
   std::string provider;
   std::string region;
@@ -35,11 +58,17 @@ struct Offer {
   std::string source;                  // URL (a file row); "market" (a market row)
   std::string file;                    // where the offer was read ("market" for a market row)
   int line = 0;
+  Fabric fabric = Fabric::kNone;  // the network between instances the offer states (column fabric)
   // A live market offer: its id in the market (empty: a row of an offers file), and whether its
   // provider is the demo inventory of `make run` (demo data, marked so in the API and the page).
   std::string market_id;
   bool demo = false;
-  int64_t min_billable_seconds = 0;  // market rows: the shortest time a rental is billed for
+  // Billing step and start-up (issue #18): a file row's columns, else its provider's terms
+  // (provider_terms); a market row bills per second from running (docs/market.md) and starts at once.
+  BillingUnit billing = BillingUnit::kSecond;
+  int64_t min_billable_seconds = 0;  // the shortest time an instance is billed for (market rows: the market's)
+  double startup_seconds = 0;        // provisioning: asking for the instance until it runs a command
+  std::string billing_source;        // "offer" (the file's columns), a provider's URL, or the default's reason
   // Market rows whose GPUs reported a bench (PUT /agent/bench, issue #16): the `measured` object as the
   // market lists it (JSON text; empty: none), and its fitted curves as `--efficiency` text, which plan
   // applies to this offer (plan option `measured`).
@@ -51,6 +80,9 @@ struct Offer {
 
   bool is_market() const { return !market_id.empty(); }
 
+  // Seconds one instance is billed for when it runs `seconds`: rounded up to the billing step, at
+  // least the minimum.
+  double billed_seconds(double seconds) const;
   // Per GPU-hour (derived): the instance price divided by its devices; nullopt when not sold.
   std::optional<double> price_per_gpu_hour(bool spot) const;
   std::string id() const;  // "provider/region/name"; a market row: its market id
@@ -69,7 +101,9 @@ struct OfferSet {
 
 // Parses an offers file. CSV needs the header
 // provider,region,offer,gpu,gpus,interconnect,vcpus,ram_gb,price_hour,spot_price_hour,currency,available,captured_at,source
-// (any column order), and optionally price_kind (list, the default, or marketplace). YAML holds `offers:`
+// (any column order), and optionally price_kind (list, the default, or marketplace), fabric (none,
+// infiniband, roce, efa), billing (per-second, per-minute, per-hour), min_billable_seconds and
+// startup_seconds (empty: the provider's terms). YAML holds `offers:`
 // with the same keys. A broken header or document is an
 // error; a broken line is skipped with its reason.
 Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_name, std::string_view text);

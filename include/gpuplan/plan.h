@@ -5,6 +5,7 @@
 // replace with models whose answers are known by construction).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,6 +27,7 @@ struct TrainPoint {
   bool fits = false;
   std::string why_not;           // when it does not fit
   double tokens_per_second = 0;  // the whole group
+  int64_t global_batch = 0;      // sequences (samples) per optimizer step over all replicas; 0 = unknown
 };
 
 // Starts a PlanModel's `why_not` for a refused configuration; the planner reports it as refused, with
@@ -44,8 +46,11 @@ class PlanModel {
   // Whether the model's shape allows tp-way tensor parallelism (heads divisible) and pp stages.
   virtual bool layout_allowed(int tp, int pp) const = 0;
   // The planner evaluates one offer at a time and says which before its configurations: a model may
-  // predict each offer with what that offer's GPUs measured (Offer::measured_efficiency).
+  // predict each offer with what that offer's GPUs measured (Offer::measured_efficiency), and its
+  // network between instances (Offer::gpus per node, Offer::fabric).
   virtual void begin_offer(const Offer& offer) const { (void)offer; }
+  // Bytes of the weights an instance loads before it runs (the model load of its start-up); 0 = none.
+  virtual double weights_bytes() const { return 0; }
 };
 
 enum class PlanObjective { kCost, kTime };
@@ -70,8 +75,15 @@ struct PlanOptions {
   // Per offer. The request's default is data/options.yaml `max_instances` (16: plan.h said 64 and the
   // plan command 16 until issue #12); tests/unit/options_test.cc fails when the two disagree.
   int max_instances = 16;
-  int max_gpus = 1024;  // per plan
+  // Per plan, all instances together: data/options.yaml `max_gpus` (64; tests/unit/options_test.cc).
+  int max_gpus = 64;
 };
+
+// Model load at start-up: the weights read at 125 MiB/s, the baseline throughput of an AWS EBS gp3
+// volume (docs.aws.amazon.com, CreateVolume: gp3 throughput 125-1000 MiB/s, 125 unless provisioned),
+// the slowest common place a fresh instance reads a checkpoint from (a download from the Hugging Face
+// hub is often faster, a cold network volume not).
+inline constexpr double kModelLoadBytesPerSecond = 125.0 * 1024 * 1024;
 
 struct Plan {
   const Offer* offer = nullptr;
@@ -80,7 +92,7 @@ struct Plan {
   int tp = 1;
   int pp = 1;
   int replicas = 1;  // serving: model copies; training: data-parallel degree
-  int batch = 0;     // serving: concurrent sequences per replica
+  int batch = 0;     // serving: concurrent sequences per replica; training: sequences per optimizer step
   double cost_per_hour = 0;
   double cost_total = 0;                    // training: to finish; serving: per hour of service
   double cost_per_million_tokens = 0;       // serving: per million tokens (input + output) at the goal rate
@@ -89,6 +101,14 @@ struct Plan {
   double ttft_seconds = 0;
   double tpot_seconds = 0;
   double tokens_per_second = 0;
+  // Start-up (issue #18): provisioning (the offer's startup_seconds) plus loading the weights at
+  // kModelLoadBytesPerSecond. Training: seconds_total = startup + run, and each instance is billed
+  // billed_seconds (startup + run rounded up to the offer's billing step, at least its minimum).
+  double provisioning_seconds = 0;
+  double load_seconds = 0;
+  double startup_seconds = 0;
+  double run_seconds = 0;     // training: the job's compute time
+  double billed_seconds = 0;  // training: per instance; serving: 0 (a service runs until stopped)
   bool meets_goal = false;
   std::string reason;  // why this plan was chosen for the offer, or why the offer fails
 };

@@ -80,6 +80,19 @@ Json plan_json(const Plan& p, bool spot, const OfferFilter& filter) {
          {"ttft_seconds", sig(p.ttft_seconds)},
          {"tpot_seconds", sig(p.tpot_seconds)},
          {"tokens_per_second", sig(p.tokens_per_second)},
+         // Start-up and billing (issue #18): provisioning + weights load; training bills each instance
+         // billed_seconds (start-up + run, rounded up to the billing step, at least the minimum).
+         {"startup_seconds", sig(p.startup_seconds)},
+         {"provisioning_seconds", sig(p.provisioning_seconds)},
+         {"load_seconds", sig(p.load_seconds)},
+         {"run_seconds", sig(p.run_seconds)},
+         {"billed_seconds", sig(p.billed_seconds)},
+         {"billing", std::string(billing_name(o.billing))},
+         {"min_billable_seconds", o.min_billable_seconds},
+         {"billing_source", o.billing_source.empty() && o.is_market()
+                                ? std::string("market: per second from running (docs/market.md)")
+                                : o.billing_source},
+         {"fabric", std::string(fabric_name(o.fabric))},
          {"currency", o.currency},
          {"captured_at", o.captured_at},
          {"source", o.source},
@@ -234,6 +247,7 @@ Json plan_answer(const PlanRequest& pr, const PlanResult& result, size_t conside
   const bool has_best = !result.plans.empty() && result.plans.front().meets_goal;
   return Json{{"model", pr.setup.workload.model->id},
               {"task", task_name(pr.setup.workload.task)},
+              {"engine", std::string(engine_name(pr.setup.workload.engine))},
               {"goal", std::move(goal)},
               {"objective", pr.objective},
               {"now", pr.filter.now},

@@ -16,15 +16,19 @@ std::string num(const Json& v, const char* fmt, double scale = 1) {
   return buf;
 }
 
+// Hours with three significant digits: a job of minutes reads "0.0317", not "0.0".
+std::string hours(const Json& seconds) { return num(seconds, "%.3g", 1.0 / kSecondsPerHour); }
+
 }  // namespace
 
 std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
   const bool serve = r["goal"]["kind"] == "serve";
   std::vector<std::string> header =
-      serve ? std::vector<std::string>{"#",     "offer", "target",       "gpus",    "tp",      "pp",   "replicas",
-                                       "batch", "usd_h", "usd_per_mtok", "ttft_ms", "tpot_ms", "meets"}
-            : std::vector<std::string>{"#",  "offer", "target", "gpus",      "dp",   "tp",
-                                       "pp", "usd_h", "hours",  "usd_total", "meets"};
+      serve
+          ? std::vector<std::string>{"#",     "offer", "target",       "gpus",    "tp",      "pp",          "replicas",
+                                     "batch", "usd_h", "usd_per_mtok", "ttft_ms", "tpot_ms", "startup_min", "meets"}
+          : std::vector<std::string>{"#",     "offer",       "target", "gpus",     "dp",    "tp",        "pp",
+                                     "batch", "startup_min", "hours",  "billed_h", "usd_h", "usd_total", "meets"};
   std::vector<std::vector<std::string>> rows;
   int i = 0;
   for (const auto& p : r["plans"]) {
@@ -35,19 +39,23 @@ std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
                       std::to_string(p["pp"].get<int>()), std::to_string(p["replicas"].get<int>()),
                       std::to_string(p["batch"].get<int>()), num(p["cost_per_hour"], "%.2f"),
                       num(p["cost_per_million_tokens"], "%.3f"), num(p["ttft_seconds"], "%.0f", 1e3),
-                      num(p["tpot_seconds"], "%.1f", 1e3), p["meets_goal"].get<bool>() ? "yes" : "no"});
+                      num(p["tpot_seconds"], "%.1f", 1e3), num(p["startup_seconds"], "%.1f", 1.0 / kSecondsPerMinute),
+                      p["meets_goal"].get<bool>() ? "yes" : "no"});
     } else {
       rows.push_back({std::to_string(i), p["offer"].get<std::string>(), p["target"].get<std::string>(),
                       std::to_string(p["gpus"].get<int>()), std::to_string(p["replicas"].get<int>()),
                       std::to_string(p["tp"].get<int>()), std::to_string(p["pp"].get<int>()),
-                      num(p["cost_per_hour"], "%.2f"), num(p["seconds_total"], "%.1f", 1.0 / kSecondsPerHour),
-                      num(p["cost_total"], "%.0f"), p["meets_goal"].get<bool>() ? "yes" : "no"});
+                      std::to_string(p["batch"].get<int>()), num(p["startup_seconds"], "%.1f", 1.0 / kSecondsPerMinute),
+                      hours(p["seconds_total"]), hours(p["billed_seconds"]), num(p["cost_per_hour"], "%.2f"),
+                      num(p["cost_total"], "%.2f"), p["meets_goal"].get<bool>() ? "yes" : "no"});
     }
   }
   if (fmt.csv) return render_csv(header, rows);
   std::ostringstream os;
   const Json& g = r["goal"];
-  os << r["model"].get<std::string>() << ", " << r["task"].get<std::string>() << ": ";
+  os << r["model"].get<std::string>() << ", " << r["task"].get<std::string>();
+  if (r.contains("engine")) os << ", engine " << r["engine"].get<std::string>();
+  os << ": ";
   if (serve) {
     os << num(g["rate_requests_per_second"], "%g") << " req/s of " << g["input_tokens"].get<int>() << " + "
        << g["output_tokens"].get<int>() << " tokens";
@@ -70,8 +78,13 @@ std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
     if (serve)
       os << ", " << num(b["cost_per_million_tokens"], "%.3f") << " per million tokens";
     else
-      os << ", " << num(b["cost_total"], "%.0f") << " in total, "
-         << num(b["seconds_total"], "%.1f", 1.0 / kSecondsPerHour) << " h";
+      os << ", " << num(b["cost_total"], "%.2f") << " in total, " << hours(b["seconds_total"]) << " h";
+    // Start-up and billing (issue #18).
+    os << "\n  start-up " << num(b["startup_seconds"], "%.1f", 1.0 / kSecondsPerMinute) << " min (provisioning "
+       << num(b["provisioning_seconds"], "%.0f") << " s, weights load " << num(b["load_seconds"], "%.0f")
+       << " s); billed " << b["billing"].get<std::string>() << ", minimum "
+       << b["min_billable_seconds"].get<long long>() << " s";
+    if (!serve) os << ": " << hours(b["billed_seconds"]) << " h per instance";
     if (b.contains("available"))  // a market offer: its live price and count, no capture date
       os << "; live price, " << num(b["available"], "%.0f") << " available now (" << b["source"].get<std::string>()
          << ")\n\n";
@@ -95,8 +108,8 @@ std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
     os << "Cost against time (Pareto front: no other plan is both cheaper and faster)\n";
     std::vector<std::vector<std::string>> pr;
     for (const auto& p : r["pareto"]) {
-      pr.push_back({p["offer"].get<std::string>(), std::to_string(p["gpus"].get<int>()),
-                    num(p["seconds_total"], "%.1f", 1.0 / kSecondsPerHour), num(p["cost_total"], "%.0f")});
+      pr.push_back({p["offer"].get<std::string>(), std::to_string(p["gpus"].get<int>()), hours(p["seconds_total"]),
+                    num(p["cost_total"], "%.2f")});
     }
     os << render_table({"offer", "gpus", "hours", "usd_total"}, pr, {false, true, true, true}) << "\n";
   }

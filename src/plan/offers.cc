@@ -21,7 +21,10 @@ const char* const kColumns[] = {"provider",     "region",    "offer",       "gpu
                                 "interconnect", "vcpus",     "ram_gb",      "price_hour", "spot_price_hour",
                                 "currency",     "available", "captured_at", "source"};
 // Columns a file may have or leave out.
-const char* const kOptionalColumns[] = {"price_kind"};
+const char* const kOptionalColumns[] = {"price_kind", "fabric", "billing", "min_billable_seconds", "startup_seconds"};
+// The optional columns of an offer's billing terms and fabric (issue #18), which `offers import --format
+// csv` carries over when its input has any of them.
+const char* const kTermsColumns[] = {"fabric", "billing", "min_billable_seconds", "startup_seconds"};
 
 // Splits CSV text into records of fields (RFC 4180: quotes, doubled quotes, commas and newlines inside
 // quotes). Returns each record with the line it starts on.
@@ -87,6 +90,15 @@ constexpr double kMaxRamGb = 1e6;
 constexpr int kMaxInstanceGpus = 1024;
 // Instances available: a million, beyond any provider's stock of one offer in one region.
 constexpr long long kMaxAvailable = 1'000'000;
+// Minimum billed time of one instance: 30 days, past any public provider's minimum (AWS/GCP 60 s,
+// Azure 300 s, per-hour billing 3600 s); a larger figure is a reserved-term price, not an offer to plan.
+constexpr double kMaxMinBillableSeconds = 30 * kSecondsPerDay;
+// Start-up of one instance: a day; a provisioning time longer than that is a typo.
+constexpr double kMaxStartupSeconds = kSecondsPerDay;
+// Provisioning time of an instance when the offer does not state one: no provider publishes a boot
+// time for its GPU instances, so 5 minutes (VM boot with the GPU driver, a container image pull) is a
+// stated, conservative default; the column startup_seconds overrides it.
+constexpr double kDefaultProvisioningSeconds = 300;
 
 // Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF), the
 // encoding the JSON results need: an offer with other bytes is skipped with this reason.
@@ -215,6 +227,43 @@ Result<Offer> make_offer(const Catalog& catalog, const std::map<std::string, std
     o.marketplace = true;
   else if (!kind.empty() && kind != "list")
     return usage_error("price_kind '" + kind + "' is not list or marketplace");
+  const std::string fabric = get("fabric");
+  if (fabric.empty() || fabric == "none")
+    o.fabric = Fabric::kNone;
+  else if (fabric == "infiniband")
+    o.fabric = Fabric::kInfiniband;
+  else if (fabric == "roce")
+    o.fabric = Fabric::kRoce;
+  else if (fabric == "efa")
+    o.fabric = Fabric::kEfa;
+  else
+    return usage_error("fabric '" + fabric + "' is not none, infiniband, roce or efa");
+  // Billing terms: the file's columns where given, else the provider's (provider_terms).
+  const ProviderTerms terms = provider_terms(o.provider);
+  o.billing = terms.billing;
+  o.min_billable_seconds = terms.min_billable_seconds;
+  o.startup_seconds = terms.startup_seconds;
+  o.billing_source = std::string(terms.source);
+  const std::string billing = get("billing");
+  if (!billing.empty()) {
+    if (billing == "per-second")
+      o.billing = BillingUnit::kSecond;
+    else if (billing == "per-minute")
+      o.billing = BillingUnit::kMinute;
+    else if (billing == "per-hour")
+      o.billing = BillingUnit::kHour;
+    else
+      return usage_error("billing '" + billing + "' is not per-second, per-minute or per-hour");
+  }
+  if (!get("min_billable_seconds").empty()) {
+    double v = 0;
+    GPUPLAN_CHECK(number("min_billable_seconds", false, v, kMaxMinBillableSeconds));
+    o.min_billable_seconds = static_cast<int64_t>(std::ceil(v));
+  }
+  if (!get("startup_seconds").empty())
+    GPUPLAN_CHECK(number("startup_seconds", false, o.startup_seconds, kMaxStartupSeconds));
+  if (!billing.empty() || !get("min_billable_seconds").empty() || !get("startup_seconds").empty())
+    o.billing_source = "offer";
   return o;
 }
 
@@ -232,6 +281,89 @@ void add_offer(const Catalog& catalog, const std::map<std::string, std::string>&
 }
 
 }  // namespace
+
+std::string_view fabric_name(Fabric f) {
+  switch (f) {
+    case Fabric::kInfiniband:
+      return "infiniband";
+    case Fabric::kRoce:
+      return "roce";
+    case Fabric::kEfa:
+      return "efa";
+    case Fabric::kNone:
+      break;
+  }
+  return "none";
+}
+
+std::string_view billing_name(BillingUnit u) {
+  switch (u) {
+    case BillingUnit::kMinute:
+      return "per-minute";
+    case BillingUnit::kHour:
+      return "per-hour";
+    case BillingUnit::kSecond:
+      break;
+  }
+  return "per-second";
+}
+
+int64_t billing_unit_seconds(BillingUnit u) {
+  switch (u) {
+    case BillingUnit::kMinute:
+      return 60;
+    case BillingUnit::kHour:
+      return 3600;
+    case BillingUnit::kSecond:
+      break;
+  }
+  return 1;
+}
+
+ProviderTerms provider_terms(std::string_view provider) {
+  // Each provider's on-demand billing as its own documentation states it (read 2026-12-02; also in
+  // data/offers/README.md). Start-up: none publishes one, so kDefaultProvisioningSeconds for all.
+  struct Row {
+    std::string_view provider;
+    BillingUnit billing;
+    int64_t min_seconds;
+    std::string_view source;
+  };
+  static constexpr Row kTerms[] = {
+      // "billed on one second increments, with a minimum of 60 seconds" (Linux instances).
+      {"aws", BillingUnit::kSecond, 60,
+       "https://aws.amazon.com/about-aws/whats-new/2017/10/announcing-amazon-ec2-per-second-billing/"},
+      // Per-second billing after a one-minute minimum (Compute Engine pricing page; not re-read 2026-12-02).
+      {"gcp", BillingUnit::kSecond, 60, "https://cloud.google.com/compute/vm-instance-pricing"},
+      // Per second, a 5-minute minimum from 2025-06-01 (a Microsoft Q&A answer, not a pricing page).
+      {"azure", BillingUnit::kSecond, 300,
+       "https://learn.microsoft.com/en-us/answers/questions/2259765/"
+       "clarification-on-azure-vm-billing-for-short-runtim"},
+      // "billed in one-minute increments from the moment you spin up (start) the instance".
+      {"lambda", BillingUnit::kMinute, 60, "https://docs.lambdalabs.com/cloud/on-demand-instance-invoicing/"},
+      // "All compute and storage charges are billed per second".
+      {"runpod", BillingUnit::kSecond, 0, "https://docs.runpod.io/accounts-billing/billing"},
+      // On-demand and interruptible: "Per-second billing" (vast.ai's pricing page).
+      {"vast", BillingUnit::kSecond, 0, "https://vast.ai/pricing"},
+  };
+  for (const auto& r : kTerms) {
+    if (r.provider == provider)
+      return ProviderTerms{r.billing, r.min_seconds, kDefaultProvisioningSeconds, r.source, true};
+  }
+  // Not verified (cudo, nebius, fluidstack, a user's own provider): bill by the started hour, the
+  // coarsest step a cloud uses, so a short job is never planned cheaper than it may cost.
+  return ProviderTerms{BillingUnit::kHour, 3600, kDefaultProvisioningSeconds,
+                       "default: billing terms not verified for this provider, per-hour with a one-hour minimum",
+                       false};
+}
+
+double Offer::billed_seconds(double seconds) const {
+  const double step = static_cast<double>(billing_unit_seconds(billing));
+  // Slack under a step's multiple: 3600.0000001 s from rounding is one hour, not two.
+  constexpr double kStepSlack = 1e-9;
+  const double rounded = std::ceil(seconds / step - kStepSlack) * step;
+  return std::max(rounded, static_cast<double>(min_billable_seconds));
+}
 
 std::optional<double> Offer::price_per_gpu_hour(bool spot) const {
   const auto& p = spot ? spot_price_hour : price_hour;
@@ -347,8 +479,9 @@ std::string csv_field(const std::string& v) {
   return out + "\"";
 }
 
-// One offers CSV line from its fields, in kColumns order and then price_kind.
-std::string csv_line(const std::map<std::string, std::string>& f) {
+// One offers CSV line from its fields, in kColumns order and then price_kind (and, with `terms`, the
+// billing and fabric columns).
+std::string csv_line(const std::map<std::string, std::string>& f, bool terms) {
   std::string line;
   auto put = [&](const char* k) {
     if (!line.empty()) line += ',';
@@ -357,13 +490,20 @@ std::string csv_line(const std::map<std::string, std::string>& f) {
   };
   for (const char* c : kColumns) put(c);
   put("price_kind");
+  if (terms) {
+    for (const char* c : kTermsColumns) put(c);
+  }
   return line + "\n";
 }
 
-std::string csv_header() {
+std::string csv_header(bool terms) {
   std::string h;
   for (const char* c : kColumns) h.append(h.empty() ? "" : ",").append(c);
-  return h + ",price_kind\n";
+  h += ",price_kind";
+  if (terms) {
+    for (const char* c : kTermsColumns) h.append(",").append(c);
+  }
+  return h + "\n";
 }
 
 // SkyPilot writes counts and sizes as floats ("8.0"); a whole number is written as one ("8").
@@ -385,7 +525,7 @@ Result<ImportResult> import_offers(const Catalog& catalog, const std::string& fi
   if (!options.price_kind.empty() && options.price_kind != "list" && options.price_kind != "marketplace")
     return usage_error("price_kind '" + options.price_kind + "' is not list or marketplace", "price_kind");
   ImportResult out;
-  out.csv = csv_header();
+  bool terms = false;  // set once the header is read: whether the billing and fabric columns go out
   auto emit = [&](std::map<std::string, std::string> f, int line) {
     if (f["captured_at"].empty()) f["captured_at"] = options.captured_at;
     if (f["source"].empty()) f["source"] = options.source;
@@ -397,7 +537,7 @@ Result<ImportResult> import_offers(const Catalog& catalog, const std::string& fi
       return;
     }
     f["gpu"] = o->target.id();
-    out.csv += csv_line(f);
+    out.csv += csv_line(f, terms);
     ++out.offers;
   };
   if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
@@ -411,6 +551,9 @@ Result<ImportResult> import_offers(const Catalog& catalog, const std::string& fi
       return invalid_data_error(file_name + ":1: the header holds bytes that are not UTF-8", file_name);
     cols.push_back(trim(h));
   }
+  for (const char* c : kTermsColumns)
+    terms = terms || (options.format == "csv" && std::find(cols.begin(), cols.end(), c) != cols.end());
+  out.csv = csv_header(terms);
   const char* const* required = kColumns;
   size_t required_n = std::size(kColumns);
   static const char* const kSkyPilotColumns[] = {

@@ -57,6 +57,23 @@ bool is_answer(const Plan& p) {
   return p.instances >= 1 && p.gpus >= 1;
 }
 
+// An instance's start-up on `offer`: its provisioning, then the weights' load.
+void set_startup(Plan& p, const Offer& offer, const PlanModel& model) {
+  p.provisioning_seconds = offer.startup_seconds;
+  p.load_seconds = model.weights_bytes() / kModelLoadBytesPerSecond;
+  p.startup_seconds = p.provisioning_seconds + p.load_seconds;
+}
+
+// Whether a model-parallel group of tp x pp devices may run on `offer`: inside one instance (its
+// devices a whole multiple of the group, so no group straddles two machines), or, when the offer states
+// a fabric between instances, with its pipeline stages across instances (tensor parallelism stays
+// inside one: its all-reduce per layer needs NVLink-class bandwidth).
+bool group_placeable(const Offer& offer, int tp, int pp) {
+  if (offer.gpus % tp != 0) return false;
+  if (offer.fabric != Fabric::kNone) return true;
+  return offer.gpus % (tp * pp) == 0;
+}
+
 bool meets_slo(const ServePoint& p, const ServeGoal& g) {
   if (g.ttft_slo_seconds && p.ttft_seconds > *g.ttft_slo_seconds) return false;
   if (g.tpot_slo_seconds && p.tpot_seconds > *g.tpot_slo_seconds) return false;
@@ -171,7 +188,10 @@ std::optional<Plan> serve_layout(const PlanModel& model, const Offer* offer, int
   // Counts in doubles, checked against the limits before they become ints: a huge rate must not
   // wrap around into one replica or a negative instance count.
   const double replicas = std::max(1.0, std::ceil(goal.rate_requests_per_second / cap - kCeilSlack));
-  const double instances_needed = std::ceil(replicas * devices / offer->gpus - kCeilSlack);
+  // Whole replicas per instance: a replica never straddles two machines (a 3-GPU instance holds one
+  // replica of 2 GPUs, not one and a half).
+  const int replicas_per_instance = offer->gpus / devices;
+  const double instances_needed = std::ceil(replicas / replicas_per_instance - kCeilSlack);
   if (!std::isfinite(instances_needed) || instances_needed > options.max_instances ||
       instances_needed * offer->gpus > options.max_gpus) {
     why = "needs " + fmt(instances_needed < kExactIntegerLimit ? "%.0f" : "%.4g", instances_needed) +
@@ -189,10 +209,11 @@ std::optional<Plan> serve_layout(const PlanModel& model, const Offer* offer, int
   }
   // Spare GPUs in the instances become extra replicas; then the smallest batch that carries the
   // rate gives the latency users will see.
-  const int total_replicas = instances * offer->gpus / devices;
+  const int total_replicas = instances * replicas_per_instance;
   const int batch = smallest_carrying_batch(model, t, tp, pp, lo, total_replicas, goal, configurations);
   const double price = price_of(*offer, options.spot);
   Plan p = serve_plan(offer, price, instances, tp, pp, total_replicas, batch, model.serve(t, tp, pp, batch), goal);
+  set_startup(p, *offer, model);
   if (!p.meets_goal) {
     why = "gives no finite cost or capacity (price " + fmt("%.4g", price) + " per hour)";
     return std::nullopt;
@@ -250,15 +271,16 @@ PlanResult plan_training(const PlanModel& model, const std::vector<const Offer*>
     std::optional<Plan> best;
     std::string not_fit;
     std::optional<Plan> fastest;  // for the reason when nothing meets the goal
-    for (int n = 1; n <= options.max_instances; ++n) {
+    // The most instances this offer may use: --max-instances, --max-gpus and what is available.
+    int max_n = std::min(options.max_instances, options.max_gpus / offer->gpus);
+    if (offer->available_count) max_n = std::min(max_n, *offer->available_count);
+    for (int n = 1; n <= max_n; ++n) {
       if (cancel_requested()) break;  // run_command turns the command into kCancelled
       const int total = n * offer->gpus;
-      if (total > options.max_gpus) break;
-      if (offer->available_count && *offer->available_count < n) break;
       for (int tp : kDegrees) {
         if (tp > offer->gpus) break;
         for (int pp : kDegrees) {
-          if (total % (tp * pp) != 0 || !model.layout_allowed(tp, pp)) continue;
+          if (total % (tp * pp) != 0 || !group_placeable(*offer, tp, pp) || !model.layout_allowed(tp, pp)) continue;
           const int dp = total / (tp * pp);
           const TrainPoint tpt = model.train(target_for(*offer, total), dp, tp, pp);
           ++result.configurations;
@@ -273,10 +295,16 @@ PlanResult plan_training(const PlanModel& model, const std::vector<const Offer*>
           p.tp = tp;
           p.pp = pp;
           p.replicas = dp;
+          p.batch = static_cast<int>(std::min<int64_t>(tpt.global_batch, std::numeric_limits<int>::max()));
           p.cost_per_hour = n * price;
           p.tokens_per_second = tpt.tokens_per_second;
-          p.seconds_total = goal.train_tokens / tpt.tokens_per_second;
-          p.cost_total = p.cost_per_hour * p.seconds_total / kSecondsPerHour;
+          // Time: every instance starts (provisioning, then the weights' load) and then the job runs;
+          // each is billed that time rounded up to the offer's billing step, at least its minimum.
+          set_startup(p, *offer, model);
+          p.run_seconds = goal.train_tokens / tpt.tokens_per_second;
+          p.seconds_total = p.startup_seconds + p.run_seconds;
+          p.billed_seconds = offer->billed_seconds(p.seconds_total);
+          p.cost_total = p.cost_per_hour * p.billed_seconds / kSecondsPerHour;
           p.cost_per_million_tokens = p.cost_total / goal.train_tokens * kTokensPerMillion;
           if (!is_answer(p)) {
             if (not_fit.empty()) not_fit = "gives no finite time or cost (price " + fmt("%.4g", price) + " per hour)";
@@ -286,8 +314,8 @@ PlanResult plan_training(const PlanModel& model, const std::vector<const Offer*>
           const bool in_budget = !goal.budget || p.cost_total <= *goal.budget;
           p.meets_goal = in_time && in_budget;
           p.reason = "DP" + std::to_string(dp) + " x TP" + std::to_string(tp) + " x PP" + std::to_string(pp) + " on " +
-                     std::to_string(total) + " GPU(s): " + fmt("%.4g", p.seconds_total / kSecondsPerHour) + " h, " +
-                     fmt("%.4g", p.cost_total) + " " + offer->currency;
+                     std::to_string(total) + " GPU(s): " + fmt("%.4g", p.seconds_total / kSecondsPerHour) +
+                     " h with start-up, " + fmt("%.4g", p.cost_total) + " " + offer->currency;
           points.push_back(p);
           if (!fastest || p.seconds_total < fastest->seconds_total) fastest = p;
           if (!p.meets_goal) continue;
@@ -307,8 +335,18 @@ PlanResult plan_training(const PlanModel& model, const std::vector<const Offer*>
     }
     Plan p;
     p.offer = offer;
-    if (!fastest) {
-      p.reason = failure_on("up to " + std::to_string(options.max_instances) + " instances", not_fit);
+    if (max_n < 1) {
+      p.reason = offer->gpus > options.max_gpus
+                     ? "an instance has " + std::to_string(offer->gpus) + " GPUs, more than the limit of " +
+                           std::to_string(options.max_gpus) + " GPUs (--max-gpus)"
+                     : "none available";
+    } else if (!fastest) {
+      std::string on = "up to " + std::to_string(max_n) + " instances";
+      // A shortfall that more instances could have met, had the offer a fabric between them.
+      const bool refused = not_fit.rfind(kRefusedPrefix, 0) == 0;
+      if (!refused && max_n > 1 && offer->fabric == Fabric::kNone)
+        on += " (no fabric between instances: tensor and pipeline parallel stay inside one)";
+      p.reason = failure_on(on, not_fit);
     } else if (goal.deadline_seconds && fastest->seconds_total > *goal.deadline_seconds) {
       p = *fastest;
       p.meets_goal = false;

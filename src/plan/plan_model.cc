@@ -2,7 +2,16 @@
 
 #include <cmath>
 
+#include "gpuplan/formats.h"
+
 namespace gpuplan {
+
+namespace {
+// Network between two separately rented instances with no fabric: 10 Gbit/s (1.25 GB/s) per instance,
+// the "up to 10 Gigabit" of the smallest GPU instances (AWS g5.xlarge / g6.xlarge instance-type pages);
+// larger instances have more, so a plan over plain instances is never predicted faster than it runs.
+constexpr double kPlainInstanceNetworkBytesPerSecond = 1.25e9;
+}  // namespace
 
 WorkloadPlanModel::Layout& WorkloadPlanModel::layout(int tp, int pp) const {
   auto key = std::make_pair(tp, pp);
@@ -84,16 +93,37 @@ TrainPoint WorkloadPlanModel::train(const Target& t, int dp, int tp, int pp) con
     p.why_not = buf;
     return p;
   }
-  const PerfDevice device = perf_device(t);
+  PerfDevice device = perf_device(t);
+  // A node is one instance of the offer: data parallelism beyond it crosses the network between
+  // instances, a fabric's (the performance model's per-GPU NIC) or, without one, the plain network.
+  if (offer_gpus_ > 0) {
+    device.devices_per_node = offer_gpus_;
+    if (offer_fabric_ == Fabric::kNone)
+      device.internode_bytes_per_second = kPlainInstanceNetworkBytesPerSecond / offer_gpus_;
+  }
   PerfRun run = perf::run_for(l.setup, device, t.count);
   run.dp = dp;
   const TrainPerf tr = predict_training(l.setup.arch, device, l.setup.workload, run, efficiency(l));
   p.fits = true;
   p.tokens_per_second = l.setup.arch.cnn ? tr.samples_per_second : tr.tokens_per_second;
+  // Sequences per optimizer step, as the performance model counts them: the global batch given, or
+  // the micro-batch on every replica, in whole micro-steps.
+  const int64_t micro = std::max<int64_t>(1, l.setup.workload.batch) * std::max(1, dp);
+  const int64_t global = run.global_batch > 0 ? run.global_batch : micro;
+  const auto steps =
+      static_cast<int64_t>(std::max(1.0, std::round(static_cast<double>(global) / static_cast<double>(micro))));
+  p.global_batch = steps * micro;
   return p;
 }
 
+double WorkloadPlanModel::weights_bytes() const {
+  const Workload& w = base_.workload;
+  return w.model ? model_weight_bytes(*w.model, w.weights).total_bytes : 0;
+}
+
 void WorkloadPlanModel::begin_offer(const Offer& offer) const {
+  offer_gpus_ = offer.gpus;
+  offer_fabric_ = offer.fabric;
   offer_efficiency_ = nullptr;
   if (!use_measured_ || offer.measured_efficiency.empty()) return;
   auto it = measured_.find(offer.measured_efficiency);

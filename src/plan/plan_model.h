@@ -23,6 +23,7 @@ class WorkloadPlanModel : public PlanModel {
   TrainPoint train(const Target& t, int dp, int tp, int pp) const override;
   bool layout_allowed(int tp, int pp) const override;
   void begin_offer(const Offer& offer) const override;
+  double weights_bytes() const override;
   // Whether the offer being planned is predicted with its measured figures.
   bool offer_measured() const { return offer_efficiency_ != nullptr; }
 
@@ -47,6 +48,9 @@ class WorkloadPlanModel : public PlanModel {
   mutable std::map<std::pair<int, int>, Layout> layouts_;
   mutable std::map<std::string, PerfEfficiency> measured_;  // by the offers' efficiency text
   mutable const PerfEfficiency* offer_efficiency_ = nullptr;
+  // The offer being planned: GPUs per instance (one node) and its fabric; 0 before any offer.
+  mutable int offer_gpus_ = 0;
+  mutable Fabric offer_fabric_ = Fabric::kNone;
 };
 
 }  // namespace gpuplan

@@ -93,6 +93,31 @@ TEST(OffersImport, GpuplanCsvRowsGetTheImportsDateAndSourceWhereTheyHaveNone) {
   EXPECT_EQ(back->offers[1].source, "https://kept");
 }
 
+// Issue #18: gpuplan's CSV with the billing and fabric columns keeps them through an import (the old
+// import wrote only the fixed columns and price_kind, dropping a stated fabric and billing step).
+TEST(OffersImport, GpuplanCsvKeepsTheBillingAndFabricColumns) {
+  ImportOptions o = skypilot();
+  o.format = "csv";
+  const char* csv =
+      "provider,region,offer,gpu,gpus,interconnect,vcpus,ram_gb,price_hour,spot_price_hour,currency,available,"
+      "captured_at,source,fabric,billing,min_billable_seconds,startup_seconds\n"
+      "p,r,a,h100-80gb-sxm5,8,nvlink,96,1000,20,,USD,yes,,,infiniband,per-minute,600,90\n"
+      "p,r,b,l4,1,pcie,4,16,0.9,,USD,yes,2026-10-01,https://kept,,,,\n";
+  const auto catalog = Catalog::embedded();
+  auto r = import_offers(*catalog, "mine.csv", csv, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_NE(r->csv.find("price_kind,fabric,billing,min_billable_seconds,startup_seconds\n"), std::string::npos);
+  auto back = parse_offers(*catalog, "imported.csv", r->csv);
+  ASSERT_TRUE(back.ok());
+  ASSERT_EQ(back->offers.size(), 2u);
+  EXPECT_EQ(back->offers[0].fabric, Fabric::kInfiniband);
+  EXPECT_EQ(back->offers[0].billing, BillingUnit::kMinute);
+  EXPECT_EQ(back->offers[0].min_billable_seconds, 600);
+  EXPECT_DOUBLE_EQ(back->offers[0].startup_seconds, 90);
+  EXPECT_EQ(back->offers[1].fabric, Fabric::kNone);
+  EXPECT_EQ(back->offers[1].billing_source, provider_terms("p").source);
+}
+
 TEST(OffersImport, MistakesNameTheirField) {
   const auto catalog = Catalog::embedded();  // held: the reference below outlives no temporary
   const Catalog& cat = *catalog;

@@ -78,5 +78,54 @@ TEST(Offers, AgeInDays) {
   EXPECT_FALSE(age_days("last week", "2026-11-30").has_value());
 }
 
+// Issue #18: the optional columns fabric, billing, min_billable_seconds and startup_seconds; a file
+// without them (the shipped snapshot, an older user file) gets each provider's documented terms.
+TEST(Offers, BillingAndFabricColumnsAndProviderDefaults) {
+  const std::string header = std::string(kHeader).substr(0, std::string(kHeader).size() - 1) +
+                             ",fabric,billing,min_billable_seconds,startup_seconds\n";
+  auto set = parse_offers(*Catalog::embedded(), "t.csv",
+                          header +
+                              "aws,r,a,h100-80gb-sxm5,8,nvlink,96,1000,40,,USD,yes,2026-11-01,s,efa,,,\n"
+                              "lambda,r,b,h100-80gb-sxm5,1,pcie,8,60,3,,USD,yes,2026-11-01,s,,,,\n"
+                              "cudo,r,c,h100-80gb-sxm5,1,pcie,8,60,2,,USD,yes,2026-11-01,s,,,,\n"
+                              "cudo,r,d,h100-80gb-sxm5,1,pcie,8,60,2,,USD,yes,2026-11-01,s,roce,per-minute,120,45\n"
+                              "x,r,e,h100-80gb-sxm5,1,pcie,8,60,2,,USD,yes,2026-11-01,s,ethernet,,,\n"
+                              "x,r,f,h100-80gb-sxm5,1,pcie,8,60,2,,USD,yes,2026-11-01,s,,per-day,,\n"
+                              "x,r,g,h100-80gb-sxm5,1,pcie,8,60,2,,USD,yes,2026-11-01,s,,,-1,\n"
+                              "x,r,h,h100-80gb-sxm5,1,pcie,8,60,2,,USD,yes,2026-11-01,s,,,,1e9\n");
+  ASSERT_TRUE(set.ok()) << set.error().message;
+  ASSERT_EQ(set->offers.size(), 4u);
+  const Offer& aws = set->offers[0];
+  EXPECT_EQ(aws.fabric, Fabric::kEfa);
+  EXPECT_EQ(aws.billing, BillingUnit::kSecond);
+  EXPECT_EQ(aws.min_billable_seconds, 60);
+  EXPECT_GT(aws.startup_seconds, 0);
+  EXPECT_NE(aws.billing_source.find("aws.amazon.com"), std::string::npos);
+  EXPECT_EQ(set->offers[1].billing, BillingUnit::kMinute);  // Lambda: one-minute increments
+  EXPECT_EQ(set->offers[1].fabric, Fabric::kNone);
+  // A provider whose terms are not verified: the conservative per-hour default, and it says so.
+  EXPECT_EQ(set->offers[2].billing, BillingUnit::kHour);
+  EXPECT_EQ(set->offers[2].min_billable_seconds, 3600);
+  EXPECT_NE(set->offers[2].billing_source.find("not verified"), std::string::npos);
+  EXPECT_FALSE(provider_terms("cudo").known);
+  EXPECT_TRUE(provider_terms("gcp").known);
+  // The columns win over the provider's terms.
+  const Offer& d = set->offers[3];
+  EXPECT_EQ(d.fabric, Fabric::kRoce);
+  EXPECT_EQ(d.billing, BillingUnit::kMinute);
+  EXPECT_EQ(d.min_billable_seconds, 120);
+  EXPECT_DOUBLE_EQ(d.startup_seconds, 45);
+  EXPECT_EQ(d.billing_source, "offer");
+  ASSERT_EQ(set->skipped.size(), 4u);
+  EXPECT_NE(set->skipped[0].reason.find("fabric 'ethernet'"), std::string::npos) << set->skipped[0].reason;
+  EXPECT_NE(set->skipped[1].reason.find("billing 'per-day'"), std::string::npos) << set->skipped[1].reason;
+  EXPECT_NE(set->skipped[2].reason.find("min_billable_seconds"), std::string::npos) << set->skipped[2].reason;
+  EXPECT_NE(set->skipped[3].reason.find("over the bound"), std::string::npos) << set->skipped[3].reason;
+  // The shipped snapshot has none of the columns: every row gets its provider's terms.
+  auto shipped = default_offers(*Catalog::embedded());
+  ASSERT_TRUE(shipped.ok());
+  for (const auto& o : shipped->offers) EXPECT_FALSE(o.billing_source.empty()) << o.id();
+}
+
 }  // namespace
 }  // namespace gpuplan
