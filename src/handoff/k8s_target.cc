@@ -17,7 +17,7 @@ constexpr size_t kMaxErrorBytes = 1000;                  // kubectl's stderr in 
 constexpr const char* kTokenDuration = "--duration=1h";  // kAccessTokenSeconds
 static_assert(kAccessTokenSeconds == 3600, "kTokenDuration says one hour");
 constexpr const char* kReleasedUuid = "GPU-released";  // stands for the GPU a stopped rental gave back
-constexpr std::string_view kNotFound = "(NotFound)";  // "Error from server (NotFound): pods \"x\" not found"
+constexpr std::string_view kNotFound = "(NotFound)";   // "Error from server (NotFound): pods \"x\" not found"
 
 std::string trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())) != 0) s.remove_suffix(1);

@@ -600,8 +600,8 @@ Result<HeartbeatAnswer> Market::heartbeat(const AgentPrincipal& a, const Heartbe
       GPUPLAN_CHECK(internal::bump_version(tx));
     }
     GPUPLAN_CHECK(record_failures(*impl_, tx, a.node_id, hb.failed, out));
-    GPUPLAN_TRY(node, tx.query("SELECT bench_request, bench_answered, mig_policy FROM nodes WHERE id = ?1",
-                               params(a.node_id)));
+    GPUPLAN_TRY(
+        node, tx.query("SELECT bench_request, bench_answered, mig_policy FROM nodes WHERE id = ?1", params(a.node_id)));
     if (!node.empty()) {
       if (node[0].integer(0) > node[0].integer(1)) out.bench_request = node[0].integer(0);
       auto node_policy = parse_mig_policy(node[0].text(2));
