@@ -218,9 +218,11 @@ Result<Json> vocabulary_command(const Context& ctx, const Json& body) {
     GPUPLAN_TRY(names, vocabulary_names(v.key));
     vocabularies[std::string(v.key)] = names;
   }
-  // Word lists declared in data/options.yaml itself (objective, export, kind), by option name.
+  // Word lists declared in data/options.yaml itself (objective, export, kind), by option name. A vocabulary
+  // of that name comes first: the node's `mig_policy` (static, dynamic) is a subset of the GPU's
+  // vocabulary `mig_policy` (none, static, dynamic), which the page's selects read.
   for (const auto& o : table->all()) {
-    if (!o.values.empty()) vocabularies[o.name] = o.values;
+    if (!o.values.empty() && !vocabularies.contains(o.name)) vocabularies[o.name] = o.values;
   }
   Json mig = Json::object();
   Json gpus = Json::array();

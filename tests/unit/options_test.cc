@@ -272,6 +272,9 @@ TEST(Options, TheVocabularyCommandListsOptionsAndNames) {
   EXPECT_FALSE((*r)["mig_profiles"]["a100-40gb-sxm4"].empty());
   EXPECT_FALSE((*r)["models"].empty());
   EXPECT_FALSE(run_command(ctx, "vocabulary", Json{{"x", 1}}).ok());
+  // An option's own word list never replaces the vocabulary of its name: the node's mig_policy option
+  // (static, dynamic) left the page's GPU MIG select without "none".
+  EXPECT_EQ((*r)["vocabularies"]["mig_policy"], Json::array({"none", "static", "dynamic"}));
 }
 
 std::string read_text(const std::string& path) {
