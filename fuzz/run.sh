@@ -11,10 +11,15 @@ seconds="${FUZZ_SECONDS:-60}"
 jobs="${JOBS:-2}"
 targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then
-  targets=(fuzz_hf_config fuzz_catalog_yaml fuzz_fleet_yaml fuzz_requests_yaml fuzz_offers_csv fuzz_http
-    fuzz_market_api fuzz_sql_split fuzz_decimal)
-  # Built only with libpq (postgres_db.cc holds the rewriter).
-  if [ -x "$build/fuzz/fuzz_pg_placeholders" ]; then targets+=(fuzz_pg_placeholders); fi
+  # Every target the build made (fuzz/CMakeLists.txt's list; fuzz_pg_placeholders only with libpq's
+  # headers). The list was once written here too and fell 8 targets behind the CMake list.
+  for f in "$build"/fuzz/fuzz_*; do
+    [ -f "$f" ] && [ -x "$f" ] && targets+=("$(basename "$f")")
+  done
+  if [ "${#targets[@]}" -eq 0 ]; then
+    echo "fuzz/run.sh: no fuzz_* targets in $build/fuzz (run make fuzz-build first)" >&2
+    exit 2
+  fi
 fi
 # Memory per process and per input: far above what any seed needs, far below the CI machine's memory.
 rss_limit_mb=2048
