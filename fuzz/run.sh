@@ -12,7 +12,7 @@ jobs="${JOBS:-2}"
 targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then
   # Every target the build made (fuzz/CMakeLists.txt's list; fuzz_pg_placeholders only with libpq's
-  # headers). The list was once written here too and fell 8 targets behind the CMake list.
+  # headers). The list was once written here too and fell 7 targets behind the CMake list.
   for f in "$build"/fuzz/fuzz_*; do
     [ -f "$f" ] && [ -x "$f" ] && targets+=("$(basename "$f")")
   done
