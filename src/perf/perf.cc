@@ -728,6 +728,21 @@ double training_flops_per_token(const PerfArch& a, int64_t seq_len) {
 
 namespace {
 
+// A transformer's answer from its prefill and decode steps (shared by inference_with and the sweep, so the
+// two stay bit for bit equal).
+void finish_inference(InferencePerf& out, const Cost& pre, const Cost& dec, double batch, double input, double output) {
+  out.ttft_seconds = pre.total();
+  out.tpot_seconds = dec.total();
+  out.decode_tokens_per_second = 1.0 / out.tpot_seconds;
+  out.batch_decode_tokens_per_second = batch / out.tpot_seconds;
+  out.prefill_tokens_per_second = batch * input / out.ttft_seconds;
+  out.total_seconds = out.ttft_seconds + (output - 1) * out.tpot_seconds;
+  out.throughput_tokens_per_second = batch * output / out.total_seconds;
+  out.prefill_bound = pre.bound();
+  out.decode_bound = dec.bound();
+  out.bound = out.ttft_seconds >= (output - 1) * out.tpot_seconds ? out.prefill_bound : out.decode_bound;
+}
+
 // The decode step's token costs of the last batch a sweep asked for (they do not depend on the
 // prompt length, which only the attention reads).
 struct DecodeCache {
@@ -768,16 +783,7 @@ InferencePerf inference_with(const PerfArch& a, const PerfDevice& d, const Workl
     if (cache) *cache = DecodeCache{true, batch, own};
   }
   const Cost dec = inference_step(a, w, run, r, decode, eff, *decode_costs);
-  out.ttft_seconds = pre.total();
-  out.tpot_seconds = dec.total();
-  out.decode_tokens_per_second = 1.0 / out.tpot_seconds;
-  out.batch_decode_tokens_per_second = batch / out.tpot_seconds;
-  out.prefill_tokens_per_second = batch * input / out.ttft_seconds;
-  out.total_seconds = out.ttft_seconds + (output - 1) * out.tpot_seconds;
-  out.throughput_tokens_per_second = batch * output / out.total_seconds;
-  out.prefill_bound = pre.bound();
-  out.decode_bound = dec.bound();
-  out.bound = out.ttft_seconds >= (output - 1) * out.tpot_seconds ? out.prefill_bound : out.decode_bound;
+  finish_inference(out, pre, dec, batch, input, output);
   return out;
 }
 
@@ -1012,16 +1018,7 @@ InferencePerf InferenceSweep::at(int64_t batch_size, int64_t input_tokens) {
   const double mean_ctx = input + (output - 1) / 2.0;
   const Cost dec = sweep_step(k, s.run, r, batch, 1, mean_ctx, dc.layers, dc.head);
   InferencePerf out;
-  out.ttft_seconds = pre.total();
-  out.tpot_seconds = dec.total();
-  out.decode_tokens_per_second = 1.0 / out.tpot_seconds;
-  out.batch_decode_tokens_per_second = batch / out.tpot_seconds;
-  out.prefill_tokens_per_second = batch * input / out.ttft_seconds;
-  out.total_seconds = out.ttft_seconds + (output - 1) * out.tpot_seconds;
-  out.throughput_tokens_per_second = batch * output / out.total_seconds;
-  out.prefill_bound = pre.bound();
-  out.decode_bound = dec.bound();
-  out.bound = out.ttft_seconds >= (output - 1) * out.tpot_seconds ? out.prefill_bound : out.decode_bound;
+  finish_inference(out, pre, dec, batch, input, output);
   return out;
 }
 
