@@ -52,13 +52,32 @@ namespace {
 // of start-up (measured on the 2-core CI machine: a hello-world linked with -lpq starts in 8.7 ms, without
 // it in 0.9 ms), and only `--database postgresql://` needs them. The signatures are libpq-fe.h's own
 // (decltype), so a mismatch is a compile error; the symbols are resolved once, all or none.
-#define GPUPLAN_PQ_FUNCTIONS(X)                                                                                       \
-  X(PQclear)                                                                                                          \
-  X(PQcmdStatus)                                                                                                      \
-  X(PQcmdTuples) X(PQconnectdbParams) X(PQerrorMessage) X(PQexec) X(PQexecParams) X(PQfinish) X(PQfreemem) X(PQftype) \
-      X(PQgetisnull) X(PQgetlength) X(PQgetvalue) X(PQnfields) X(PQntuples) X(PQresultErrorField)                     \
-          X(PQresultErrorMessage) X(PQresultStatus) X(PQsetNoticeProcessor) X(PQstatus) X(PQtransactionStatus)        \
-              X(PQunescapeBytea)
+// One function a line, left as written: clang-format re-flows an X-macro list differently on each pass.
+// clang-format off
+#define GPUPLAN_PQ_FUNCTIONS(X) \
+  X(PQclear) \
+  X(PQcmdStatus) \
+  X(PQcmdTuples) \
+  X(PQconnectdbParams) \
+  X(PQerrorMessage) \
+  X(PQexec) \
+  X(PQexecParams) \
+  X(PQfinish) \
+  X(PQfreemem) \
+  X(PQftype) \
+  X(PQgetisnull) \
+  X(PQgetlength) \
+  X(PQgetvalue) \
+  X(PQnfields) \
+  X(PQntuples) \
+  X(PQresultErrorField) \
+  X(PQresultErrorMessage) \
+  X(PQresultStatus) \
+  X(PQsetNoticeProcessor) \
+  X(PQstatus) \
+  X(PQtransactionStatus) \
+  X(PQunescapeBytea)
+// clang-format on
 
 struct PqApi {
 #define GPUPLAN_PQ_MEMBER(name) decltype(&::name) name = nullptr;
