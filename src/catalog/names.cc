@@ -3,6 +3,7 @@
 #include <cctype>
 #include <set>
 
+#include "core/text.h"
 #include "gpuplan/catalog.h"
 
 namespace gpuplan {
@@ -29,16 +30,7 @@ std::vector<std::string> name_words(std::string_view name) {
   return words;
 }
 
-namespace {
-
-std::string trim(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string normalize_name(std::string_view name) {
   std::string out;

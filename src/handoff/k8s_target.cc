@@ -7,6 +7,7 @@
 #include <cctype>
 #include <sstream>
 
+#include "core/text.h"
 #include "gpuplan/k8s.h"
 
 namespace gpuplan::handoff {
@@ -18,12 +19,6 @@ constexpr const char* kTokenDuration = "--duration=1h";  // kAccessTokenSeconds
 static_assert(kAccessTokenSeconds == 3600, "kTokenDuration says one hour");
 constexpr const char* kReleasedUuid = "GPU-released";  // stands for the GPU a stopped rental gave back
 constexpr std::string_view kNotFound = "(NotFound)";   // "Error from server (NotFound): pods \"x\" not found"
-
-std::string trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())) != 0) s.remove_suffix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())) != 0) s.remove_prefix(1);
-  return std::string(s);
-}
 
 // Printable ASCII only, for echoing an answer in a message.
 std::string shown(std::string_view s) {

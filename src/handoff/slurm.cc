@@ -7,6 +7,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "core/text.h"
 #include "gpuplan/handoff.h"
 
 namespace gpuplan::handoff {
@@ -28,13 +29,6 @@ std::string_view to_string(ExternalState s) {
 }
 
 namespace {
-
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())) != 0) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i])) != 0) ++i;
-  return s.substr(i);
-}
 
 ExternalState parse_state(const std::string& t) {
   if (t == "RUNNING") return ExternalState::kRunning;

@@ -1,4 +1,5 @@
 #include "gpuplan/offers.h"
+#include "core/text.h"
 
 #include <algorithm>
 #include <chrono>
@@ -131,13 +132,6 @@ bool valid_utf8(std::string_view s) {
     i += static_cast<size_t>(extra) + 1;
   }
   return true;
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t b = 0;
-  while (b < s.size() && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  return s.substr(b);
 }
 
 // Reads one offer from its fields (already keyed by column name). Returns the reason on failure.
