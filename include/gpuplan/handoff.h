@@ -114,6 +114,9 @@ Result<ProcessResult> run_process(const std::vector<std::string>& argv, const st
 // What a target calls instead of run_process, so that tests can fake the engine's tools.
 using ProcessRunner =
     std::function<Result<ProcessResult>(const std::vector<std::string>& argv, const std::string& stdin_text)>;
+// `run` itself, or run_process (default timeout and output bound) when `run` is empty: what a target
+// constructed without a fake runs.
+ProcessRunner runner_or_default(ProcessRunner run);
 
 // --- Slurm (src/handoff/slurm.cc) ----------------------------------------------------------------------------
 // Every job carries `--account gpuplan-<tenant>` (Slurm records it even without slurmdbd: squeue -o %a).

@@ -37,9 +37,7 @@ Error kubectl_failed(const std::string& what, const ProcessResult& res) {
 class KubernetesTarget final : public HandoffTarget {
  public:
   explicit KubernetesTarget(KubernetesTargetOptions o) : o_(std::move(o)) {
-    if (!o_.run) {
-      o_.run = [](const std::vector<std::string>& argv, const std::string& in) { return run_process(argv, in); };
-    }
+    o_.run = runner_or_default(std::move(o_.run));
   }
   std::string_view kind() const override { return "kubernetes"; }
 

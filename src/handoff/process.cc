@@ -140,4 +140,9 @@ Result<ProcessResult> run_process(const std::vector<std::string>& argv, const st
   return r;
 }
 
+ProcessRunner runner_or_default(ProcessRunner run) {
+  if (run) return run;
+  return [](const std::vector<std::string>& argv, const std::string& in) { return run_process(argv, in); };
+}
+
 }  // namespace gpuplan::handoff

@@ -43,10 +43,7 @@ constexpr std::string_view kContainerImageFlag = "--container-image";  // pyxis'
 
 class SlurmTarget final : public HandoffTarget {
  public:
-  explicit SlurmTarget(SlurmOptions o) : o_(std::move(o)) {
-    if (!o_.run)
-      o_.run = [](const std::vector<std::string>& argv, const std::string& in) { return run_process(argv, in); };
-  }
+  explicit SlurmTarget(SlurmOptions o) : o_(std::move(o)) { o_.run = runner_or_default(std::move(o_.run)); }
   std::string_view kind() const override { return "slurm"; }
 
   Result<HandoffResult> apply(const HandoffRental& r) override {

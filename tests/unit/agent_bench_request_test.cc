@@ -19,9 +19,8 @@
 #include "calibration_util.h"
 #include "gpuplan/catalog.h"
 #include "gpuplan/market.h"
+#include "loopback_fixture.h"
 #include "market/db.h"
-#include "market_pg_test_util.h"
-#include "server/server.h"
 
 namespace gpuplan::agent {
 namespace {
@@ -34,83 +33,32 @@ std::string fixture(const std::string& name) {
   return "fake:" + std::string(GPUPLAN_SOURCE_DIR) + "/tests/data/nvml/" + name + ".json";
 }
 
-struct Answer {
-  int status = 0;
-  Json body;
-};
+using Answer = test::LoopbackAnswer;
 
 class AgentBenchRequest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    static std::atomic<int> n{0};
-    dir_ = fs::temp_directory_path() /
-           ("gpuplan-bench-request-" + std::to_string(::getpid()) + "-" + std::to_string(n.fetch_add(1)));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    std::string store = (dir_ / "store").string();
-    if (GetParam() == "postgresql") {
-      if (market::test::pg_conninfo().empty()) GTEST_SKIP() << "GPUPLAN_TEST_POSTGRES is not set";
-      auto c = market::test::fresh_pg_schema();
-      ASSERT_TRUE(c.ok()) << c.error().message;
-      store = *c;
-    }
-    auto db = GetParam() == "postgresql" ? market::open_postgresql(store) : market::open_store(store);
-    ASSERT_TRUE(db.ok()) << db.error().message;
-    auto m = market::Market::open(std::move(*db));
-    ASSERT_TRUE(m.ok()) << m.error().message;
-    market_ = std::shared_ptr<market::Market>(std::move(*m));
-    auto root = market_->init_platform();
+    if (test::store_unavailable(GetParam())) GTEST_SKIP() << "GPUPLAN_TEST_POSTGRES is not set";
+    dir_ = test::unique_temp_dir("bench-request");
+    Status started = server_.start(GetParam(), "bench-request-store");
+    ASSERT_TRUE(started.ok()) << started.error().message;
+    market::Market& m = *server_.market();
+    auto root = m.init_platform();
     ASSERT_TRUE(root.ok());
-    auto platform = market_->authenticate(root->token);
+    auto platform = m.authenticate(root->token);
     ASSERT_TRUE(platform.ok());
-    provider_token_ = admin_of(*platform, "prov", market::TenantKind::kProvider);
-    other_provider_token_ = admin_of(*platform, "prov2", market::TenantKind::kProvider);
-    renter_token_ = admin_of(*platform, "rent", market::TenantKind::kRenter);
-    ctx_ = std::make_unique<Context>(Context{Catalog::embedded()});
-    server::Options o;
-    o.host = "127.0.0.1";
-    o.port = 0;
-    o.threads = 2;
-    o.market = market_;
-    server_ = std::make_unique<server::Server>(server::make_router(*ctx_, o));
-    auto port = server_->bind();
-    ASSERT_TRUE(port.ok());
-    port_ = *port;
-    thread_ = std::thread([this] { server_->run(); });
+    provider_token_ = test::tenant_admin_token(m, *platform, "prov", market::TenantKind::kProvider);
+    other_provider_token_ = test::tenant_admin_token(m, *platform, "prov2", market::TenantKind::kProvider);
+    renter_token_ = test::tenant_admin_token(m, *platform, "rent", market::TenantKind::kRenter);
   }
   void TearDown() override {
-    if (server_) {
-      server_->stop();
-      if (thread_.joinable()) thread_.join();
-    }
-    server_.reset();
-    market_.reset();
+    server_.stop();
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
-  std::string admin_of(const market::Principal& platform, const std::string& name, market::TenantKind kind) {
-    auto t = market_->create_tenant(platform, name, kind);
-    EXPECT_TRUE(t.ok());
-    auto u = market_->create_user(platform, t->id, name + "-ops", market::Role::kAdmin);
-    EXPECT_TRUE(u.ok());
-    auto tok = market_->create_token(platform, u->id);
-    EXPECT_TRUE(tok.ok());
-    return tok.ok() ? tok->token : std::string();
-  }
   Answer call(const std::string& method, const std::string& path, const std::string& token,
               const Json* body = nullptr) {
-    httplib::Client c("127.0.0.1", port_);
-    httplib::Headers h;
-    if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
-    const std::string payload = body ? body->dump() : std::string();
-    auto r = method == "POST"  ? c.Post("/api/v1" + path, h, payload, "application/json")
-             : method == "PUT" ? c.Put("/api/v1" + path, h, payload, "application/json")
-                               : c.Get("/api/v1" + path, h);
-    Answer a;
-    if (!r) return a;
-    a.status = r->status;
-    a.body = Json::parse(r->body, nullptr, false);
-    return a;
+    return test::loopback_call(server_.port(), method, path, token, body);
   }
   // POST /nodes with the a100-mig fixture's A100, MIG static with two 3g.40gb: the node id and its
   // enrolment token.
@@ -137,7 +85,7 @@ class AgentBenchRequest : public ::testing::TestWithParam<std::string> {
   // One `gpuplan agent --once` round with the token file (enrolling the first time): its --once output.
   Json agent_once(const std::string& enroll) {
     AgentOptions o;
-    o.server = "http://127.0.0.1:" + std::to_string(port_);
+    o.server = server_.url();
     o.enroll = enroll;
     o.token_file = (dir_ / "agent.token").string();
     o.once = true;
@@ -162,13 +110,9 @@ class AgentBenchRequest : public ::testing::TestWithParam<std::string> {
     return t;
   }
 
-  fs::path dir_;
-  std::shared_ptr<market::Market> market_;
+  fs::path dir_;  // the agent's token file
+  test::LoopbackServer server_;
   std::string provider_token_, other_provider_token_, renter_token_;
-  std::unique_ptr<Context> ctx_;
-  std::unique_ptr<server::Server> server_;
-  std::thread thread_;
-  int port_ = 0;
   int runs_ = 0;  // calls of the bench runner
 };
 

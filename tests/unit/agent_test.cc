@@ -22,8 +22,8 @@
 #include "calibration_util.h"
 #include "gpuplan/catalog.h"
 #include "gpuplan/market.h"
+#include "loopback_fixture.h"
 #include "market/db.h"
-#include "server/server.h"
 
 namespace gpuplan::agent {
 namespace {
@@ -136,49 +136,24 @@ TEST(AgentNvml, SequenceNumbersOnlyGrow) {
 class AgentLoop : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("gpuplan-agent-" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    auto db = market::open_store(dir_.string());
-    ASSERT_TRUE(db.ok()) << db.error().message;
-    auto m = market::Market::open(std::move(*db));
-    ASSERT_TRUE(m.ok()) << m.error().message;
-    market_ = std::shared_ptr<market::Market>(std::move(*m));
-    auto root = market_->init_platform();
+    dir_ = test::unique_temp_dir("agent");
+    Status started = server_.start("sqlite", "agent-store");
+    ASSERT_TRUE(started.ok()) << started.error().message;
+    market::Market& m = *server_.market();
+    auto root = m.init_platform();
     ASSERT_TRUE(root.ok());
-    auto platform = market_->authenticate(root->token);
+    auto platform = m.authenticate(root->token);
     ASSERT_TRUE(platform.ok());
-    auto t = market_->create_tenant(*platform, "prov", market::TenantKind::kProvider);
-    ASSERT_TRUE(t.ok());
-    auto u = market_->create_user(*platform, t->id, "ops", market::Role::kAdmin);
-    ASSERT_TRUE(u.ok());
-    auto tok = market_->create_token(*platform, u->id);
-    ASSERT_TRUE(tok.ok());
-    provider_token_ = tok->token;
-    ctx_ = std::make_unique<Context>(Context{Catalog::embedded()});
-    server::Options o;
-    o.host = "127.0.0.1";
-    o.port = 0;
-    o.threads = 2;
-    o.market = market_;
-    server_ = std::make_unique<server::Server>(server::make_router(*ctx_, o));
-    auto port = server_->bind();
-    ASSERT_TRUE(port.ok());
-    port_ = *port;
-    thread_ = std::thread([this] { server_->run(); });
+    provider_token_ = test::tenant_admin_token(m, *platform, "prov", market::TenantKind::kProvider);
   }
   void TearDown() override {
-    if (server_) {
-      server_->stop();
-      if (thread_.joinable()) thread_.join();
-    }
-    server_.reset();
-    market_.reset();
+    server_.stop();
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
   // POST /nodes with one A100 (uuid of the a100-mig fixture): the enrolment token.
   std::string add_node() {
-    httplib::Client c("127.0.0.1", port_);
+    httplib::Client c("127.0.0.1", server_.port());
     httplib::Headers h{{"Authorization", "Bearer " + provider_token_}};
     const Json body{{"name", "node-1"},
                     {"region", "eu-west"},
@@ -192,15 +167,11 @@ class AgentLoop : public ::testing::Test {
     EXPECT_EQ(r->status, 201) << r->body;
     return Json::parse(r->body).value("enrollment_token", std::string());
   }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const { return server_.url(); }
 
-  fs::path dir_;
-  std::shared_ptr<market::Market> market_;
+  fs::path dir_;  // the agent's token and bench files
+  test::LoopbackServer server_;
   std::string provider_token_;
-  std::unique_ptr<Context> ctx_;
-  std::unique_ptr<server::Server> server_;
-  std::thread thread_;
-  int port_ = 0;
 };
 
 TEST_F(AgentLoop, EnrolsOnceSendsTheInventoryHeartbeatsAndStopsCleanly) {
@@ -228,7 +199,7 @@ TEST_F(AgentLoop, EnrolsOnceSendsTheInventoryHeartbeatsAndStopsCleanly) {
   o.enroll.clear();
   o.once = false;
   int64_t first_seq = -1, seq = -1;
-  ASSERT_TRUE(market::with_tx(market_->db(), market::TxMode::kRead, [&](market::Tx& tx) -> Status {
+  ASSERT_TRUE(market::with_tx(server_.market()->db(), market::TxMode::kRead, [&](market::Tx& tx) -> Status {
                 GPUPLAN_TRY(rows, tx.query("SELECT seq FROM node_agents"));
                 first_seq = rows.empty() ? -1 : rows[0].integer(0);
                 return Status::Ok();
@@ -238,7 +209,7 @@ TEST_F(AgentLoop, EnrolsOnceSendsTheInventoryHeartbeatsAndStopsCleanly) {
   std::thread t([&] { loop = run_agent(o, stop, true, loop_out); });
   // Wait (bounded) for the loop's first heartbeat: node_agents.seq moves past the --once run's.
   for (int i = 0; i < 200 && seq <= first_seq; ++i) {
-    Status r = market::with_tx(market_->db(), market::TxMode::kRead, [&](market::Tx& tx) -> Status {
+    Status r = market::with_tx(server_.market()->db(), market::TxMode::kRead, [&](market::Tx& tx) -> Status {
       GPUPLAN_TRY(rows, tx.query("SELECT seq FROM node_agents"));
       seq = rows.empty() ? -1 : rows[0].integer(0);
       return Status::Ok();

@@ -28,6 +28,7 @@
 #include "calibration_util.h"
 #include "gpuplan/catalog.h"
 #include "gpuplan/market.h"
+#include "loopback_fixture.h"
 #include "market/db.h"
 #include "market_pg_test_util.h"
 #include "server/server.h"
@@ -38,41 +39,12 @@ namespace {
 namespace fs = std::filesystem;
 using market::TxMode;
 
-struct Answer {
-  int status = 0;  // 0: no answer (connection failed or reset)
-  Json body;
-};
+using Answer = test::LoopbackAnswer;
+using test::unique_temp_dir;
 
 Answer call(int port, const std::string& method, const std::string& path, const std::string& token,
             const Json* body = nullptr, const std::string& if_match = {}) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_read_timeout(30, 0);
-  c.set_connection_timeout(5, 0);
-  httplib::Headers h;
-  if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
-  if (!if_match.empty()) h.emplace("If-Match", if_match);
-  const std::string full = "/api/v1" + path;
-  const std::string payload = body ? body->dump() : "{}";
-  httplib::Result r = method == "GET"      ? c.Get(full.c_str(), h)
-                      : method == "DELETE" ? c.Delete(full.c_str(), h)
-                      : method == "PUT"    ? c.Put(full.c_str(), h, payload, "application/json")
-                                           : c.Post(full.c_str(), h, payload, "application/json");
-  Answer a;
-  if (!r) return a;
-  a.status = r->status;
-  try {
-    a.body = Json::parse(r->body);
-  } catch (...) {
-  }
-  return a;
-}
-
-std::string temp_dir(const std::string& what) {
-  static std::atomic<int> n{0};
-  auto d = fs::temp_directory_path() /
-           ("gpuplan-" + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(n.fetch_add(1)));
-  fs::create_directories(d);
-  return d.string();
+  return test::loopback_call(port, method, path, token, body, if_match);
 }
 
 // The world every test starts from, made through the API: a platform admin, two providers and two
@@ -166,59 +138,24 @@ Result<World> make_world(int port, const std::string& admin, int gpus, const std
 class MarketLoopback : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (GetParam() == "postgresql") {
-      if (market::test::pg_conninfo().empty()) GTEST_SKIP() << "GPUPLAN_TEST_POSTGRES is not set";
-      auto c = market::test::fresh_pg_schema();
-      ASSERT_TRUE(c.ok()) << c.error().message;
-      store_ = *c;
-    } else {
-      store_ = temp_dir("market-loopback");
-    }
-    auto db = GetParam() == "postgresql" ? market::open_postgresql(store_) : market::open_store(store_);
-    ASSERT_TRUE(db.ok()) << db.error().message;
-    auto m = market::Market::open(std::move(*db));
-    ASSERT_TRUE(m.ok()) << m.error().message;
-    market_ = std::shared_ptr<market::Market>(std::move(*m));
-    auto token = market_->init_platform();
+    if (test::store_unavailable(GetParam())) GTEST_SKIP() << "GPUPLAN_TEST_POSTGRES is not set";
+    Status started = server_.start(GetParam(), "market-loopback");
+    ASSERT_TRUE(started.ok()) << started.error().message;
+    auto token = server_.market()->init_platform();
     ASSERT_TRUE(token.ok()) << token.error().message;
     admin_ = token->token;
-    ctx_ = std::make_unique<Context>(Context{Catalog::embedded()});
-    Options o;
-    o.host = "127.0.0.1";
-    o.port = 0;
-    o.threads = 2;
-    o.market = market_;
-    server_ = std::make_unique<Server>(make_router(*ctx_, o));
-    auto port = server_->bind();
-    ASSERT_TRUE(port.ok());
-    port_ = *port;
-    thread_ = std::thread([this] { server_->run(); });
+    port_ = server_.port();
   }
-  void TearDown() override {
-    if (server_) {
-      server_->stop();
-      if (thread_.joinable()) thread_.join();
-    }
-    server_.reset();
-    market_.reset();
-    if (GetParam() != "postgresql" && !store_.empty()) {
-      std::error_code ec;
-      fs::remove_all(store_, ec);
-    }
-  }
+  void TearDown() override { server_.stop(); }
   // A second, independent connection to the same store (the recounts read it, not the Market).
   std::unique_ptr<market::Db> raw_store() const {
-    auto db = GetParam() == "postgresql" ? market::open_postgresql(store_) : market::open_store(store_);
+    auto db = server_.open_raw_store();
     EXPECT_TRUE(db.ok());
     return db.ok() ? std::move(*db) : nullptr;
   }
 
-  std::string store_;
-  std::shared_ptr<market::Market> market_;
+  test::LoopbackServer server_;
   std::string admin_;
-  std::unique_ptr<Context> ctx_;
-  std::unique_ptr<Server> server_;
-  std::thread thread_;
   int port_ = 0;
 };
 
@@ -633,7 +570,7 @@ TEST_P(MarketLoopback, SixtyFourClientsNeverDoubleBook) {
   EXPECT_EQ(bad.load(), 0) << seen;
   auto db = raw_store();
   ASSERT_TRUE(db);
-  EXPECT_EQ(recount(*db, *ctx_), created.load()) << seen;
+  EXPECT_EQ(recount(*db, server_.context()), created.load()) << seen;
   std::cout << "[ market load ] " << GetParam() << ": " << kClients << " clients x " << kCallsEach << " calls: " << seen
             << "(201s " << created.load() << ", 503s " << unavailable.load() << ")\n";
 }
@@ -678,7 +615,7 @@ TEST_P(MarketLoopback, PlanThenRentFromEightClientsAtOnceNeverDoubleBooks) {
   EXPECT_EQ(other.load(), 0);
   auto db = raw_store();
   ASSERT_TRUE(db);
-  EXPECT_EQ(recount(*db, *ctx_), 1 + rented.load());  // the world's rental and the plans'
+  EXPECT_EQ(recount(*db, server_.context()), 1 + rented.load());  // the world's rental and the plans'
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, MarketLoopback, ::testing::Values("sqlite", "postgresql"),
@@ -845,7 +782,7 @@ void crash_at_every_failpoint_and_under_load(const Store& store) {
 }
 
 TEST(MarketCrash, KilledAtEveryFailpointAndUnderLoadLosesNothing) {
-  const Store store{"--data-dir", temp_dir("market-crash")};
+  const Store store{"--data-dir", unique_temp_dir("market-crash")};
   crash_at_every_failpoint_and_under_load(store);
   std::error_code ec;
   fs::remove_all(store.where, ec);
