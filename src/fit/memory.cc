@@ -111,6 +111,13 @@ bool peft_kbit_upcast(const Workload& w) {
   return w.task == Task::kQlora && peft && f.family == FormatFamily::kBitsAndBytes && f.unquantized_bytes < kFp32Bytes;
 }
 
+// The optimizer whose states a paged bitsandbytes optimizer keeps (the same states, in paged memory).
+Optimizer unpaged(Optimizer o) {
+  if (o == Optimizer::kPagedAdamw) return Optimizer::kAdamw;
+  if (o == Optimizer::kPagedAdamw8bit) return Optimizer::kAdamw8bit;
+  return o;
+}
+
 // NCCL buffers of a multi-GPU run; vLLM with tensor parallelism over NVLink holds its own communicator
 // and custom all-reduce buffers too.
 double communication_bytes(const Workload& w, Link link) {
@@ -475,9 +482,10 @@ double add_full_training(const PreparedWorkload& p, MemoryBreakdown& r) {
   const double param_bytes = w.weights == WeightFormat::kFp32 ? kFp32Bytes : k16BitBytes;
   const double params = p.trainable_parameters_per_gpu;
   const bool mixed = w.weights != WeightFormat::kFp32 && w.master_weights;
-  double state = w.optimizer == Optimizer::kAdamw       ? kAdamStateBytes
-                 : w.optimizer == Optimizer::kAdamw8bit ? kAdam8bitStateBytes
-                                                        : kSgdStateBytes;
+  const Optimizer opt = unpaged(w.optimizer);
+  double state = opt == Optimizer::kAdamw       ? kAdamStateBytes
+                 : opt == Optimizer::kAdamw8bit ? kAdam8bitStateBytes
+                                                : kSgdStateBytes;
   if (mixed) state += kMasterWeightBytes;
   if (w.engine == Engine::kDeepspeed && w.zero >= 1 && mixed) state += kDeepSpeedFp32GradBytes;
   r.optimizer_bytes = params * state / (w.zero >= 1 ? dp : 1.0);
@@ -502,9 +510,10 @@ double add_adapter_training(const PreparedWorkload& p, MemoryBreakdown& r) {
   // optimizer states.
   const bool bf16_adapters = w.engine == Engine::kPytorch;
   const double a_bytes = bf16_adapters ? k16BitBytes : kFp32Bytes;
-  const double state = (w.optimizer == Optimizer::kAdamw       ? (bf16_adapters ? kBf16AdamStateBytes : kAdamStateBytes)
-                        : w.optimizer == Optimizer::kAdamw8bit ? kAdam8bitStateBytes
-                                                               : kSgdStateBytes);
+  const Optimizer opt = unpaged(w.optimizer);
+  const double state = (opt == Optimizer::kAdamw       ? (bf16_adapters ? kBf16AdamStateBytes : kAdamStateBytes)
+                        : opt == Optimizer::kAdamw8bit ? kAdam8bitStateBytes
+                                                       : kSgdStateBytes);
   r.adapter_bytes = p.adapter_parameters * a_bytes;
   r.gradients_bytes = p.adapter_parameters * a_bytes;
   r.optimizer_bytes = p.adapter_parameters * state;
