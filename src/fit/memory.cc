@@ -912,7 +912,10 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
   std::string texp = "Peak per GPU";
   if (w.task == Task::kInfer && w.engine != Engine::kVllm)
     texp += " (live set at prefill or at the last token, whichever is larger)";
-  if (w.task != Task::kInfer)
+  const bool one_gradient = w.cpu_offload || (w.optimizer_in_backward && w.task == Task::kTrain);
+  if (w.task != Task::kInfer && one_gradient)
+    texp += " (weights + optimizer + activations at the start of backward + the one live gradient + runtime)";
+  else if (w.task != Task::kInfer)
     texp +=
         " (weights + optimizer + max(activations at the start of backward, gradients + optimizer-step temporaries) + "
         "runtime)";
