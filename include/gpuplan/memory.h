@@ -25,6 +25,10 @@ struct MemoryBreakdown {
   double gradients_bytes = 0;
   double optimizer_bytes = 0;  // optimizer states and fp32 master weights
   double adapter_bytes = 0;    // LoRA weights
+  // Training state kept outside the GPU's allocator and not in total_bytes: paged optimizer states
+  // (unified memory the driver evicts to the host), CPU-offloaded weights, gradients and optimizer
+  // states, offloaded activations.
+  double host_bytes = 0;
   double runtime_overhead_bytes = 0;
   double total_bytes = 0;
 

@@ -24,7 +24,9 @@ namespace gpuplan {
 // Every vocabulary below has ONE table of {value, name, aliases, help} (vocabulary.h); the tables are in
 // src/fit/workload.cc.
 enum class Task { kInfer, kTrain, kLora, kQlora };
-enum class Optimizer { kAdamw, kAdamw8bit, kSgd };
+// kPagedAdamw / kPagedAdamw8bit: bitsandbytes' paged optimizers, whose states live in CUDA unified memory
+// (cudaMallocManaged) that the driver pages to the host under pressure.
+enum class Optimizer { kAdamw, kAdamw8bit, kSgd, kPagedAdamw, kPagedAdamw8bit };
 enum class Checkpointing { kNone, kSelective, kFull };
 // Engines: what each runtime allocates besides the model (memory.h), what it refuses (refusal.h) and how
 // many kernels and how much host work a step costs (perf.h). An engine the memory model or the refusal
@@ -133,6 +135,18 @@ struct Workload {
   int64_t max_num_batched_tokens = 0;   // vLLM prefill chunk; 0 = engine default
   int group_size = 0;                   // GPTQ/AWQ group size; 0 = 128
   bool master_weights = true;           // fp32 master copy under 16-bit mixed precision
+  // torchtune optimizer_in_bwd (PyTorch "optimizer step in backward" tutorial): each parameter's optimizer
+  // step runs in a post-accumulate-grad hook and frees its gradient at once.
+  bool optimizer_in_backward = false;
+  // FSDP CPUOffload(offload_params=True) (torchtune fsdp_cpu_offload): the sharded weights, gradients and
+  // optimizer states live in host memory; the GPU holds the layers FSDP gathers and the activations.
+  bool cpu_offload = false;
+  // Activation offloading (torchtune enable_activation_offloading, with checkpointing): the checkpointed
+  // layer inputs are copied to host memory in forward and back in backward.
+  bool activation_offload = false;
+  // The training loss over this many chunks of the sequence's logits (torchtune CEWithChunkedOutputLoss:
+  // 8); 1 = the whole logits at once (torch.nn.CrossEntropyLoss, transformers); 0 = the engine's default.
+  int loss_chunks = 0;
 
   int data_parallel() const;
   int gpus() const { return count > 0 ? count : tp * pp; }

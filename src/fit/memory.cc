@@ -65,11 +65,9 @@ constexpr double kTorchtuneLogitChunks = 8;
 // torch.nn.functional.dropout saves its mask as a bool tensor: 1 byte per element
 // (aten native_dropout returns (output, mask: bool)).
 constexpr double kDropoutMaskBytes = 1;
-// Adam states: m and v in fp32 (Loshchilov & Hutter; torch.optim.AdamW), 8-bit Adam: 1 B each plus
-// block scales (Dettmers et al. 2021, bitsandbytes), SGD: one momentum buffer.
-constexpr double kAdamStateBytes = 8;
+// 8-bit Adam: m and v in 1 B each plus block scales (Dettmers et al. 2021, bitsandbytes); the other
+// optimizers' states are sized by optimizer_state_bytes below.
 constexpr double kAdam8bitStateBytes = 2.0 + 2.0 * 4 / 2048;  // m, v + fp32 absmax per 2048-blocks
-constexpr double kSgdStateBytes = 4;
 // fp32 master copy of 16-bit weights under mixed precision (Micikevicius et al. 2018).
 constexpr double kMasterWeightBytes = 4;
 // torch.optim.AdamW(foreach=True), the default of transformers/torchtune: the step materialises
@@ -95,12 +93,27 @@ constexpr double kParametersPerBillion = 1e9;
 constexpr double kExactIntegerLimit = 1e15;
 // Bytes of a 16-bit (bf16 / fp16) element.
 constexpr double k16BitBytes = 2;
-// torchtune's bf16 AdamW states: m and v in bf16, 2 x 2 B per parameter (torchtune LoRA recipes keep
-// the optimizer in the model's dtype).
-constexpr double kBf16AdamStateBytes = 4;
 // FSDP / ZeRO-3 hold two layers' full weights at once: the one computing and the next, prefetched
 // (FSDP forward_prefetch / backward_prefetch; DeepSpeed stage3 prefetch bucket).
 constexpr double kZero3GatheredLayers = 2;
+
+// ---- training recipes (issue #17, session 7; docs/model.md "Training recipes") ----------------------
+// torch.optim.AdamW and SGD create their states with torch.zeros_like(param) / a clone of the gradient
+// (torch/optim/adamw.py _init_group, sgd.py momentum_buffer): in the dtype of the parameters they step.
+// Two moments for AdamW, one momentum buffer for SGD.
+constexpr double kAdamMoments = 2;
+constexpr double kSgdMoments = 1;
+// bitsandbytes' 32-bit optimizers (AdamW32bit, PagedAdamW) keep both states in fp32 whatever the
+// parameters' dtype (bitsandbytes/optim/optimizer.py Optimizer2State.init_state, optim_bits 32).
+constexpr double kBnb32bitAdamStateBytes = 8;
+// FSDP CPU offload: a layer's unsharded gradient exists on the GPU from its backward until the
+// reduce-scatter's shard is copied to the host (torch.distributed.fsdp CPUOffload(offload_params=True):
+// "gradients ... offloaded to CPU"), one layer at a time.
+constexpr double kOffloadGradientLayers = 1;
+// Activation offloading keeps two layers' saved tensors on the GPU: the one being copied on the side
+// stream while the next layer computes, and in backward the one prefetched ahead of its use
+// (torchtune/training/_activation_offloading.py OffloadActivations with use_streams).
+constexpr double kOffloadResidentLayers = 2;
 
 // QLoRA through PEFT (HF Trainer / TRL, alone or with DeepSpeed) on a bitsandbytes base whose unquantized parameters
 // are 16-bit: prepare_model_for_kbit_training upcasts them (peft/utils/other.py, "cast all non INT8 parameters to
@@ -109,6 +122,30 @@ bool peft_kbit_upcast(const Workload& w) {
   const WeightFormatInfo& f = weight_format_info(w.weights);
   const bool peft = w.engine == Engine::kTransformers || w.engine == Engine::kDeepspeed;  // HF Trainer/TRL + PEFT
   return w.task == Task::kQlora && peft && f.family == FormatFamily::kBitsAndBytes && f.unquantized_bytes < kFp32Bytes;
+}
+
+// bitsandbytes' paged optimizers allocate their states with cudaMallocManaged (bitsandbytes functional.py
+// get_paged / cget_managed_ptr): unified memory outside PyTorch's caching allocator, which the driver
+// evicts to the host when the GPU runs short. It neither counts in torch.cuda.max_memory_reserved nor
+// makes a run fail with out-of-memory, so the model keeps those states in host_bytes, off the GPU.
+bool paged_optimizer(Optimizer o) { return o == Optimizer::kPagedAdamw || o == Optimizer::kPagedAdamw8bit; }
+
+// Optimizer state per trained parameter, without an fp32 master copy. `element_bytes`: the dtype the
+// optimizer steps (the fp32 master under mixed precision, else the parameters' own: torchtune's pure bf16
+// and PEFT's fp32 adapters alike).
+double optimizer_state_bytes(Optimizer o, double element_bytes) {
+  switch (o) {
+    case Optimizer::kAdamw:
+      return kAdamMoments * element_bytes;
+    case Optimizer::kSgd:
+      return kSgdMoments * element_bytes;
+    case Optimizer::kPagedAdamw:
+      return kBnb32bitAdamStateBytes;
+    case Optimizer::kAdamw8bit:
+    case Optimizer::kPagedAdamw8bit:
+      return kAdam8bitStateBytes;
+  }
+  return kAdamMoments * element_bytes;
 }
 
 // NCCL buffers of a multi-GPU run; vLLM with tensor parallelism over NVLink holds its own communicator
@@ -223,8 +260,27 @@ struct TrainAct {
   double score_bytes = 0;  // the s^2 part of per_layer_bytes
   double logits_bytes = 0;
   double cast_copy_bytes = 0;  // autocast's 16-bit weight copies held for backward
+  double offloaded_bytes = 0;  // saved activations copied to host memory (activation offloading)
   double total = 0;
 };
+
+// Chunks of the logits the training loss works on: as the workload says, else the engine's default
+// (torchtune's CEWithChunkedOutputLoss for the pytorch profile, the whole logits elsewhere).
+double loss_chunks(const Workload& w) {
+  if (w.loss_chunks > 0) return w.loss_chunks;
+  return w.engine == Engine::kPytorch ? kTorchtuneLogitChunks : 1.0;
+}
+
+// Activation offloading (torchtune enable_activation_offloading / OffloadActivations, Answer.AI
+// fsdp_qlora use_activation_cpu_offload): every saved tensor a layer keeps for backward is copied to
+// pinned host memory, so the GPU keeps kOffloadResidentLayers layers' worth of what checkpointing leaves
+// (the layer inputs with full recomputation, every saved activation without); the loss's buffers and the
+// recomputed layer stay on the GPU. Returns the bytes that stay; `offloaded` gets those moved.
+double offload_layers(double layers, double per_layer_bytes, double& offloaded) {
+  const double resident = std::min(layers, kOffloadResidentLayers);
+  offloaded = (layers - resident) * per_layer_bytes;
+  return resident * per_layer_bytes;
+}
 
 TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t seq) {
   const Workload& w = p.workload;
@@ -288,8 +344,8 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
   }
   t.layer_input_bytes = n * h * stream;
   const double layers = static_cast<double>(m.layers);
-  const double logit_bytes =
-      w.engine == Engine::kPytorch ? 2.0 + (kTrainLogitBytes - 2.0) / kTorchtuneLogitChunks : kTrainLogitBytes;
+  // The 16-bit logits stay whole; the fp32 upcast, log-softmax and their gradients exist one chunk at a time.
+  const double logit_bytes = k16BitBytes + (kTrainLogitBytes - k16BitBytes) / loss_chunks(w);
   t.logits_bytes = m.kind == ModelKind::kDecoder ? n * static_cast<double>(m.vocab) * logit_bytes / tp : 0;
   // The live set at the worst moment. Without full recomputation every layer's activations are held
   // when the loss's backward runs. With it only the layer inputs stay; the loss's buffers are freed
@@ -304,17 +360,15 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
     t.cast_copy_bytes =
         kAutocastCopyBytes * (w.checkpointing == Checkpointing::kFull ? matrices / layers : matrices + head);
   }
-  switch (w.checkpointing) {
-    case Checkpointing::kNone:
-      t.total = layers * t.per_layer_bytes + t.logits_bytes;
-      break;
-    case Checkpointing::kSelective:
-      t.total = layers * (t.per_layer_bytes - t.score_bytes) + t.logits_bytes;
-      break;
-    case Checkpointing::kFull:
-      t.total = layers * t.layer_input_bytes + std::max(t.per_layer_bytes, t.logits_bytes);
-      break;
-  }
+  // What each layer keeps until its backward, by checkpointing; activation offloading moves all but
+  // kOffloadResidentLayers layers' worth of it to the host.
+  const double kept_per_layer = w.checkpointing == Checkpointing::kFull        ? t.layer_input_bytes
+                                : w.checkpointing == Checkpointing::kSelective ? t.per_layer_bytes - t.score_bytes
+                                                                               : t.per_layer_bytes;
+  const double kept =
+      w.activation_offload ? offload_layers(layers, kept_per_layer, t.offloaded_bytes) : layers * kept_per_layer;
+  t.total = w.checkpointing == Checkpointing::kFull ? kept + std::max(t.per_layer_bytes, t.logits_bytes)
+                                                    : kept + t.logits_bytes;
   t.total += t.cast_copy_bytes;
   return t;
 }
@@ -428,6 +482,12 @@ double zero3_gather_bytes(const PreparedWorkload& p) {
   return kZero3GatheredLayers * (p.weights_per_gpu_bytes / layers);
 }
 
+// Buffers of data-parallel training that PyTorch's caching allocator holds, so that they count in
+// torch.cuda.max_memory_allocated/reserved like any tensor (unlike NCCL's own buffers): FSDP's unsharded
+// parameters (FSDP1 FlatParamHandle and FSDP2 all-gather outputs are torch.empty tensors; DeepSpeed
+// ZeRO-3 gathers into torch tensors too) and DDP's gradient buckets (the Reducer's bucket tensors).
+void add_allocator_communication(MemoryBreakdown& r, double bytes) { r.workspace_bytes += bytes; }
+
 // Inference: KV cache (paged for vLLM), activations of the prefill or the decode step, and the runtime
 // around them; the total is the live set at its peak.
 void add_inference(const PreparedWorkload& p, int64_t batch, int64_t context, MemoryBreakdown& r) {
@@ -468,53 +528,103 @@ void add_inference(const PreparedWorkload& p, int64_t batch, int64_t context, Me
 }
 
 // Full training: optimizer states, gradients and weights sharded by the ZeRO stage, communication
-// buffers; returns the optimizer step's temporary bytes.
+// buffers; returns the optimizer step's temporary bytes. A paged optimizer's states go to host_bytes.
 double add_full_training(const PreparedWorkload& p, MemoryBreakdown& r) {
   const Workload& w = p.workload;
   const double dp = w.data_parallel();
   const double param_bytes = w.weights == WeightFormat::kFp32 ? kFp32Bytes : k16BitBytes;
   const double params = p.trainable_parameters_per_gpu;
   const bool mixed = w.weights != WeightFormat::kFp32 && w.master_weights;
-  double state = w.optimizer == Optimizer::kAdamw       ? kAdamStateBytes
-                 : w.optimizer == Optimizer::kAdamw8bit ? kAdam8bitStateBytes
-                                                        : kSgdStateBytes;
-  if (mixed) state += kMasterWeightBytes;
-  if (w.engine == Engine::kDeepspeed && w.zero >= 1 && mixed) state += kDeepSpeedFp32GradBytes;
-  r.optimizer_bytes = params * state / (w.zero >= 1 ? dp : 1.0);
+  const double optimizer_shards = w.zero >= 1 ? dp : 1.0;
+  const double state_bytes =
+      params * optimizer_state_bytes(w.optimizer, mixed ? kFp32Bytes : param_bytes) / optimizer_shards;
+  double fp32_copies = mixed ? kMasterWeightBytes : 0.0;
+  if (w.engine == Engine::kDeepspeed && w.zero >= 1 && mixed) fp32_copies += kDeepSpeedFp32GradBytes;
+  r.optimizer_bytes = params * fp32_copies / optimizer_shards;
+  if (paged_optimizer(w.optimizer)) {
+    r.host_bytes += state_bytes;
+  } else {
+    r.optimizer_bytes += state_bytes;
+  }
   r.gradients_bytes = params * param_bytes / (w.zero >= 2 ? dp : 1.0);
   if (w.zero >= 3) {
     r.weights_bytes /= dp;
-    r.communication_bytes += zero3_gather_bytes(p);
+    add_allocator_communication(r, zero3_gather_bytes(p));
   } else if (dp > 1) {
     // DDP gradient buckets hold a second copy of the gradients.
-    r.communication_bytes += r.gradients_bytes;
+    add_allocator_communication(r, r.gradients_bytes);
   }
   const bool foreach_adam =
       w.optimizer == Optimizer::kAdamw && (w.engine == Engine::kTransformers || w.engine == Engine::kPytorch);
-  return foreach_adam ? params * kForeachAdamTempBytes / (w.zero >= 1 ? dp : 1.0) : 0;
+  return foreach_adam ? params * kForeachAdamTempBytes / optimizer_shards : 0;
 }
 
 // LoRA / QLoRA: the adapters, their gradients and optimizer states, a dequantized base matrix at a
 // time; returns the optimizer step's temporary bytes.
 double add_adapter_training(const PreparedWorkload& p, MemoryBreakdown& r) {
   const Workload& w = p.workload;
-  // PEFT keeps the adapters in fp32 (autocast_adapter_dtype), torchtune in the model's bf16 with bf16
-  // optimizer states.
+  // PEFT keeps the adapters in fp32 (autocast_adapter_dtype), torchtune in the model's bf16, and the
+  // optimizer steps them in their own dtype.
   const bool bf16_adapters = w.engine == Engine::kPytorch;
   const double a_bytes = bf16_adapters ? k16BitBytes : kFp32Bytes;
-  const double state = (w.optimizer == Optimizer::kAdamw       ? (bf16_adapters ? kBf16AdamStateBytes : kAdamStateBytes)
-                        : w.optimizer == Optimizer::kAdamw8bit ? kAdam8bitStateBytes
-                                                               : kSgdStateBytes);
   r.adapter_bytes = p.adapter_parameters * a_bytes;
   r.gradients_bytes = p.adapter_parameters * a_bytes;
-  r.optimizer_bytes = p.adapter_parameters * state;
+  const double state_bytes = p.adapter_parameters * optimizer_state_bytes(w.optimizer, a_bytes);
+  if (paged_optimizer(w.optimizer)) {
+    r.host_bytes += state_bytes;
+  } else {
+    r.optimizer_bytes = state_bytes;
+  }
   if (w.zero >= 3) {
     r.weights_bytes /= w.data_parallel();
-    r.communication_bytes += zero3_gather_bytes(p);
+    add_allocator_communication(r, zero3_gather_bytes(p));
   }
   // A 4-bit base is dequantized one matrix at a time, to 16 bits, for forward and backward.
   if (quantized_dequant(w.weights)) r.workspace_bytes += p.weights.largest_matrix_parameters * k16BitBytes / w.tp;
   return w.optimizer == Optimizer::kAdamw ? p.adapter_parameters * kForeachAdamTempBytes : 0;
+}
+
+// The largest single parameter a GPU trains, in elements: the embedding or the head (vocab x hidden)
+// in decoders, else the largest matrix; sharded by ZeRO-3/FSDP and split by tensor parallelism.
+double largest_trained_parameter(const PreparedWorkload& p) {
+  const Workload& w = p.workload;
+  const Model& m = *w.model;
+  const double edge = m.kind == ModelKind::kCnn ? 0.0 : static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+  const double largest = std::max(p.weights.largest_matrix_parameters, edge) / w.tp;
+  return w.zero >= 3 ? largest / w.data_parallel() : largest;
+}
+
+// Optimizer step in backward (torchtune optimizer_in_bwd; PyTorch tutorial "How to save memory by fusing
+// the optimizer step into the backward pass"): a post-accumulate-grad hook steps each parameter as soon
+// as its gradient is complete and frees it (zero_grad set_to_none), so no gradient buffer of the whole
+// model exists. The live gradient is the largest single parameter's, and it appears while the
+// activations are still held (the head's gradient comes first in backward). Full training only: the
+// recipes that have it (torchtune full_finetune_*) train every weight. Returns the step's temporaries.
+double apply_optimizer_in_backward(const PreparedWorkload& p, MemoryBreakdown& r) {
+  const Workload& w = p.workload;
+  const double param_bytes = w.weights == WeightFormat::kFp32 ? kFp32Bytes : k16BitBytes;
+  const double largest = largest_trained_parameter(p);
+  r.gradients_bytes = largest * param_bytes;
+  // One optimizer per parameter: a foreach AdamW materialises sqrt(v) for that parameter only.
+  const bool foreach_adam =
+      w.optimizer == Optimizer::kAdamw && (w.engine == Engine::kTransformers || w.engine == Engine::kPytorch);
+  return foreach_adam ? largest * kForeachAdamTempBytes : 0;
+}
+
+// FSDP CPU offload (torch.distributed.fsdp CPUOffload(offload_params=True); torchtune fsdp_cpu_offload):
+// the sharded weights, gradients and optimizer states live in host memory and the optimizer steps on
+// the CPU. The GPU holds the layers FSDP gathers (zero3_gather_bytes, already counted) and one layer's
+// unsharded gradient before its reduce-scatter.
+void apply_cpu_offload(const PreparedWorkload& p, MemoryBreakdown& r) {
+  const Workload& w = p.workload;
+  const double layers = std::max<double>(1, static_cast<double>(w.model->layers));
+  r.host_bytes += r.weights_bytes + r.gradients_bytes + r.optimizer_bytes;
+  r.weights_bytes = 0;
+  r.optimizer_bytes = 0;
+  const double param_bytes = w.weights == WeightFormat::kFp32 ? kFp32Bytes : k16BitBytes;
+  r.gradients_bytes = w.task == Task::kTrain
+                          ? kOffloadGradientLayers * p.trainable_parameters_per_gpu / layers * param_bytes
+                          : r.gradients_bytes;
 }
 
 }  // namespace
@@ -537,11 +647,24 @@ MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_
   }
   const TrainAct act = training_activations(p, batch, context);
   r.activations_bytes = act.total;
-  const double step_temp = w.task == Task::kTrain ? add_full_training(p, r) : add_adapter_training(p, r);
+  r.host_bytes += act.offloaded_bytes;
+  double step_temp = w.task == Task::kTrain ? add_full_training(p, r) : add_adapter_training(p, r);
   // Peak: activations are freed layer by layer as gradients appear (zero_grad(set_to_none=True)), so
-  // the worst moment is the start of backward or the optimizer step, whichever holds more.
-  const double at_backward = r.activations_bytes;
-  const double at_step = r.gradients_bytes + step_temp;
+  // the worst moment is the start of backward or the optimizer step, whichever holds more. Recipes that
+  // never hold the whole gradient (optimizer in backward, CPU offload) peak in backward, with the one
+  // live gradient beside the activations.
+  double at_backward = r.activations_bytes;
+  double at_step = r.gradients_bytes + step_temp;
+  if (w.cpu_offload) {
+    apply_cpu_offload(p, r);
+    step_temp = 0;  // the optimizer steps on the CPU
+  } else if (w.optimizer_in_backward && w.task == Task::kTrain) {
+    step_temp = apply_optimizer_in_backward(p, r);
+  }
+  if (w.cpu_offload || (w.optimizer_in_backward && w.task == Task::kTrain)) {
+    at_backward = r.activations_bytes + r.gradients_bytes + step_temp;
+    at_step = 0;
+  }
   const double dynamic = std::max(at_backward, at_step);
   r.allocator_slack_bytes = kAllocatorSlackFraction * dynamic;
   r.runtime_overhead_bytes = r.cuda_context_bytes + r.workspace_bytes + r.communication_bytes + r.allocator_slack_bytes;
@@ -731,7 +854,9 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
   } else {
     const TrainAct a = training_activations(p, w.batch, w.context);
     aexp = "Activations (Korthikanti et al. 2022, " + std::string(checkpointing_name(w.checkpointing)) +
-           " checkpointing" + (w.flash_attention ? ", flash attention" : ", eager attention") + "): " +
+           " checkpointing" + (w.flash_attention ? ", flash attention" : ", eager attention") +
+           (w.activation_offload ? ", offloaded to the host but " + num(kOffloadResidentLayers) + " layers" : "") +
+           "): " +
            (w.checkpointing == Checkpointing::kFull
                 ? num(static_cast<double>(md.layers)) + " layer inputs x " + format_gib(a.layer_input_bytes) +
                       " + max(one layer recomputed " + format_gib(a.per_layer_bytes) + ", loss buffers " +
@@ -743,20 +868,34 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
   }
   out.push_back({"activations_bytes", m.activations_bytes, aexp});
   if (w.task != Task::kInfer) {
-    out.push_back(
-        {"gradients_bytes", m.gradients_bytes,
-         "Gradients: " + billions(w.task == Task::kTrain ? p.trainable_parameters_per_gpu : p.adapter_parameters) +
-             " trainable params" +
-             (w.zero >= 2 && w.task == Task::kTrain ? " / " + num(w.data_parallel()) + " (ZeRO-" + num(w.zero) + ")"
-                                                    : "") +
-             " = " + format_gib(m.gradients_bytes)});
+    const bool in_backward = w.optimizer_in_backward && w.task == Task::kTrain && !w.cpu_offload;
+    std::string gexp =
+        "Gradients: " + billions(w.task == Task::kTrain ? p.trainable_parameters_per_gpu : p.adapter_parameters) +
+        " trainable params" +
+        (w.zero >= 2 && w.task == Task::kTrain ? " / " + num(w.data_parallel()) + " (ZeRO-" + num(w.zero) + ")" : "");
+    if (in_backward) {
+      gexp = "Gradients: the optimizer steps in backward and frees each gradient, so only the largest parameter's (" +
+             billions(largest_trained_parameter(p)) + " params) is live";
+    } else if (w.cpu_offload && w.task == Task::kTrain) {
+      gexp = "Gradients: offloaded to the host; one layer's unsharded gradient is live before its reduce-scatter";
+    }
+    out.push_back({"gradients_bytes", m.gradients_bytes, gexp + " = " + format_gib(m.gradients_bytes)});
     out.push_back(
         {"optimizer_bytes", m.optimizer_bytes,
          "Optimizer (" + std::string(optimizer_name(w.optimizer)) + ")" +
              (w.task == Task::kTrain && w.master_weights && w.weights != WeightFormat::kFp32 ? " + fp32 master weights"
                                                                                              : "") +
-             (w.zero >= 1 ? ", sharded over " + num(w.data_parallel()) + " GPUs" : "") + " = " +
+             (w.zero >= 1 ? ", sharded over " + num(w.data_parallel()) + " GPUs" : "") +
+             (paged_optimizer(w.optimizer) ? " (states in paged unified memory, counted on the host)" : "") +
+             (w.cpu_offload ? " (in host memory: FSDP CPU offload, the step runs on the CPU)" : "") + " = " +
              format_gib(m.optimizer_bytes)});
+  }
+  if (m.host_bytes > 0) {
+    out.push_back({"host_bytes", m.host_bytes,
+                   "Host memory, not in the GPU's total:" +
+                       std::string(paged_optimizer(w.optimizer) ? " paged optimizer states (cudaMallocManaged)" : "") +
+                       (w.cpu_offload ? " CPU-offloaded weights, gradients and optimizer states" : "") +
+                       (w.activation_offload ? " offloaded activations" : "") + " = " + format_gib(m.host_bytes)});
   }
   if (w.task == Task::kLora || w.task == Task::kQlora) {
     out.push_back({"adapter_bytes", m.adapter_bytes,
@@ -773,7 +912,10 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
   std::string texp = "Peak per GPU";
   if (w.task == Task::kInfer && w.engine != Engine::kVllm)
     texp += " (live set at prefill or at the last token, whichever is larger)";
-  if (w.task != Task::kInfer)
+  const bool one_gradient = w.cpu_offload || (w.optimizer_in_backward && w.task == Task::kTrain);
+  if (w.task != Task::kInfer && one_gradient)
+    texp += " (weights + optimizer + activations at the start of backward + the one live gradient + runtime)";
+  else if (w.task != Task::kInfer)
     texp +=
         " (weights + optimizer + max(activations at the start of backward, gradients + optimizer-step temporaries) + "
         "runtime)";

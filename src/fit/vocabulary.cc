@@ -110,10 +110,15 @@ constexpr VocabEntry kTaskWords[] = {
     {v(Task::kQlora), "qlora", "", "QLoRA: LoRA over a 4-bit base (nf4-dq, checkpointing on, by default)"},
 };
 constexpr VocabEntry kOptimizerWords[] = {
-    {v(Optimizer::kAdamw), "adamw", "adam adamw-torch fused-adamw", "AdamW, two fp32 moments per trained weight"},
-    {v(Optimizer::kAdamw8bit), "adamw-8bit", "adamw8bit adam8bit paged-adamw-8bit",
-     "bitsandbytes 8-bit AdamW (paged or not)"},
+    {v(Optimizer::kAdamw), "adamw", "adam adamw-torch adamw-torch-fused fused-adamw",
+     "AdamW, two fp32 moments per trained weight"},
+    {v(Optimizer::kAdamw8bit), "adamw-8bit", "adamw8bit adam8bit adamw-bnb-8bit",
+     "bitsandbytes 8-bit AdamW (AdamW8bit)"},
     {v(Optimizer::kSgd), "sgd", "", "SGD with a momentum buffer"},
+    {v(Optimizer::kPagedAdamw), "paged-adamw", "pagedadamw paged-adamw-32bit pagedadamw32bit",
+     "bitsandbytes PagedAdamW: 32-bit states in paged (unified) memory"},
+    {v(Optimizer::kPagedAdamw8bit), "paged-adamw-8bit", "pagedadamw8bit",
+     "bitsandbytes PagedAdamW8bit: 8-bit states in paged (unified) memory"},
 };
 constexpr VocabEntry kCheckpointingWords[] = {
     {v(Checkpointing::kNone), "none", "", "keep every activation for backward"},

@@ -208,10 +208,18 @@ Status read_training_and_engine(const Request& req, Workload& w) {
   w.lora_targets = targets;
   GPUPLAN_TRY(flash, req.boolean("flash_attention"));
   GPUPLAN_TRY(master, req.boolean("master_weights"));
+  GPUPLAN_TRY(in_backward, req.boolean("optimizer_in_backward"));
+  GPUPLAN_TRY(cpu_offload, req.boolean("cpu_offload"));
+  GPUPLAN_TRY(activation_offload, req.boolean("activation_offload"));
+  GPUPLAN_TRY(loss_chunks, req.whole("loss_chunks"));
   GPUPLAN_TRY(util, req.real("gpu_memory_utilization"));
   GPUPLAN_TRY(dropout, req.real("lora_dropout"));
   w.flash_attention = flash;
   w.master_weights = master;
+  w.optimizer_in_backward = in_backward;
+  w.cpu_offload = cpu_offload;
+  w.activation_offload = activation_offload;
+  w.loss_chunks = static_cast<int>(loss_chunks);
   w.gpu_memory_utilization = util.value_or(w.gpu_memory_utilization);
   w.lora_dropout = dropout.value_or(0);
   GPUPLAN_TRY(amp, req.text("amp"));
@@ -227,6 +235,18 @@ Status check_combination(const Workload& w) {
         "--amp trains an fp32 model with 16-bit autocast: give --weights fp32 and a training task "
         "(train, lora); for a model loaded in 16 bits leave --amp out",
         "amp");
+  }
+  if (w.task == Task::kInfer && (w.optimizer_in_backward || w.cpu_offload || w.activation_offload)) {
+    return usage_error(
+        "--optimizer-in-backward, --cpu-offload and --activation-offload are training settings; give a training "
+        "task (train, lora, qlora) or leave them out",
+        w.optimizer_in_backward ? "optimizer_in_backward"
+        : w.cpu_offload         ? "cpu_offload"
+                                : "activation_offload");
+  }
+  if (w.cpu_offload && w.zero < 3) {
+    return usage_error("--cpu-offload is FSDP's CPUOffload of sharded parameters: give --zero 3 (FSDP full sharding)",
+                       "cpu_offload");
   }
   if (w.task == Task::kQlora && !is_quantized(w.weights)) {
     return usage_error("QLoRA needs a quantized base (nf4, nf4-dq, fp4, int4-gptq, ...); got " +
@@ -274,6 +294,10 @@ Json workload_json(const Workload& w) {
     j["optimizer"] = optimizer_name(w.optimizer);
     j["zero"] = w.zero;
     j["checkpointing"] = checkpointing_name(w.checkpointing);
+    if (w.optimizer_in_backward) j["optimizer_in_backward"] = true;
+    if (w.cpu_offload) j["cpu_offload"] = true;
+    if (w.activation_offload) j["activation_offload"] = true;
+    if (w.loss_chunks > 0) j["loss_chunks"] = w.loss_chunks;
   }
   if (w.task == Task::kLora || w.task == Task::kQlora) {
     j["lora_rank"] = w.lora_rank;
