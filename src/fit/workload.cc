@@ -185,6 +185,17 @@ Status read_layout(const Request& req, Workload& w) {
   return Status::Ok();
 }
 
+// The KV-cache format an engine gives a workload that names none: `compute_default` (the weights' 16-bit
+// type), except TensorRT-LLM, which quantizes the KV cache with an FP8 build: trtllm-bench (0.17
+// perf-overview.md: "If you specify FP8 quantization, the KV cache will automatically be set to FP8 as
+// well!"; bench/build/tuning.py sizes the cache at the kv_cache_quant_algo's byte), the FP8 recipes of every
+// release (0.5 `--enable_fp8 --fp8_kv_cache`, 0.9-0.11 `kv_cache_quant_algo: FP8`) and ModelOpt's FP8
+// checkpoints. vLLM keeps `--kv-cache-dtype auto`, the model's 16-bit type, for an FP8 checkpoint.
+KvFormat engine_default_kv_format(Engine e, WeightFormat weights, KvFormat compute_default) {
+  if (e == Engine::kTensorrtLlm && weights == WeightFormat::kFp8) return KvFormat::kFp8;
+  return compute_default;
+}
+
 // Optimizer, checkpointing, engine, LoRA targets and the engine's switches.
 Status read_training_and_engine(const Request& req, Workload& w) {
   GPUPLAN_TRY(opt, req.text("optimizer"));
@@ -204,6 +215,7 @@ Status read_training_and_engine(const Request& req, Workload& w) {
     GPUPLAN_TRY(version, parse_engine_version(std::string_view(engine).substr(at + 1)));
     w.engine_version = version;
   }
+  if (!req.has("kv_cache")) w.kv_cache = engine_default_kv_format(w.engine, w.weights, w.kv_cache);
   GPUPLAN_TRY(targets, parse_lora_targets(req));
   w.lora_targets = targets;
   GPUPLAN_TRY(flash, req.boolean("flash_attention"));

@@ -121,6 +121,35 @@ inline constexpr EngineVersion kVllmLargeGpuDefaultsSince{{0, 9, 0}, true, 3, '.
 inline constexpr int64_t kVllmMaxNumSeqs = 256;
 inline constexpr int64_t kVllmMaxNumSeqsLargeGpu = 1024;
 inline constexpr double kVllmLargeGpuMinBytes = 70.0 * 1024 * 1024 * 1024;
+// vLLM before 0.6.0 (the V0 engine of 0.4 and 0.5): the step's outputs (sampler results into sequence
+// groups, stop checks, detokenization) were processed on the host between GPU steps. vllm issue #6913
+// ("[RFC]: Asynchronous Output Processor", 2024-07-29) measured that host time beside the TPOT, Llama-3-70B
+// fp8 on 4xH100: `_process_model_outputs` 0.2 ms at batch 1 and 3.4 ms at batch 32, (3.4 - 0.2) / 31 =
+// 0.1 ms per running sequence. 0.6.0 overlapped it with the next step (PR #7049, the async output
+// processor: "Overlap detokenization + Python output construction with the next GPU step"), which the
+// 0.6 V0 profile (kStepSecondsVllm) already assumes. Not fitted to a TPOT.
+inline constexpr EngineVersion kVllmAsyncOutputSince{{0, 6, 0}, true, 3, '.'};
+inline constexpr double kVllmV0OutputSecondsPerSequence = 0.1e-3;
+// TensorRT-LLM releases (docs/source/release-notes.md; the blogs and perf tables of each release):
+// - Decode attention of MQA/GQA models: XQA ("XQA kernel provides optimization for MQA and GQA during
+//   generation phase ... reducing data loading", blogs/XQA-kernel.md) was experimental behind
+//   TRTLLM_ENABLE_XQA=1 in 0.6/0.7 (performance.md of 0.6.x: "These kernels are currently experimental and
+//   not enabled by default") and on by default from 0.8.0 (advanced/gpt-attention.md: "This is default
+//   enabled. To disable this, you need to use the flag --disable_xqa"). Before it the masked MHA kernel
+//   (decoderMaskedMultiheadAttentionTemplate.h) runs one thread block per query head and sequence, each
+//   loading the whole K/V cache of its KV head (`hi_kv = hi / qhead_per_kv`): the shared cache is read
+//   once per query head, heads / kv_heads times. The XQA blog's 2.4x on Llama-70B (H200, 128/2048, v0.8a)
+//   is consistent with it (the KV read ~20% of the XQA step, x8); not fitted to a row.
+inline constexpr EngineVersion kTensorrtLlmXqaDefaultSince{{0, 8, 0}, true, 3, '.'};
+// Engine defaults of TensorRT-LLM's serving runtime (in-flight batching; every release from 0.10's
+// perf-overview on: gptManagerBenchmark --scheduler_policy guaranteed_no_evict, trtllm-bench "Scheduling
+// Policy: Guaranteed No Evict"): the capacity scheduler admits a request only when the KV cache can hold
+// its whole prompt plus maximum output, so the sequences in flight are KV tokens / (input + output), not
+// the half-way average a scheduler that allocates on demand and preempts (vLLM) reaches. trtllm-bench
+// sizes the engine's max batch from the same KV estimate, capped at 4096 and divided by the pipeline
+// stages (tensorrt_llm/bench/build/tuning.py, finetune_setting: `raw_bs = min(kv_cache_max_requests,
+// 4096) / pp_size`).
+inline constexpr int64_t kTensorrtLlmBenchMaxBatch = 4096;
 // --- attention -------------------------------------------------------------------------------------
 // FlashAttention-2 reaches 50-73% of A100 peak forward and 35-63% backward (Dao 2023, arXiv 2307.08691,
 // Sec. 4.1); FlashAttention-3 ~75% forward on H100. 0.55 is the middle of the FA2 range.

@@ -354,6 +354,20 @@ struct AttentionCosts {
   double flops_window = 0;
 };
 
+// What an engine's release changes in a step, where a source documents it (constants.h, "vLLM before 0.6.0"
+// and "TensorRT-LLM releases"). TensorRT-LLM before 0.8.0 decodes MQA/GQA attention with the masked MHA
+// kernel, which reads the shared K/V once per query head.
+bool masked_mha_decode(const Workload& w) {
+  return w.task == Task::kInfer && w.engine == Engine::kTensorrtLlm &&
+         version_before(w.engine_version, kTensorrtLlmXqaDefaultSince);
+}
+// vLLM before 0.6.0 processes each step's outputs on the host between steps: seconds per running sequence.
+double host_seconds_per_sequence(const Workload& w) {
+  return w.task == Task::kInfer && w.engine == Engine::kVllm && version_before(w.engine_version, kVllmAsyncOutputSince)
+             ? kVllmV0OutputSecondsPerSequence
+             : 0.0;
+}
+
 AttentionCosts attention_costs(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r,
                                const StepShape& s) {
   AttentionCosts ac;
@@ -365,12 +379,14 @@ AttentionCosts attention_costs(const PerfArch& a, const Workload& w, const PerfR
   const double kv_heads = std::max(1.0, dbl(a.kv_heads) / tp);
   const double d = dbl(a.head_dim);
   const bool causal = !a.encoder;
+  const bool mmha = s.q == 1 && masked_mha_decode(w);
   auto attention = [&](Cost& c, double window, double& flops_out) {
     const double pairs = s.batch * attended_pairs(s.q, s.ctx0, window, causal);
     const double flops = 4.0 * pairs * heads * d;
     flops_out = flops;
     const double kv_tokens = s.batch * (window > 0 ? std::min(s.ctx0 + s.q, window) : s.ctx0 + s.q);
-    const double kv_read = kv_tokens * 2.0 * kv_heads * d * (s.training ? ab : run.kv_bytes);
+    double kv_read = kv_tokens * 2.0 * kv_heads * d * (s.training ? ab : run.kv_bytes);
+    if (mmha) kv_read *= heads / kv_heads;  // masked MHA: the group's K/V once per query head
     const double qo = 2.0 * tokens * heads * d * ab;
     if (w.flash_attention || s.q == 1) {
       c.roof(flops / r.attn_flops, (kv_read + qo) / r.bandwidth);
@@ -431,6 +447,8 @@ Cost inference_step(const PerfArch& a, const Workload& w, const PerfRun& run, co
   out.add(c, pp);
   if (w.pp > 1) out.comm += (pp - 1) * r.allreduce_latency;  // point-to-point hand-offs between stages
   out.overhead += engine_step_seconds(w, eff);
+  const double per_sequence = host_seconds_per_sequence(w);  // vLLM before 0.6.0
+  if (per_sequence > 0) out.overhead += per_sequence * s.batch;
   return out;
 }
 
@@ -829,7 +847,8 @@ struct SweepConstants {
 SweepConstants sweep_constants(const PerfArch& a, const Workload& w, const PerfRun& run, const PerfEfficiency& eff,
                                const Rates& r, const MatmulShapes& sh) {
   SweepConstants k;
-  k.fast = !a.cnn && !sh.experts && !(run.prefill_chunk_tokens > 0) && !(run.cublas_above_rows > 0);
+  k.fast = !a.cnn && !sh.experts && !(run.prefill_chunk_tokens > 0) && !(run.cublas_above_rows > 0) &&
+           !masked_mha_decode(w) && !(host_seconds_per_sequence(w) > 0);  // old releases: the generic path
   const double tp = std::max(1, w.tp);
   k.ab = run.activation_bytes;
   k.h = dbl(a.hidden);

@@ -136,10 +136,20 @@ PerfRun run_for(const PerfSetup& s, const PerfDevice& device, int count) {
 
 // Sequences a serving engine schedules at once, whatever memory allows: vLLM's max_num_seqs defaults to
 // 256, and from 0.9 to 1024 on GPUs of 70 GiB or more but the A100 (constants.h, "engine versions");
-// TGI's router batches up to its token budget (max_batch_total_tokens, sized from memory) and
-// TensorRT-LLM's trtllm-bench sizes max_batch_size from memory (up to 8192 with CUDA graphs), so neither
-// is capped here. "auto" inference keeps vLLM's long-standing 256.
+// TGI's router batches up to its token budget (max_batch_total_tokens, sized from memory), uncapped here;
+// TensorRT-LLM's trtllm-bench sizes max_batch_size from memory, capped at 4096 / pp (tuning.py). "auto"
+// inference keeps vLLM's long-standing 256.
 namespace {
+// KV tokens a serving engine holds per sequence in flight: a scheduler that allocates blocks as tokens come
+// and preempts (vLLM, TGI) holds the prompt and, on average, half the output; TensorRT-LLM's
+// guaranteed_no_evict capacity scheduler reserves the prompt and the whole output at admission (constants.h,
+// kTensorrtLlmBenchMaxBatch's comment).
+double serving_tokens_per_sequence(const Workload& w) {
+  const double input = static_cast<double>(perf_input_tokens(w));
+  const double output = static_cast<double>(perf_output_tokens(w));
+  return w.engine == Engine::kTensorrtLlm ? input + output : input + output / 2;
+}
+
 int64_t vllm_max_num_seqs(const Workload& w, const Target& t) {
   if (w.engine != Engine::kVllm || version_before(w.engine_version, kVllmLargeGpuDefaultsSince)) {
     return kVllmMaxNumSeqs;
@@ -156,8 +166,11 @@ Result<MemoryVerdict> MemoryCache::verdict(const Target& t) {
     Workload w = s_.workload;
     w.count = count;
     if (serving) {
-      // In flight, sequences are half-way through their output on average.
-      w.context = perf_input_tokens(s_.workload) + std::max<int64_t>(1, perf_output_tokens(s_.workload) / 2);
+      // In flight, sequences are half-way through their output on average; TensorRT-LLM's scheduler
+      // reserves the whole output (serving_tokens_per_sequence).
+      const int64_t output = perf_output_tokens(s_.workload);
+      w.context = perf_input_tokens(s_.workload) +
+                  (s_.workload.engine == Engine::kTensorrtLlm ? output : std::max<int64_t>(1, output / 2));
       w.input_tokens = std::min(w.input_tokens, w.context);
     }
     auto p = prepare(w);
@@ -180,13 +193,16 @@ Result<MemoryVerdict> MemoryCache::verdict(const Target& t) {
   if (s_.workload.task == Task::kInfer && s_.workload.model->kind != ModelKind::kCnn) {
     GPUPLAN_TRY(serve, prepared(serving_, true));
     const TargetFit sf = fit_target(*serve, tc);
-    const double mean_tokens =
-        static_cast<double>(perf_input_tokens(s_.workload)) + static_cast<double>(perf_output_tokens(s_.workload)) / 2;
+    const double mean_tokens = serving_tokens_per_sequence(s_.workload);
     v.serving_max_batch = sf.kv_pool_tokens > 0
                               ? static_cast<int64_t>(std::floor(static_cast<double>(sf.kv_pool_tokens) / mean_tokens))
                               : sf.max_batch;
     if (serve->rules_engine == Engine::kVllm) {  // vLLM, and "auto" inference
       v.serving_max_batch = std::min(v.serving_max_batch, vllm_max_num_seqs(s_.workload, tc));
+    }
+    if (s_.workload.engine == Engine::kTensorrtLlm) {  // trtllm-bench's max batch (constants.h)
+      v.serving_max_batch =
+          std::min(v.serving_max_batch, kTensorrtLlmBenchMaxBatch / std::max<int64_t>(1, s_.workload.pp));
     }
   }
   return v;
