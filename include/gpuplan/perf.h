@@ -138,6 +138,7 @@ struct PerfRun {
   double activation_bytes = 2;      // activation_element_bytes(workload): bf16/fp16, 4 for fp32
   double kv_bytes = 2;              // kv_bytes_per_element(workload.kv_cache)
   int dp = 1;                       // data-parallel ranks: count / (tp x pp) unless the request said
+  int layer_split = 1;              // llama.cpp's --split-mode layer: GPUs whose layer slices run in turn
   int64_t global_batch = 0;         // sequences per optimizer step over all ranks (0 = batch x dp)
   bool fsdp = false;                // FSDP full shard (as ZeRO-3)
   bool cuda_graphs = true;          // decode steps replayed as CUDA graphs
@@ -154,6 +155,12 @@ struct PerfRun {
   double linears_per_layer = 0;
   // Kernels per layer launched beside the matmuls on every call (bitsandbytes LLM.int8's decomposition).
   double extra_kernels_per_layer = 0;
+  // Prompt micro-batches in flight on different pipeline stages at once (llama.cpp's pipeline
+  // parallelism); 1 = one pass at a time, every stage in turn.
+  double pipeline_copies = 1;
+  // Bytes per element of the tokens x hidden activations handed from one pipeline stage to the next
+  // (llama.cpp: F32); 0 = the hand-off's latency alone.
+  double handoff_element_bytes = 0;
 };
 
 // The lengths the performance model reads for inference: at least one prompt and one generated token.

@@ -67,6 +67,24 @@ inline constexpr double kLlamaCppUbatchTokens = 512;
 // (PR #6766, JohannesGaessler's table); H100 PCIe, Llama-2-7B Q4_K_M, 143.35 -> 163.83 tokens/s: 0.87 ms
 // = 1.9 us (issue #6763, NVIDIA's description). 1.4 us: their mean.
 inline constexpr double kNativeLaunchSeconds = 1.4e-6;
+// --- llama.cpp over several GPUs (issue #17, session 7) -----------------------------------------------
+// `--split-mode layer`, llama.cpp's default since PR #4766 ("llama : ggml-backend integration", merged
+// 2024-01-12, e7e4df0): each visible GPU holds a contiguous slice of the layers and their KV cache, and a
+// pass runs the slices in turn (docs/multi-gpu.md, PR #22729: "Pipeline parallelism. Each GPU holds a
+// contiguous slice of layers"), so a decode step is the sum of the GPUs' slices plus the hand-offs
+// between them, not a tensor-parallel step. (Earlier builds split every matrix by rows: not modelled.)
+inline constexpr EngineVersion kLlamaCppLayerSplitSince{{2024, 1, 12}, true, 3, '-'};
+// Pipeline parallelism, PR #6017 (merged 2024-03-13, b2413): with every layer offloaded in the layer split
+// (llama-context.cpp: `n_devices() > 1 && n_gpu_layers > n_layer && split_mode == LAYER && offload_kqv`),
+// ggml_backend_sched keeps `n_copies = GGML_SCHED_MAX_COPIES` input copies (ggml/CMakeLists.txt:
+// GGML_SCHED_MAX_COPIES "4", "max input copies for pipeline parallelism"), so up to 4 micro-batches of a
+// prompt are in flight on different GPUs at once. Decode (one micro-batch) still runs the GPUs in turn.
+inline constexpr EngineVersion kLlamaCppPipelineSince{{2024, 3, 13}, true, 3, '-'};
+inline constexpr double kLlamaCppSchedMaxCopies = 4;
+// ggml hands the residual stream from one GPU's graph split to the next as an F32 tensor (the graph's
+// activations are F32; ggml_backend_tensor_copy_async of the split's input): 4 bytes per element of
+// tokens x hidden, over the link between the GPUs (PCIe without NVLink).
+inline constexpr double kLlamaCppHandoffBytesPerElement = 4;
 // --- bitsandbytes (eager transformers, issue #17 mechanism 4) ----------------------------------------
 // 4-bit NF4/FP4 (with or without double quantization), bitsandbytes/autograd/_functions.py matmul_4bit:
 // an input of ONE row (`A.numel() == A.shape[-1]` and no grad) runs F.gemv_4bit over the packed weights

@@ -415,8 +415,9 @@ LayerCosts layer_costs(const PerfArch& a, const Workload& w, const PerfRun& run,
   return lc;
 }
 
-// Forward step over this GPU's layers (all layers / pp), LM head included (last stage); `tc` holds
-// the parts that depend only on the step's tokens (token_costs of s.batch x s.q and s.logit_rows).
+// Forward step over this GPU's layers (all layers / pp), without the LM head (the caller adds it once, for
+// the last stage); `tc` holds the parts that depend only on the step's tokens (token_costs of s.batch x s.q
+// and s.logit_rows).
 Cost forward_step(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const StepShape& s,
                   double kernels, const TokenCosts& tc) {
   const AttentionCosts ac = attention_costs(a, w, run, r, s);
@@ -430,12 +431,20 @@ Cost forward_step(const PerfArch& a, const Workload& w, const PerfRun& run, cons
   c.add(tc.elementwise, layers);
   c.add(tc.comm, layers);
   c.overhead += layers * kernels * r.kernel_seconds;
-  add_roof(c, tc.head);
   return c;
 }
 
 double engine_step_seconds(const Workload& w, const PerfEfficiency& eff) {
   return eff.step_seconds >= 0 ? eff.step_seconds : engine_perf_at(w.engine, w.engine_version).step_seconds;
+}
+
+// The hand-offs of one pass of `tokens` through `stages` pipeline stages: stages - 1 point-to-point
+// copies of the residual stream, each the link's latency plus, where the run states the element size
+// (llama.cpp's F32 activations, constants.h), its tokens x hidden bytes over the link.
+double handoff_seconds(const PerfArch& a, const PerfRun& run, const Rates& r, double stages, double tokens) {
+  if (stages <= 1) return 0;
+  const double bytes = tokens * dbl(a.hidden) * run.handoff_element_bytes;
+  return (stages - 1) * (bytes > 0 ? r.allreduce_latency + bytes / r.allreduce_bw : r.allreduce_latency);
 }
 
 // One inference step as the user sees it: every pipeline stage in turn, plus the engine's host work.
@@ -445,7 +454,8 @@ Cost inference_step(const PerfArch& a, const Workload& w, const PerfRun& run, co
   const double pp = std::max(1, w.pp);
   Cost out;
   out.add(c, pp);
-  if (w.pp > 1) out.comm += (pp - 1) * r.allreduce_latency;  // point-to-point hand-offs between stages
+  add_roof(out, tc.head);                                     // the LM head runs once, on the last stage
+  out.comm += handoff_seconds(a, run, r, pp, s.batch * s.q);  // point-to-point hand-offs between stages
   out.overhead += engine_step_seconds(w, eff);
   const double per_sequence = host_seconds_per_sequence(w);  // vLLM before 0.6.0
   if (per_sequence > 0) out.overhead += per_sequence * s.batch;
@@ -482,11 +492,19 @@ Cost prefill_step(const PerfArch& a, const Workload& w, const PerfRun& run, cons
     stage.add(tc->elementwise, layers * k);
     stage.add(tc->comm, layers * k);
   }
-  add_roof(stage, last.head);
   stage.overhead += passes * layers * engine_perf(w.engine).kernels_per_layer * r.kernel_seconds;
+  // Every pass crosses every stage. One pass at a time, the prompt takes pp x the stage's time. With
+  // `in_flight` passes on different stages at once (llama.cpp's pipeline parallelism, constants.h), a
+  // pass still takes pp stage-times of its own, but in_flight of them run together: pp x passes /
+  // in_flight pass-stage-times, plus in_flight - 1 to fill the pipeline (in_flight = pp: passes + pp - 1).
+  const double in_flight = std::min({run.pipeline_copies, pp, passes});
+  const double stage_times = in_flight > 1 ? (pp * passes / in_flight + in_flight - 1) / passes : pp;
+  const double hops =
+      (passes - 1) * handoff_seconds(a, run, r, pp, batch * q) + handoff_seconds(a, run, r, pp, batch * last_q);
   Cost out;
-  out.add(stage, pp);
-  if (w.pp > 1) out.comm += passes * (pp - 1) * r.allreduce_latency;
+  out.add(stage, stage_times);
+  add_roof(out, last.head);  // once, on the last stage, for the prompt's last pass
+  out.comm += in_flight > 1 ? hops * stage_times / pp : hops;
   out.overhead += passes * engine_step_seconds(w, eff);
   return out;
 }
@@ -805,10 +823,18 @@ InferencePerf inference_with(const PerfArch& a, const PerfDevice& d, const Workl
   return out;
 }
 
+// llama.cpp's layer split (PerfRun::layer_split, set by run_for): the target's GPUs as pipeline stages.
+Workload layer_split_stages(const Workload& w, const PerfRun& run) {
+  Workload staged = w;
+  staged.pp = run.layer_split;
+  return staged;
+}
+
 }  // namespace
 
 InferencePerf predict_inference(const PerfArch& a, const PerfDevice& d, const Workload& w, const PerfRun& run,
                                 const PerfEfficiency& eff) {
+  if (run.layer_split > std::max(1, w.pp)) return predict_inference(a, d, layer_split_stages(w, run), run, eff);
   const Rates r = make_rates(d, w.engine, w.engine_version, run, eff);
   return inference_with(a, d, w, run, eff, r, matmul_shapes(a, w, run), nullptr);
 }
@@ -962,10 +988,10 @@ Cost sweep_step(const SweepConstants& k, const PerfRun& run, const Rates& r, dou
   if (k.windows) sweep_attention(k, run, r, batch, q, ctx0, k.window_tokens, k.window, compute, memory);
   memory += l.elementwise_memory;
   double overhead = l.overhead + k.layer_kernel_seconds;
-  add_roof2(compute, memory, head);
   Cost out;
   out.compute = k.pp * compute;
   out.memory = k.pp * memory;
+  add_roof2(out.compute, out.memory, head);  // the LM head runs once, on the last stage
   out.comm = k.pp * l.comm;
   out.overhead = k.pp * overhead;
   if (k.pp_multi) out.comm += (k.pp - 1) * r.allreduce_latency;
@@ -1002,12 +1028,12 @@ InferenceSweep::InferenceSweep(const PerfArch& arch, const PerfDevice& device, c
   State& s = *state_;
   s.arch = arch;
   s.device = device;
-  s.workload = w;
+  s.workload = run.layer_split > std::max(1, w.pp) ? layer_split_stages(w, run) : w;
   s.run = run;
   s.eff = eff;
   s.rates = make_rates(device, w.engine, w.engine_version, run, eff);
-  s.shapes = matmul_shapes(arch, w, run);
-  s.constants = sweep_constants(arch, w, run, eff, s.rates, s.shapes);
+  s.shapes = matmul_shapes(arch, s.workload, run);
+  s.constants = sweep_constants(arch, s.workload, run, eff, s.rates, s.shapes);
 }
 
 InferenceSweep::~InferenceSweep() = default;
@@ -1044,6 +1070,9 @@ InferencePerf InferenceSweep::at(int64_t batch_size, int64_t input_tokens) {
 
 ServingPerf predict_serving(const PerfArch& a, const PerfDevice& d, const Workload& w, const PerfRun& run,
                             const PerfEfficiency& eff, int64_t max_batch, double rate) {
+  if (run.layer_split > std::max(1, w.pp)) {
+    return predict_serving(a, d, layer_split_stages(w, run), run, eff, max_batch, rate);
+  }
   ServingPerf s;
   if (a.cnn || max_batch < 1) return s;
   const Rates r = make_rates(d, w.engine, w.engine_version, run, eff);
