@@ -80,6 +80,9 @@ class InferenceSweepLean {
   InferenceSweepLean& operator=(const InferenceSweepLean&) = delete;
 
   InferenceLean at(int64_t batch, int64_t input_tokens);
+  // The InferenceSweep of the same workload (the full InferencePerf, bit for bit), which at() answers
+  // through where the rewrite does not apply.
+  InferenceSweep& exact();
 
  private:
   struct State;
@@ -115,11 +118,10 @@ class SweepPoint {
   double limit_bytes() const { return limit_bytes_; }
 
  private:
-  SweepPoint(InferenceSweep latency, InferenceSweepLean lean, MemorySweep memory)
-      : latency_(std::move(latency)), lean_(std::move(lean)), memory_(std::move(memory)) {}
+  SweepPoint(InferenceSweepLean latency, MemorySweep memory)
+      : latency_(std::move(latency)), memory_(std::move(memory)) {}
 
-  InferenceSweep latency_;
-  InferenceSweepLean lean_;
+  InferenceSweepLean latency_;  // at_lean's, and at()'s through exact()
   MemorySweep memory_;
   int64_t output_tokens_ = 0;
   double limit_bytes_ = 0;

@@ -1193,7 +1193,7 @@ struct InferenceSweepLean::State {
   LeanConstants lean;
   LeanBatch batch;
   LeanPrompt prompts[kLeanPromptSlots];
-  std::optional<InferenceSweep> exact;  // where the lean rewrite does not apply (or rows beyond its bound)
+  std::optional<InferenceSweep> exact;  // exact(), and at() where the rewrite does not apply
 };
 
 InferenceSweepLean::InferenceSweepLean(const PerfArch& arch, const PerfDevice& device, const Workload& w,
@@ -1208,6 +1208,8 @@ InferenceSweepLean::InferenceSweepLean(const PerfArch& arch, const PerfDevice& d
   s.lean = lean_constants(s.constants, run, rates, shapes);
   s.exact.emplace(arch, device, w, run, eff);
 }
+
+InferenceSweep& InferenceSweepLean::exact() { return *state_->exact; }
 
 InferenceSweepLean::~InferenceSweepLean() = default;
 InferenceSweepLean::InferenceSweepLean(InferenceSweepLean&&) noexcept = default;

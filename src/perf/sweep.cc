@@ -25,9 +25,7 @@ Result<SweepPoint> SweepPoint::make(const Workload& w, const Target& t, const Pe
   // at()'s prompt, as in the configuration's own workload (context = prompt + output >= prompt).
   Workload latency = w;
   latency.context = INT64_MAX;
-  const PerfArch arch = perf_arch(*w.model);
-  const PerfDevice device = perf_device(t);
-  SweepPoint point(InferenceSweep(arch, device, latency, run, eff), InferenceSweepLean(arch, device, latency, run, eff),
+  SweepPoint point(InferenceSweepLean(perf_arch(*w.model), perf_device(t), latency, run, eff),
                    MemorySweep(prepared, t.link));
   point.output_tokens_ = w.output_tokens;
   point.limit_bytes_ = fit.limit_bytes;
@@ -50,7 +48,7 @@ SweepAnswer SweepPoint::at(int64_t batch, int64_t prompt_tokens) {
   a.total_bytes = memory_.total_bytes(batch, prompt_tokens, context);
   a.headroom_bytes = limit_bytes_ - a.total_bytes;
   a.fits = !a.refusal && a.headroom_bytes >= 0;
-  a.perf = latency_.at(batch, prompt_tokens);
+  a.perf = latency_.exact().at(batch, prompt_tokens);
   return a;
 }
 
@@ -61,7 +59,7 @@ SweepLean SweepPoint::at_lean(int64_t batch, int64_t prompt_tokens) {
   a.total_bytes = memory_.total_bytes(batch, prompt_tokens, context);
   a.headroom_bytes = limit_bytes_ - a.total_bytes;
   a.fits = !a.refusal && a.headroom_bytes >= 0;
-  a.perf = lean_.at(batch, prompt_tokens);
+  a.perf = latency_.at(batch, prompt_tokens);
   return a;
 }
 
