@@ -220,6 +220,34 @@ void BM_SweepFitAndLatency(benchmark::State& state) {
 }
 BENCHMARK(BM_SweepFitAndLatency)->Unit(benchmark::kMillisecond);
 
+// The same sweep as a planner reads it (issue #19's measure: memory verdict + latency): per configuration
+// SweepPoint::at_lean, the memory verdict bit for bit (refusal, fit, bytes, headroom) and TTFT, TPOT,
+// total seconds and throughput within kInferenceLeanTolerance of the per-configuration path, without
+// the secondary rates and bounds BM_SweepFitAndLatency's at() also fills.
+void BM_SweepFitAndLatencyLean(benchmark::State& state) {
+  BenchPoints sweep = sweep_points("llama-3.1-70b");
+  int64_t configs = 0, fits = 0;
+  for (auto _ : state) {
+    double sum = 0;
+    for (auto& p : sweep.points) {
+      for (int64_t b : kSweepBatches) {
+        for (int64_t c : kSweepContexts) {
+          const SweepLean a = p.at_lean(b, c);
+          sum += a.perf.tpot_seconds + a.perf.ttft_seconds + a.headroom_bytes;
+          fits += a.fits ? 1 : 0;
+          ++configs;
+        }
+      }
+    }
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetItemsProcessed(configs);
+  state.counters["configs_per_sweep"] = static_cast<double>(sweep.points.size() * 16);
+  state.counters["fits_per_sweep"] = static_cast<double>(fits) / static_cast<double>(state.iterations());
+  state.counters["configs_per_second"] = benchmark::Counter(static_cast<double>(configs), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SweepFitAndLatencyLean)->Unit(benchmark::kMillisecond);
+
 // The latency half alone, through InferenceSweep (BM_PerfSweep calls predict_inference per configuration).
 void BM_PerfSweepPrepared(benchmark::State& state) {
   BenchPoints sweep = sweep_points("llama-3.1-70b");

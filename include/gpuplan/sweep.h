@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "gpuplan/memory.h"
@@ -48,6 +49,57 @@ struct SweepAnswer {
   InferencePerf perf;
 };
 
+// The fields of InferencePerf a sweep reads (InferenceSweepLean::at).
+struct InferenceLean {
+  double ttft_seconds = 0;
+  double tpot_seconds = 0;
+  double total_seconds = 0;
+  double throughput_tokens_per_second = 0;
+};
+
+// The lean latency's largest relative distance from predict_inference (tests/unit/sweep_lean_test.cc
+// holds it over a grid): its rewrite reorders a few dozen roundings of 2^-53 each, so 1e-12 leaves a
+// thousandfold margin, far below any digit the CLI, the server or a planner's comparison reads.
+constexpr double kInferenceLeanTolerance = 1e-12;
+
+// InferenceSweep (perf.h) answering what a sweep reads: TTFT, TPOT, total seconds and throughput,
+// without the secondary rates and bounds, each within kInferenceLeanTolerance (relative) of
+// predict_inference's, not bit for bit. For a dense transformer (InferenceSweep's fast path) the
+// prefill's matmuls are the same rooflines rewritten linear in the step's tokens (their coefficients
+// resolved once: no division per matmul), the attention is the batch times per-sequence terms, and
+// everything of a step that no prompt changes is resolved once per batch; otherwise it is
+// InferenceSweep::at's own answer. Ask the prompt lengths of one batch in a row. Allocation-free.
+class InferenceSweepLean {
+ public:
+  InferenceSweepLean(const PerfArch& arch, const PerfDevice& device, const Workload& w, const PerfRun& run,
+                     const PerfEfficiency& eff);
+  ~InferenceSweepLean();
+  InferenceSweepLean(InferenceSweepLean&&) noexcept;
+  InferenceSweepLean& operator=(InferenceSweepLean&&) noexcept;
+  InferenceSweepLean(const InferenceSweepLean&) = delete;
+  InferenceSweepLean& operator=(const InferenceSweepLean&) = delete;
+
+  InferenceLean at(int64_t batch, int64_t input_tokens);
+  // The InferenceSweep of the same workload (the full InferencePerf, bit for bit), which at() answers
+  // through where the rewrite does not apply.
+  InferenceSweep& exact();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// What a sweep reads of a configuration (SweepPoint::at_lean): the memory verdict (fit_target's refusal,
+// fits, bytes and headroom, bit for bit) and the latency (TTFT, TPOT, total seconds and throughput,
+// within kInferenceLeanTolerance of predict_inference's: InferenceSweepLean).
+struct SweepLean {
+  std::optional<RefusalCode> refusal;
+  bool fits = false;
+  double total_bytes = 0;
+  double headroom_bytes = 0;
+  InferenceLean perf;
+};
+
 class SweepPoint {
  public:
   // `w`: an inference workload (model, engine, weights, tp, pp, output_tokens, ...) whose batch, prompt
@@ -59,13 +111,17 @@ class SweepPoint {
   // prompt + output_tokens). Ask the prompts of one batch in a row: the decode step's matmuls are
   // resolved once per batch.
   SweepAnswer at(int64_t batch, int64_t prompt_tokens);
+  // at()'s memory verdict and the latency a sweep reads (SweepLean), without the secondary rates and
+  // bounds: the latency half is InferenceSweepLean::at. Ask the prompts of one batch in a row.
+  SweepLean at_lean(int64_t batch, int64_t prompt_tokens);
 
   double limit_bytes() const { return limit_bytes_; }
 
  private:
-  SweepPoint(InferenceSweep latency, MemorySweep memory) : latency_(std::move(latency)), memory_(std::move(memory)) {}
+  SweepPoint(InferenceSweepLean latency, MemorySweep memory)
+      : latency_(std::move(latency)), memory_(std::move(memory)) {}
 
-  InferenceSweep latency_;
+  InferenceSweepLean latency_;  // at_lean's, and at()'s through exact()
   MemorySweep memory_;
   int64_t output_tokens_ = 0;
   double limit_bytes_ = 0;

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 
+#include "gpuplan/sweep.h"
 #include "perf/constants.h"
 
 namespace gpuplan {
@@ -1007,6 +1009,167 @@ struct LeanDecode {
   RoofTime head;
 };
 
+// InferenceSweepLean (sweep.h): the fast path's steps rewritten as sums of terms linear in the step's
+// tokens, with the coefficients resolved once. Each term is the fast path's expression regrouped (none
+// dropped, no rate changed), so the answer is InferenceSweep::at's within a few dozen roundings.
+
+// One matmul as gemm_time, linear in its rows m. With s = 1/m + 1/n + 1/k and the half-rate intensity
+// hi, gemm_time's t_c = 2mnk / (rate x (1/s) / (1/s + hi)) = 2mnk (1 + hi s) / rate
+// = m x 2nk (1 + hi (1/n + 1/k)) / rate + 2nk hi / rate; the GEMV's time and the bytes are linear in m.
+// The wave count stays exact, in integers.
+struct LeanGemm {
+  double alpha = 0, beta = 0;   // tensor-core time alpha m + beta
+  double gemv = 0;              // CUDA-core GEMV time gemv m (infinity when there is none)
+  double mem0 = 0, mem1 = 0;    // memory time mem0 + mem1 m
+  double sms_per_col_tile = 0;  // sms / col_tiles
+  int64_t col_tiles = 0;        // ceil(n / kGemmTileCols)
+};
+
+LeanGemm lean_gemm(const Rates& r, const GemmShape& g, double a_bytes, double rate) {
+  LeanGemm l;
+  const double nk2 = 2.0 * g.n * g.k;
+  l.alpha = nk2 * (1 + r.half_intensity * (g.inv_n + g.inv_k)) / rate;
+  l.beta = nk2 * r.half_intensity / rate;
+  l.gemv = r.cuda_core_flops > 0 ? nk2 / r.cuda_core_flops : INFINITY;
+  l.mem0 = g.weight_bytes / r.bandwidth;
+  l.mem1 = (g.k + g.n) * a_bytes / r.bandwidth;
+  l.sms_per_col_tile = r.sms / g.col_tiles;
+  l.col_tiles = static_cast<int64_t>(g.col_tiles);
+  return l;
+}
+
+// The rows of a step's matmuls and what their wave quantization reads of them.
+struct LeanRows {
+  double m = 0;
+  double inv_row_tiles = 0;  // 1 / row_tiles
+  int64_t row_tiles = 0;     // ceil(m / kGemmTileRows)
+};
+
+// Rows are whole tokens (below 2^53: the sweep's batch x prompt in int64).
+constexpr int64_t kLeanTileRows = static_cast<int64_t>(kGemmTileRows);
+// Bounds under which the wave count's integers stay below 2^53 (exact as doubles): rows of a step
+// (batch x prompt; validated workloads stay far below), column tiles of a matmul (n up to a million) and
+// SMs (a GPU has a few hundred). Beyond them InferenceSweep answers.
+constexpr int64_t kLeanMaxRows = int64_t{1} << 40;
+constexpr double kLeanMaxColTiles = 1 << 13;
+constexpr double kLeanMaxSms = 1 << 20;
+// Fibonacci hashing of a prompt length into kLeanPromptSlots slots (2^64 / golden ratio; top 4 bits).
+constexpr uint64_t kLeanPromptHash = 0x9E3779B97F4A7C15ull;
+constexpr int kLeanPromptShift = 60;
+
+LeanRows lean_rows(int64_t m) {
+  LeanRows rows;
+  rows.m = dbl(m);
+  rows.row_tiles = (m + kLeanTileRows - 1) / kLeanTileRows;
+  rows.inv_row_tiles = 1.0 / dbl(rows.row_tiles);
+  return rows;
+}
+
+// gemm_time(...).seconds of `l` at `rows`: wave quantization, the faster kernel, the slower roofline side.
+double lean_gemm_seconds(const LeanGemm& l, const LeanRows& rows, int64_t sms, double inv_sms) {
+  double t_c = l.alpha * rows.m + l.beta;
+  if (sms > 0) {
+    // ceil(tiles / sms) exactly: truncating the product by the reciprocal gives the quotient's floor,
+    // or one less when the quotient is a whole number (a non-whole one is >= 1/sms from the next).
+    const int64_t tiles = rows.row_tiles * l.col_tiles;
+    int64_t waves = static_cast<int64_t>(dbl(tiles) * inv_sms);
+    if (waves * sms < tiles) ++waves;
+    t_c *= dbl(waves) * l.sms_per_col_tile * rows.inv_row_tiles;  // ceil(waves) / waves of gemm_time
+  }
+  t_c = std::min(t_c, l.gemv * rows.m);
+  return std::max(t_c, l.mem0 + l.mem1 * rows.m);
+}
+
+// Everything of the fast path's steps that the batch and the prompt do not change, as coefficients.
+struct LeanConstants {
+  LeanGemm gemm[4];           // qkv, out and the MLP's up and down that run (gemm_time's n, k > 0)
+  LeanGemm head;              // the LM head (head_flops)
+  double inv_sms = 0;         // 1 / sms
+  double tokens_seconds = 0;  // element-wise passes + all-reduces per token of a layer
+  double comm_seconds = 0;    // all-reduces' latency per layer (tensor parallel)
+  double fixed_seconds = 0;   // per step: kernels x stages, hand-offs between stages, the engine's step
+  // Attention per sequence: flash (or one query) compute and eager compute per attended pair, KV read
+  // per cached token, queries and outputs per new token, eager scores per pair.
+  double pair_flash = 0, pair_eager = 0, kv_token = 0, new_token = 0, pair_scores = 0;
+  int64_t sms = 0;  // r.sms (0 = no wave quantization)
+  int gemms = 0;
+  bool usable = false;  // the fast path with positive rates (else InferenceSweep answers)
+  bool head_runs = false;
+};
+
+LeanConstants lean_constants(const SweepConstants& k, const PerfRun& run, const Rates& r, const MatmulShapes& sh) {
+  LeanConstants l;
+  const bool rates = r.gemm_flops > 0 && r.head_flops > 0 && r.bandwidth > 0 && r.attn_flops > 0 &&
+                     r.attn_gemm_flops > 0 && (k.tp <= 1 || r.allreduce_bw > 0) && std::isfinite(r.inv_bandwidth) &&
+                     r.sms >= 0 && r.sms < kLeanMaxSms;
+  const bool tiles = sh.qkv.col_tiles < kLeanMaxColTiles && sh.out.col_tiles < kLeanMaxColTiles &&
+                     sh.up.col_tiles < kLeanMaxColTiles && sh.down.col_tiles < kLeanMaxColTiles &&
+                     sh.head.col_tiles < kLeanMaxColTiles;
+  l.usable = k.fast && rates && tiles;
+  if (!l.usable) return l;
+  const GemmShape* lin[] = {&sh.qkv, &sh.out, &sh.up, &sh.down};
+  const size_t count = sh.mlp ? 4 : 2;
+  for (size_t i = 0; i < count; ++i) {
+    if (lin[i]->n > 0 && lin[i]->k > 0) l.gemm[l.gemms++] = lean_gemm(r, *lin[i], k.ab, r.gemm_flops);
+  }
+  l.head_runs = k.head && sh.head.n > 0 && sh.head.k > 0;
+  if (l.head_runs) l.head = lean_gemm(r, sh.head, run.activation_bytes, r.head_flops);
+  l.sms = static_cast<int64_t>(r.sms);
+  l.inv_sms = r.sms > 0 ? 1.0 / r.sms : 0.0;
+  l.tokens_seconds = k.ab * k.ew_width * k.ew_factor / r.bandwidth;
+  if (k.tp > 1) {
+    l.tokens_seconds += kTpAllReducesPerLayer * k.allreduce_factor * k.h * k.ab / r.allreduce_bw;
+    l.comm_seconds = kTpAllReducesPerLayer * r.allreduce_latency;
+  }
+  l.fixed_seconds = k.pp * (k.layers * k.gemm_overhead + k.layer_kernel_seconds) +
+                    (k.pp_multi ? (k.pp - 1) * r.allreduce_latency : 0.0) + k.step_seconds;
+  l.pair_flash = 4.0 * k.heads * k.d / r.attn_flops;
+  l.pair_eager = 4.0 * k.heads * k.d / r.attn_gemm_flops;
+  l.kv_token = 2.0 * k.kv_heads * k.d * run.kv_bytes / r.bandwidth;
+  l.new_token = 2.0 * k.heads * k.d * k.ab / r.bandwidth;
+  l.pair_scores = k.heads * k.score_bytes * kEagerScorePasses * (k.causal ? 2.0 : 1.0) / r.bandwidth;
+  return l;
+}
+
+// One layer's matmuls, element-wise passes and all-reduces of a step of `m` tokens.
+double lean_layer_seconds(const LeanConstants& l, const LeanRows& rows) {
+  double t = rows.m * l.tokens_seconds + l.comm_seconds;
+  for (int i = 0; i < l.gemms; ++i) t += lean_gemm_seconds(l.gemm[i], rows, l.sms, l.inv_sms);
+  return t;
+}
+
+// sweep_attention of one sequence of the prefill (q = n new tokens, none cached) under `window`.
+double lean_prefill_attention(const SweepConstants& k, const LeanConstants& l, double n, double window) {
+  const double pairs = attended_pairs(n, 0, window, k.causal);
+  const double kv_tokens = window > 0 ? std::min(n, window) : n;
+  const bool eager = !(k.flash || n == 1);
+  const double t_compute = pairs * (eager ? l.pair_eager : l.pair_flash);
+  const double t_memory = kv_tokens * l.kv_token + n * l.new_token + (eager ? pairs * l.pair_scores : 0.0);
+  return std::max(t_compute, t_memory);
+}
+
+// sweep_attention of one sequence of a decode step (one new token after `ctx0`) under `window`: every
+// one of its attended pairs is a cached token read.
+double lean_decode_attention(const LeanConstants& l, double ctx0, double window) {
+  const double kv_tokens = window > 0 ? std::min(ctx0 + 1, window) : ctx0 + 1;
+  return std::max(kv_tokens * l.pair_flash, kv_tokens * l.kv_token + l.new_token);
+}
+
+// The parts of a batch's steps that no prompt length changes.
+struct LeanBatch {
+  double batch = 0;          // 0 = none yet
+  double prefill_fixed = 0;  // the prefill's LM head and per-step costs
+  double decode_fixed = 0;   // the whole decode step but its attention
+};
+
+// The attention of one sequence at a prompt length (the prefill's, and the decode step's at the mean
+// context), per layer kind weighted by its layers: a sweep asks the same prompts for every batch.
+struct LeanPrompt {
+  double input = 0;  // 0 = empty
+  double prefill = 0;
+  double decode = 0;
+};
+constexpr size_t kLeanPromptSlots = 16;  // prompt lengths remembered (a sweep's grid has a handful)
 }  // namespace
 
 struct InferenceSweep::State {
@@ -1065,6 +1228,83 @@ InferencePerf InferenceSweep::at(int64_t batch_size, int64_t input_tokens) {
   const Cost dec = sweep_step(k, s.run, r, batch, 1, mean_ctx, dc.layers, dc.head);
   InferencePerf out;
   finish_inference(out, pre, dec, batch, input, output);
+  return out;
+}
+
+struct InferenceSweepLean::State {
+  PerfRun run;
+  Workload workload;
+  SweepConstants constants;
+  LeanConstants lean;
+  LeanBatch batch;
+  LeanPrompt prompts[kLeanPromptSlots];
+  std::optional<InferenceSweep> exact;  // exact(), and at() where the rewrite does not apply
+};
+
+InferenceSweepLean::InferenceSweepLean(const PerfArch& arch, const PerfDevice& device, const Workload& w,
+                                       const PerfRun& run, const PerfEfficiency& eff)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.run = run;
+  s.workload = w;
+  const Rates rates = make_rates(device, w.engine, w.engine_version, run, eff);
+  const MatmulShapes shapes = matmul_shapes(arch, w, run);
+  s.constants = sweep_constants(arch, w, run, eff, rates, shapes);
+  s.lean = lean_constants(s.constants, run, rates, shapes);
+  s.exact.emplace(arch, device, w, run, eff);
+}
+
+InferenceSweep& InferenceSweepLean::exact() { return *state_->exact; }
+
+InferenceSweepLean::~InferenceSweepLean() = default;
+InferenceSweepLean::InferenceSweepLean(InferenceSweepLean&&) noexcept = default;
+InferenceSweepLean& InferenceSweepLean::operator=(InferenceSweepLean&&) noexcept = default;
+
+InferenceLean InferenceSweepLean::at(int64_t batch_size, int64_t input_tokens) {
+  State& s = *state_;
+  const LeanConstants& l = s.lean;
+  s.workload.batch = batch_size;
+  s.workload.input_tokens = input_tokens;
+  const int64_t batch_rows = std::max<int64_t>(1, batch_size);
+  const int64_t input_rows = perf_input_tokens(s.workload);
+  if (!l.usable || batch_rows > kLeanMaxRows / input_rows) {
+    const InferencePerf p = s.exact->at(batch_size, input_tokens);
+    return InferenceLean{p.ttft_seconds, p.tpot_seconds, p.total_seconds, p.throughput_tokens_per_second};
+  }
+  const SweepConstants& k = s.constants;
+  const double batch = dbl(batch_rows);
+  const double input = dbl(input_rows);
+  const double output = k.output;
+  LeanBatch& lb = s.batch;
+  if (lb.batch != batch) {
+    // Once per batch: the LM head (prefill and decode run it on `batch` rows) and the decode step's
+    // matmuls, element-wise passes and all-reduces.
+    const LeanRows rows = lean_rows(batch_rows);
+    const double head = l.head_runs ? lean_gemm_seconds(l.head, rows, l.sms, l.inv_sms) : 0.0;
+    lb.batch = batch;
+    lb.prefill_fixed = k.pp * head + l.fixed_seconds;
+    lb.decode_fixed = k.pp * (k.layers * lean_layer_seconds(l, rows) + head) + l.fixed_seconds;
+  }
+  LeanPrompt& p = s.prompts[(static_cast<uint64_t>(input_rows) * kLeanPromptHash) >> kLeanPromptShift];
+  if (p.input != input) {
+    p.input = input;
+    p.prefill = k.global * lean_prefill_attention(k, l, input, 0);
+    // Decode at the mean context: only its attention reads the prompt.
+    const double mean_ctx = input + (output - 1) / 2.0;
+    p.decode = k.global * lean_decode_attention(l, mean_ctx, 0);
+    if (k.windows) {
+      p.prefill += k.window * lean_prefill_attention(k, l, input, k.window_tokens);
+      p.decode += k.window * lean_decode_attention(l, mean_ctx, k.window_tokens);
+    }
+  }
+  // The prefill: the layers' matmuls, element-wise passes and all-reduces of batch x input tokens (whole
+  // tokens: the product is exact in int64), and `batch` sequences' attention.
+  const LeanRows rows = lean_rows(batch_rows * input_rows);
+  InferenceLean out;
+  out.ttft_seconds = lb.prefill_fixed + k.pp * (k.layers * lean_layer_seconds(l, rows) + batch * p.prefill);
+  out.tpot_seconds = lb.decode_fixed + k.pp * batch * p.decode;
+  out.total_seconds = out.ttft_seconds + (output - 1) * out.tpot_seconds;
+  out.throughput_tokens_per_second = batch * output / out.total_seconds;
   return out;
 }
 

@@ -25,7 +25,7 @@ Result<SweepPoint> SweepPoint::make(const Workload& w, const Target& t, const Pe
   // at()'s prompt, as in the configuration's own workload (context = prompt + output >= prompt).
   Workload latency = w;
   latency.context = INT64_MAX;
-  SweepPoint point(InferenceSweep(perf_arch(*w.model), perf_device(t), latency, run, eff),
+  SweepPoint point(InferenceSweepLean(perf_arch(*w.model), perf_device(t), latency, run, eff),
                    MemorySweep(prepared, t.link));
   point.output_tokens_ = w.output_tokens;
   point.limit_bytes_ = fit.limit_bytes;
@@ -43,6 +43,17 @@ Result<SweepPoint> SweepPoint::make(const Workload& w, const Target& t, const Pe
 
 SweepAnswer SweepPoint::at(int64_t batch, int64_t prompt_tokens) {
   SweepAnswer a;
+  const int64_t context = prompt_tokens + output_tokens_;
+  a.refusal = context > refuse_above_context_ ? std::optional<RefusalCode>(RefusalCode::kContext) : refusal_;
+  a.total_bytes = memory_.total_bytes(batch, prompt_tokens, context);
+  a.headroom_bytes = limit_bytes_ - a.total_bytes;
+  a.fits = !a.refusal && a.headroom_bytes >= 0;
+  a.perf = latency_.exact().at(batch, prompt_tokens);
+  return a;
+}
+
+SweepLean SweepPoint::at_lean(int64_t batch, int64_t prompt_tokens) {
+  SweepLean a;
   const int64_t context = prompt_tokens + output_tokens_;
   a.refusal = context > refuse_above_context_ ? std::optional<RefusalCode>(RefusalCode::kContext) : refusal_;
   a.total_bytes = memory_.total_bytes(batch, prompt_tokens, context);

@@ -234,6 +234,9 @@ TEST(InferenceSweep, MemoryAndLatencyInnerLoopDoesNotAllocate) {
   for (int64_t b : {1, 8, 64, 256}) {
     for (int64_t c : {512, 2048, 8192, 32768}) sum += point->at(b, c).perf.tpot_seconds;
   }
+  for (int64_t b : {1, 8, 64, 256}) {
+    for (int64_t c : {512, 2048, 8192, 32768}) sum += point->at_lean(b, c).perf.tpot_seconds;
+  }
   counting = false;
   EXPECT_EQ(counted_allocations.load(), 0);
 }
