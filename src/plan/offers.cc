@@ -22,10 +22,11 @@ const char* const kColumns[] = {"provider",     "region",    "offer",       "gpu
                                 "interconnect", "vcpus",     "ram_gb",      "price_hour", "spot_price_hour",
                                 "currency",     "available", "captured_at", "source"};
 // Columns a file may have or leave out.
-const char* const kOptionalColumns[] = {"price_kind", "fabric", "billing", "min_billable_seconds", "startup_seconds"};
-// The optional columns of an offer's billing terms and fabric (issue #18), which `offers import --format
-// csv` carries over when its input has any of them.
-const char* const kTermsColumns[] = {"fabric", "billing", "min_billable_seconds", "startup_seconds"};
+const char* const kOptionalColumns[] = {"price_kind",           "fabric",          "billing",
+                                        "min_billable_seconds", "startup_seconds", "proxy"};
+// The optional columns of an offer's billing terms, fabric and proxy mark (issue #18), which `offers import
+// --format csv` carries over when its input has any of them.
+const char* const kCarriedColumns[] = {"fabric", "billing", "min_billable_seconds", "startup_seconds", "proxy"};
 
 // Splits CSV text into records of fields (RFC 4180: quotes, doubled quotes, commas and newlines inside
 // quotes). Returns each record with the line it starts on.
@@ -258,6 +259,8 @@ Result<Offer> make_offer(const Catalog& catalog, const std::map<std::string, std
     GPUPLAN_CHECK(number("startup_seconds", false, o.startup_seconds, kMaxStartupSeconds));
   if (!billing.empty() || !get("min_billable_seconds").empty() || !get("startup_seconds").empty())
     o.billing_source = "offer";
+  // A proxy says why it stands in; "no" (or empty) is a real offer of the target.
+  if (const std::string proxy = get("proxy"); !proxy.empty() && proxy != "no" && proxy != "false") o.proxy = proxy;
   return o;
 }
 
@@ -485,7 +488,7 @@ std::string csv_line(const std::map<std::string, std::string>& f, bool terms) {
   for (const char* c : kColumns) put(c);
   put("price_kind");
   if (terms) {
-    for (const char* c : kTermsColumns) put(c);
+    for (const char* c : kCarriedColumns) put(c);
   }
   return line + "\n";
 }
@@ -495,7 +498,7 @@ std::string csv_header(bool terms) {
   for (const char* c : kColumns) h.append(h.empty() ? "" : ",").append(c);
   h += ",price_kind";
   if (terms) {
-    for (const char* c : kTermsColumns) h.append(",").append(c);
+    for (const char* c : kCarriedColumns) h.append(",").append(c);
   }
   return h + "\n";
 }
@@ -545,7 +548,7 @@ Result<ImportResult> import_offers(const Catalog& catalog, const std::string& fi
       return invalid_data_error(file_name + ":1: the header holds bytes that are not UTF-8", file_name);
     cols.push_back(trim(h));
   }
-  for (const char* c : kTermsColumns)
+  for (const char* c : kCarriedColumns)
     terms = terms || (options.format == "csv" && std::find(cols.begin(), cols.end(), c) != cols.end());
   out.csv = csv_header(terms);
   const char* const* required = kColumns;

@@ -100,13 +100,13 @@ TEST(OffersImport, GpuplanCsvKeepsTheBillingAndFabricColumns) {
   o.format = "csv";
   const char* csv =
       "provider,region,offer,gpu,gpus,interconnect,vcpus,ram_gb,price_hour,spot_price_hour,currency,available,"
-      "captured_at,source,fabric,billing,min_billable_seconds,startup_seconds\n"
-      "p,r,a,h100-80gb-sxm5,8,nvlink,96,1000,20,,USD,yes,,,infiniband,per-minute,600,90\n"
-      "p,r,b,l4,1,pcie,4,16,0.9,,USD,yes,2026-10-01,https://kept,,,,\n";
+      "captured_at,source,fabric,billing,min_billable_seconds,startup_seconds,proxy\n"
+      "p,r,a,h100-80gb-sxm5,8,nvlink,96,1000,20,,USD,yes,,,infiniband,per-minute,600,90,\n"
+      "p,r,b,l4,1,pcie,4,16,0.9,,USD,yes,2026-10-01,https://kept,,,,,a share of an L40S\n";
   const auto catalog = Catalog::embedded();
   auto r = import_offers(*catalog, "mine.csv", csv, o);
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_NE(r->csv.find("price_kind,fabric,billing,min_billable_seconds,startup_seconds\n"), std::string::npos);
+  EXPECT_NE(r->csv.find("price_kind,fabric,billing,min_billable_seconds,startup_seconds,proxy\n"), std::string::npos);
   auto back = parse_offers(*catalog, "imported.csv", r->csv);
   ASSERT_TRUE(back.ok());
   ASSERT_EQ(back->offers.size(), 2u);
@@ -116,6 +116,9 @@ TEST(OffersImport, GpuplanCsvKeepsTheBillingAndFabricColumns) {
   EXPECT_DOUBLE_EQ(back->offers[0].startup_seconds, 90);
   EXPECT_EQ(back->offers[1].fabric, Fabric::kNone);
   EXPECT_EQ(back->offers[1].billing_source, provider_terms("p").source);
+  // The proxy mark (issue #18) goes through an import too.
+  EXPECT_FALSE(back->offers[0].is_proxy());
+  EXPECT_EQ(back->offers[1].proxy, "a share of an L40S");
 }
 
 TEST(OffersImport, MistakesNameTheirField) {
