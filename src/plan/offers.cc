@@ -510,6 +510,18 @@ std::string whole_if_integral(const std::string& s) {
   return s;
 }
 
+// SkyPilot's MemoryGiB as gpuplan's ram_gb (10^9-byte GB, CONTRIBUTING's unit rule), to 0.1 GB as the
+// snapshot writes it: 16 GiB is 17.2 GB (the importer used to write 16, 7 % low). Text that is not a number
+// in range is passed on as it is, for make_offer to refuse with its bound.
+std::string gib_text_as_gb(const std::string& gib) {
+  const auto v = parse_decimal(gib);
+  if (!v || *v < 0 || *v > kMaxRamGb) return gib;
+  constexpr double kTenths = 10;  // one decimal
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", std::round(*v * kBytesPerGib / kBytesPerGb * kTenths) / kTenths);
+  return buf;
+}
+
 }  // namespace
 
 Result<ImportResult> import_offers(const Catalog& catalog, const std::string& file_name, std::string_view text,
@@ -600,7 +612,7 @@ Result<ImportResult> import_offers(const Catalog& catalog, const std::string& fi
                                          {"gpus", whole_if_integral(in["AcceleratorCount"])},
                                          {"interconnect", "pcie"},
                                          {"vcpus", whole_if_integral(in["vCPUs"])},
-                                         {"ram_gb", in["MemoryGiB"]},
+                                         {"ram_gb", gib_text_as_gb(in["MemoryGiB"])},
                                          {"price_hour", in["Price"]},
                                          {"spot_price_hour", in["SpotPrice"]},
                                          {"currency", "USD"},

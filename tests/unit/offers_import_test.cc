@@ -43,6 +43,8 @@ TEST(OffersImport, SkyPilotRowsOnePerRegionWithTheLowestZoneSpotPrice) {
   EXPECT_EQ(o.target.id(), "l4");
   EXPECT_EQ(o.gpus, 1);
   EXPECT_EQ(o.vcpus, 4);
+  // SkyPilot's MemoryGiB 16 in 10^9-byte GB (issue #18: the importer wrote 16, 7 % low).
+  EXPECT_DOUBLE_EQ(o.ram_gb, 17.2);
   EXPECT_DOUBLE_EQ(o.price_hour.value_or(0), 0.805);
   EXPECT_DOUBLE_EQ(o.spot_price_hour.value_or(0), 0.31);  // the cheaper zone
   EXPECT_EQ(o.captured_at, "2026-11-30");
