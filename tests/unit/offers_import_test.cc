@@ -143,5 +143,45 @@ TEST(OffersImport, MistakesNameTheirField) {
   EXPECT_FALSE(import_offers(cat, "vms.csv", "", skypilot()).ok());
 }
 
+// Issue #18: GCP's layout. SkyPilot's GCP catalog lists a G2 machine with no accelerator and its host price
+// only, and the L4s it carries as rows with an empty InstanceType priced per zone; the importer took the G2
+// rows for CPU-only machines (no GCP L4 offer at all) and skipped the GPU rows for lacking an offer name. A
+// machine type of data/offers/host_gpus.yaml now gets the two prices added in the same zone.
+constexpr const char* kGcp =
+    "InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,AvailabilityZone,Price,SpotPrice\n"
+    "a2-highgpu-1g,12.0,85.0,,,,us-central1,us-central1-a,0.73948,0.38812\n"
+    "g2-standard-4,4.0,16.0,,,,us-central1,us-central1-a,0.14679,0.07502\n"
+    "g2-standard-4,4.0,16.0,,,,us-central1,us-central1-b,0.14679,0.07502\n"
+    "g2-standard-24,24.0,96.0,,,,us-central1,us-central1-a,0.88075,0.4501\n"
+    ",,,L4,1,{'Gpus': [{'MemoryInfo': {'SizeInMiB': 24576}}]},us-central1,us-central1-a,0.56004,0.2862\n"
+    ",,,L4,1,{'Gpus': [{'MemoryInfo': {'SizeInMiB': 24576}}]},us-central1,us-central1-b,0.56004,0.2761\n";
+
+TEST(OffersImport, GcpG2MachinesGetTheirL4RowsPriceAddedInTheSameZone) {
+  const auto catalog = Catalog::embedded();
+  auto o = skypilot("gcp");
+  auto r = import_offers(*catalog, "vms.csv", kGcp, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->offers, 1u) << r->csv;
+  auto back = parse_offers(*catalog, "imported.csv", r->csv);
+  ASSERT_TRUE(back.ok());
+  ASSERT_EQ(back->offers.size(), 1u);
+  const Offer& g2 = back->offers[0];
+  EXPECT_EQ(g2.name, "g2-standard-4");
+  EXPECT_EQ(g2.region, "us-central1");
+  EXPECT_EQ(g2.target.id(), "l4");
+  EXPECT_EQ(g2.gpus, 1);
+  EXPECT_NEAR(g2.price_hour.value_or(0), 0.14679 + 0.56004, 1e-9);      // 0.70683, GCP's list price
+  EXPECT_NEAR(g2.spot_price_hour.value_or(0), 0.07502 + 0.2761, 1e-9);  // the cheaper zone's sum
+  EXPECT_DOUBLE_EQ(g2.ram_gb, 17.2);
+  // g2-standard-24 carries 2 L4s; the file has no "L4,2" row in its zone: skipped with the reason. The a2
+  // machine is not listed (its GPUs are another table's), so it stays a CPU-only row, not an offer.
+  ASSERT_EQ(r->skipped.size(), 1u);
+  EXPECT_EQ(r->skipped[0].line, 5);
+  EXPECT_NE(r->skipped[0].reason.find("no price for its 2 L4 GPU(s) in the same zone"), std::string::npos)
+      << r->skipped[0].reason;
+  // Another provider's file is read as before: no table, so the G2 rows are CPU-only.
+  EXPECT_EQ(import_offers(*catalog, "vms.csv", kGcp, skypilot("aws"))->offers, 0u);
+}
+
 }  // namespace
 }  // namespace gpuplan
