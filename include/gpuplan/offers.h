@@ -110,9 +110,8 @@ struct OfferSet {
 // provider,region,offer,gpu,gpus,interconnect,vcpus,ram_gb,price_hour,spot_price_hour,currency,available,captured_at,source
 // (any column order), and optionally price_kind (list, the default, or marketplace), fabric (none,
 // infiniband, roce, efa), billing (per-second, per-minute, per-hour), min_billable_seconds and
-// startup_seconds (empty: the provider's terms), and proxy (empty: a real offer; else why it stands in). YAML holds `offers:`
-// with the same keys. A broken header or document is an
-// error; a broken line is skipped with its reason.
+// startup_seconds (empty: the provider's terms), and proxy (empty: a real offer; else why it stands in). YAML holds
+// `offers:` with the same keys. A broken header or document is an error; a broken line is skipped with its reason.
 Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_name, std::string_view text);
 // The snapshot shipped under data/offers/.
 Result<OfferSet> default_offers(const Catalog& catalog);
