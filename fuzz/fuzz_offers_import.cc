@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "fuzz_util.h"
 #include "gpuplan/offers.h"
@@ -17,10 +18,13 @@ namespace fz = gpuplan::fuzz;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(fz::as_text(data, size));
-  for (const char* format : {"skypilot", "csv"}) {
+  // SkyPilot's layout as an unknown provider's and as GCP's (whose G2 machines are joined to their GPU rows,
+  // data/offers/host_gpus.yaml), and gpuplan's CSV.
+  for (const auto& [format, provider] :
+       {std::pair{"skypilot", "fuzzcloud"}, std::pair{"skypilot", "gcp"}, std::pair{"csv", "fuzzcloud"}}) {
     gpuplan::ImportOptions options;
     options.format = format;
-    options.provider = "fuzzcloud";
+    options.provider = provider;
     options.captured_at = "2026-11-30";
     options.source = "https://example.invalid/vms.csv";
     auto imported = gpuplan::import_offers(fz::catalog(), "fuzz/vms.csv", text, options);

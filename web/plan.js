@@ -160,6 +160,36 @@ function rentThis() {
 
 const money = (v) => (typeof v === 'number' ? `$${fmt(v, 4)}` : '–');
 
+// A plan's start-up (issue #18): provisioning plus the weights' load, as the library reports them.
+function startupText(p) {
+  if (typeof p.startup_seconds !== 'number') return '–';
+  const parts = [typeof p.provisioning_seconds === 'number' ? `provisioning ${seconds(p.provisioning_seconds)}` : null,
+    typeof p.load_seconds === 'number' ? `weights load ${seconds(p.load_seconds)}` : null].filter(Boolean);
+  return `${seconds(p.startup_seconds)}${parts.length ? ` (${parts.join(', ')})` : ''}`;
+}
+// Its billing: the step and the minimum billed, and for a job with an end the time each instance is billed
+// (billed_seconds: start-up and run rounded up to the step, at least the minimum; a service has none).
+function billingText(p) {
+  if (!p.billing) return '–';
+  const min = typeof p.min_billable_seconds === 'number' && p.min_billable_seconds > 0 ? `, minimum ${seconds(p.min_billable_seconds)}` : ', no minimum';
+  const billed = p.billed_seconds > 0 ? `; billed ${seconds(p.billed_seconds)} per instance` : '';
+  return `${p.billing}${min}${billed}`;
+}
+// The same in the plans table's short words: "start-up 7 min (300 s + 122 s load)", "billed per second, min 1 min".
+function startupShort(p) {
+  if (typeof p.startup_seconds !== 'number') return '';
+  return `start-up ${seconds(p.startup_seconds)}${typeof p.load_seconds === 'number' && typeof p.provisioning_seconds === 'number' ? ` (${seconds(p.provisioning_seconds)} + ${seconds(p.load_seconds)} load)` : ''}`;
+}
+function billingShort(p) {
+  if (!p.billing) return '';
+  const min = p.min_billable_seconds > 0 ? `, min ${seconds(p.min_billable_seconds)}` : ', no min';
+  return `billed ${p.billing.replace('-', ' ')}${min}${p.billed_seconds > 0 ? `; ${seconds(p.billed_seconds)} per instance` : ''}`;
+}
+// A proxy's mark (issue #18): a stand-in priced from another product, ranked after every real offer.
+function proxyMark(p) {
+  return p && p.proxy ? el('span', { class: 'proxy-badge', role: 'note', title: p.proxy_reason || '', text: ' proxy' }) : null;
+}
+
 function render(d) {
   const plans = d.plans || [];
   const best = d.best || plans.find((p) => p.meets_goal !== false);
@@ -173,7 +203,7 @@ function render(d) {
   if (best) {
     res.push(el('section', { class: 'recommended', 'aria-label': 'Recommended plan' },
       el('h3', { text: 'Recommended' }),
-      el('p', {}, el('strong', { text: `${best.provider || ''} ${best.offer || ''}`.trim() }), marketMarks(best), best.region ? ` in ${best.region}` : '', `: ${best.gpus || 1} × ${best.target}`,
+      el('p', {}, el('strong', { text: `${best.provider || ''} ${best.offer || ''}`.trim() }), proxyMark(best), marketMarks(best), best.region ? ` in ${best.region}` : '', `: ${best.gpus || 1} × ${best.target}`,
         best.tp ? `, tensor parallel ${best.tp}` : '', best.pp > 1 ? `, pipeline ${best.pp}` : '', best.replicas ? `, ${best.replicas} replica(s)` : '', best.batch ? `, batch ${best.batch}` : ''),
       el('ul', {},
         el('li', { text: `Cost: ${money(best.cost_per_hour)} per hour${finite && typeof best.cost_total === 'number' ? `, ${money(best.cost_total)} in total` : ''}${typeof best.cost_per_million_tokens === 'number' ? `, ${money(best.cost_per_million_tokens)} per million tokens` : ''}` }),
@@ -181,6 +211,9 @@ function render(d) {
         best.ttft_seconds > 0 ? el('li', { text: `Latency: first token ${seconds(best.ttft_seconds)}, then ${seconds(best.tpot_seconds)} per token; ${fmt(best.tokens_per_second)} tokens/s` }) : null,
         best.capacity_requests_per_second > 0 ? el('li', { text: `Capacity: ${fmt(best.capacity_requests_per_second)} requests/s` }) : null,
         best.reason ? el('li', { text: `Why: ${best.reason}` }) : null,
+        el('li', { class: 'plan-startup', text: `Start-up: ${startupText(best)}` }),
+        el('li', { class: 'plan-billing', text: `Billing: ${billingText(best)}${best.billing_source ? ` (terms: ${best.billing_source})` : ''}` }),
+        best.proxy ? el('li', { class: 'plan-proxy' }, 'Proxy: ', el('span', { text: `${best.proxy_reason || 'priced from another product'}; no real offer meets the goal` })) : null,
         best.price_warning ? el('li', {}, 'Price: ', priceWarning(best), ` (captured ${best.captured_at}; Max age drops such offers)`) : null)));
   } else {
     res.push(el('p', { class: 'notice', text: 'No offer meets the goal; the table says why for each.' }));
@@ -193,12 +226,15 @@ function render(d) {
   }
   res.push(el('div', { class: 'table-wrap' }, labelCells(el('table', { class: 'data plans' },
     el('caption', { text: finite ? 'Plans considered' : 'Plans considered (no total: a service runs until stopped, so its cost is per hour and per million tokens)' }),
-    el('thead', {}, el('tr', {}, ['Offer', 'Provider', 'Region', 'Target', 'GPUs', 'TP', 'PP', 'Replicas', 'Batch', 'Per hour', finite ? 'Total' : null, 'Per M tokens', 'Time', 'Meets goal', 'Reason'].filter(Boolean).map((h) => el('th', { scope: 'col', text: h })))),
+    el('thead', {}, el('tr', {}, ['Offer', 'Provider', 'Region', 'Target', 'GPUs', 'TP', 'PP', 'Replicas', 'Batch', 'Per hour', finite ? 'Total' : null, 'Per M tokens', 'Time, start-up, billing', 'Meets goal', 'Reason'].filter(Boolean).map((h) => el('th', { scope: 'col', text: h })))),
     el('tbody', {}, plans.map((p) => el('tr', {},
-      el('th', { scope: 'row' }, p.offer || '', marketMarks(p), priceWarning(p)), el('td', { text: p.provider || '' }), el('td', { text: p.region || '' }), el('td', { text: p.target || '' }),
+      el('th', { scope: 'row' }, p.offer || '', proxyMark(p), marketMarks(p), priceWarning(p)), el('td', { text: p.provider || '' }), el('td', { text: p.region || '' }), el('td', { text: p.target || '' }),
       ['gpus', 'tp', 'pp', 'replicas', 'batch'].map((k) => el('td', { class: 'num', text: fmt(p[k]) })),
       el('td', { class: 'num', text: money(p.cost_per_hour) }), finite ? el('td', { class: 'num', text: money(p.cost_total) }) : null, el('td', { class: 'num', text: money(p.cost_per_million_tokens) }),
-      el('td', { class: 'num time', text: p.seconds_total > 0 ? seconds(p.seconds_total) : typeof p.tpot_seconds === 'number' ? `${seconds(p.tpot_seconds)}/token` : '–' }),
+      // The time, then the start-up and the billing under it, in short words (a column of their own widened
+      // the table past 1400 px).
+      el('td', { class: 'num time' }, p.seconds_total > 0 ? seconds(p.seconds_total) : typeof p.tpot_seconds === 'number' ? `${seconds(p.tpot_seconds)}/token` : '–',
+        el('br'), el('span', { class: 'startup', text: startupShort(p) }), el('br'), el('span', { class: 'billing', text: billingShort(p) })),
       el('td', { text: p.meets_goal === false ? '✗ no' : '✓ yes' }), el('td', { text: p.reason || '' }))))))));
   return res;
 }
@@ -343,7 +379,7 @@ function offersSection(haveOffers) {
       el('span', { class: 'demo-badge', text: 'demo data' }),
       ` ${demo} of the live offers are the demo inventory of make run: not real GPUs, for trying the market out.`) : null;
     clear(tableBox, note, sortableTable([
-      { key: 'provider', label: 'Provider' }, { key: 'region', label: 'Region' }, { key: 'name', label: 'Offer' },
+      { key: 'provider', label: 'Provider' }, { key: 'region', label: 'Region' }, { key: 'name', label: 'Offer', render: (o) => [o.name, proxyMark(o)] },
       // A MIG target may break after its '/' (a100-40gb-sxm4/3g.20gb would widen the table past its box).
       { key: 'target', label: 'GPU', render: (o) => el('a', { href: `#/gpu/${o.target}` }, o.target.split('/').map((p, i) => (i ? [el('wbr'), `/${p}`] : p))) },
       { key: 'gpus', label: 'GPUs', num: true },

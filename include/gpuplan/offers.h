@@ -77,7 +77,14 @@ struct Offer {
   // A marketplace's ask (column price_kind = marketplace: vast.ai's hosts reprice hourly), not a cloud's
   // list price: an old one is dropped after a short cut-off, where an old list price is kept with a warning.
   bool marketplace = false;
+  // A stand-in (column `proxy`, issue #18): the price of another product standing for this target where no
+  // public price of the target itself was found (the snapshot's Vultr 20 GB share of an A100 80GB for an
+  // A100-40GB 3g.20gb slice). The text says what the product is and why it stands in; empty (or "no"): a
+  // real offer of the target. The planner ranks a proxy after every real offer that meets the goal, and every
+  // output marks it (JSON `proxy: true` with `proxy_reason`).
+  std::string proxy;
 
+  bool is_proxy() const { return !proxy.empty(); }
   bool is_market() const { return !market_id.empty(); }
 
   // Seconds one instance is billed for when it runs `seconds`: rounded up to the billing step, at
@@ -103,9 +110,8 @@ struct OfferSet {
 // provider,region,offer,gpu,gpus,interconnect,vcpus,ram_gb,price_hour,spot_price_hour,currency,available,captured_at,source
 // (any column order), and optionally price_kind (list, the default, or marketplace), fabric (none,
 // infiniband, roce, efa), billing (per-second, per-minute, per-hour), min_billable_seconds and
-// startup_seconds (empty: the provider's terms). YAML holds `offers:`
-// with the same keys. A broken header or document is an
-// error; a broken line is skipped with its reason.
+// startup_seconds (empty: the provider's terms), and proxy (empty: a real offer; else why it stands in). YAML holds
+// `offers:` with the same keys. A broken header or document is an error; a broken line is skipped with its reason.
 Result<OfferSet> parse_offers(const Catalog& catalog, const std::string& file_name, std::string_view text);
 // The snapshot shipped under data/offers/.
 Result<OfferSet> default_offers(const Catalog& catalog);

@@ -306,6 +306,10 @@ Json offer_json(const Offer& o, const OfferFilter& f) {
   j["age_days"] = age ? Json(std::round(*age)) : Json(nullptr);
   j["stale"] = age && *age > f.max_age_days;
   if (const std::string w = price_age_warning(o, f); !w.empty()) j["price_warning"] = w;
+  if (o.is_proxy()) {  // a stand-in priced from another product (issue #18)
+    j["proxy"] = true;
+    j["proxy_reason"] = o.proxy;
+  }
   return j;
 }
 

@@ -99,6 +99,10 @@ Json plan_json(const Plan& p, bool spot, const OfferFilter& filter) {
          {"meets_goal", p.meets_goal},
          {"reason", p.reason}};
   if (const std::string w = price_age_warning(o, filter); !w.empty()) j["price_warning"] = w;
+  if (o.is_proxy()) {  // a stand-in priced from another product (issue #18), ranked after real offers
+    j["proxy"] = true;
+    j["proxy_reason"] = o.proxy;
+  }
   if (o.is_market()) {
     // A market offer (source "market"): the instances free now, and whether it is demo data.
     j["available"] = o.available_count.value_or(0);

@@ -15,8 +15,9 @@ std::string render_offers_list(const Json& r, const Json&, const OutputFormat& f
       "captured", "price_age"};
   std::vector<std::vector<std::string>> rows;
   for (const auto& o : r["offers"]) {
-    rows.push_back({o["offer"].get<std::string>(), o["target"].get<std::string>(), fmt_value(o["gpus"]),
-                    o["interconnect"].get<std::string>(), fmt_value(o[spot ? "spot_price_hour" : "price_hour"]),
+    rows.push_back({o["offer"].get<std::string>() + (o.value("proxy", false) ? " [proxy]" : ""),
+                    o["target"].get<std::string>(), fmt_value(o["gpus"]), o["interconnect"].get<std::string>(),
+                    fmt_value(o[spot ? "spot_price_hour" : "price_hour"]),
                     fmt_value(o[spot ? "spot_price_per_gpu_hour" : "price_per_gpu_hour"]),
                     o["captured_at"].get<std::string>(),
                     o.contains("price_warning") ? o["price_warning"].get<std::string>()
@@ -31,6 +32,10 @@ std::string render_offers_list(const Json& r, const Json&, const OutputFormat& f
          " lines skipped. Prices are list prices per instance-hour, captured on the date shown; a list price older "
          "than --max-age (default 180 days) is kept with its age, --max-age DAYS drops it; a marketplace's ask "
          "older than 7 days is dropped.\n";
+  for (const auto& o : r["offers"]) {
+    if (o.value("proxy", false))
+      out += "  proxy " + o["offer"].get<std::string>() + ": " + o["proxy_reason"].get<std::string>() + "\n";
+  }
   for (const auto& s : r["skipped"]) {
     out += "  skipped " + s["file"].get<std::string>() + ":" + std::to_string(s["line"].get<int>()) + ": " +
            s["reason"].get<std::string>() + "\n";

@@ -19,6 +19,11 @@ std::string num(const Json& v, const char* fmt, double scale = 1) {
 // Hours with three significant digits: a job of minutes reads "0.0317", not "0.0".
 std::string hours(const Json& seconds) { return num(seconds, "%.3g", 1.0 / kSecondsPerHour); }
 
+// A plan's offer as the tables name it: a proxy (a stand-in priced from another product, issue #18) says so.
+std::string offer_cell(const Json& p) {
+  return p["offer"].get<std::string>() + (p.value("proxy", false) ? " [proxy]" : "");
+}
+
 }  // namespace
 
 std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
@@ -34,7 +39,7 @@ std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
   for (const auto& p : r["plans"]) {
     ++i;
     if (serve) {
-      rows.push_back({std::to_string(i), p["offer"].get<std::string>(), p["target"].get<std::string>(),
+      rows.push_back({std::to_string(i), offer_cell(p), p["target"].get<std::string>(),
                       std::to_string(p["gpus"].get<int>()), std::to_string(p["tp"].get<int>()),
                       std::to_string(p["pp"].get<int>()), std::to_string(p["replicas"].get<int>()),
                       std::to_string(p["batch"].get<int>()), num(p["cost_per_hour"], "%.2f"),
@@ -42,7 +47,7 @@ std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
                       num(p["tpot_seconds"], "%.1f", 1e3), num(p["startup_seconds"], "%.1f", 1.0 / kSecondsPerMinute),
                       p["meets_goal"].get<bool>() ? "yes" : "no"});
     } else {
-      rows.push_back({std::to_string(i), p["offer"].get<std::string>(), p["target"].get<std::string>(),
+      rows.push_back({std::to_string(i), offer_cell(p), p["target"].get<std::string>(),
                       std::to_string(p["gpus"].get<int>()), std::to_string(p["replicas"].get<int>()),
                       std::to_string(p["tp"].get<int>()), std::to_string(p["pp"].get<int>()),
                       std::to_string(p["batch"].get<int>()), num(p["startup_seconds"], "%.1f", 1.0 / kSecondsPerMinute),
@@ -72,7 +77,7 @@ std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
      << " configurations evaluated\n\n";
   if (r["best"].is_object()) {
     const Json& b = r["best"];
-    os << "Recommended: " << b["offer"].get<std::string>() << " (" << b["target"].get<std::string>() << ") x"
+    os << "Recommended: " << offer_cell(b) << " (" << b["target"].get<std::string>() << ") x"
        << b["instances"].get<int>() << ": " << b["reason"].get<std::string>() << "\n  "
        << num(b["cost_per_hour"], "%.2f") << " " << b["currency"].get<std::string>() << "/h";
     if (serve)
@@ -90,7 +95,11 @@ std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
          << ")\n\n";
     else
       os << "; price captured " << b["captured_at"].get<std::string>() << " (" << b["source"].get<std::string>() << ")"
-         << (b.contains("price_warning") ? "\n  Warning: " + b["price_warning"].get<std::string>() : "") << "\n\n";
+         << (b.contains("price_warning") ? "\n  Warning: " + b["price_warning"].get<std::string>() : "")
+         << (b.value("proxy", false)
+                 ? "\n  Proxy (no real offer meets the goal): " + b["proxy_reason"].get<std::string>()
+                 : "")
+         << "\n\n";
   } else {
     os << "No offer meets the goal; the reasons are below.\n\n";
   }
@@ -104,11 +113,20 @@ std::string render_plan(const Json& r, const Json&, const OutputFormat& fmt) {
     os << "  " << p["offer"].get<std::string>() << ": " << p["price_warning"].get<std::string>() << "\n";
   }
   if (warned) os << "\n";
+  // Proxies: a stand-in's price, not the target's own; ranked after every real offer that meets the goal.
+  bool proxies = false;
+  for (const auto& p : r["plans"]) {
+    if (!p.value("proxy", false)) continue;
+    if (!proxies) os << "Proxies (priced from another product; ranked after every real offer that meets the goal)\n";
+    proxies = true;
+    os << "  " << p["offer"].get<std::string>() << ": " << p["proxy_reason"].get<std::string>() << "\n";
+  }
+  if (proxies) os << "\n";
   if (!serve && !r["pareto"].empty()) {
     os << "Cost against time (Pareto front: no other plan is both cheaper and faster)\n";
     std::vector<std::vector<std::string>> pr;
     for (const auto& p : r["pareto"]) {
-      pr.push_back({p["offer"].get<std::string>(), std::to_string(p["gpus"].get<int>()), hours(p["seconds_total"]),
+      pr.push_back({offer_cell(p), std::to_string(p["gpus"].get<int>()), hours(p["seconds_total"]),
                     num(p["cost_total"], "%.2f")});
     }
     os << render_table({"offer", "gpus", "hours", "usd_total"}, pr, {false, true, true, true}) << "\n";

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "catalog/yaml_util.h"
@@ -22,10 +23,11 @@ const char* const kColumns[] = {"provider",     "region",    "offer",       "gpu
                                 "interconnect", "vcpus",     "ram_gb",      "price_hour", "spot_price_hour",
                                 "currency",     "available", "captured_at", "source"};
 // Columns a file may have or leave out.
-const char* const kOptionalColumns[] = {"price_kind", "fabric", "billing", "min_billable_seconds", "startup_seconds"};
-// The optional columns of an offer's billing terms and fabric (issue #18), which `offers import --format
-// csv` carries over when its input has any of them.
-const char* const kTermsColumns[] = {"fabric", "billing", "min_billable_seconds", "startup_seconds"};
+const char* const kOptionalColumns[] = {"price_kind",           "fabric",          "billing",
+                                        "min_billable_seconds", "startup_seconds", "proxy"};
+// The optional columns of an offer's billing terms, fabric and proxy mark (issue #18), which `offers import
+// --format csv` carries over when its input has any of them.
+const char* const kCarriedColumns[] = {"fabric", "billing", "min_billable_seconds", "startup_seconds", "proxy"};
 
 // Splits CSV text into records of fields (RFC 4180: quotes, doubled quotes, commas and newlines inside
 // quotes). Returns each record with the line it starts on.
@@ -258,6 +260,8 @@ Result<Offer> make_offer(const Catalog& catalog, const std::map<std::string, std
     GPUPLAN_CHECK(number("startup_seconds", false, o.startup_seconds, kMaxStartupSeconds));
   if (!billing.empty() || !get("min_billable_seconds").empty() || !get("startup_seconds").empty())
     o.billing_source = "offer";
+  // A proxy says why it stands in; "no" (or empty) is a real offer of the target.
+  if (const std::string proxy = get("proxy"); !proxy.empty() && proxy != "no" && proxy != "false") o.proxy = proxy;
   return o;
 }
 
@@ -485,7 +489,7 @@ std::string csv_line(const std::map<std::string, std::string>& f, bool terms) {
   for (const char* c : kColumns) put(c);
   put("price_kind");
   if (terms) {
-    for (const char* c : kTermsColumns) put(c);
+    for (const char* c : kCarriedColumns) put(c);
   }
   return line + "\n";
 }
@@ -495,7 +499,7 @@ std::string csv_header(bool terms) {
   for (const char* c : kColumns) h.append(h.empty() ? "" : ",").append(c);
   h += ",price_kind";
   if (terms) {
-    for (const char* c : kTermsColumns) h.append(",").append(c);
+    for (const char* c : kCarriedColumns) h.append(",").append(c);
   }
   return h + "\n";
 }
@@ -505,6 +509,53 @@ std::string whole_if_integral(const std::string& s) {
   const auto v = parse_decimal(s);
   if (v && *v == std::floor(*v) && *v < 1e9) return std::to_string(static_cast<long long>(*v));
   return s;
+}
+
+// SkyPilot's MemoryGiB as gpuplan's ram_gb (10^9-byte GB, CONTRIBUTING's unit rule), to 0.1 GB as the
+// snapshot writes it: 16 GiB is 17.2 GB (the importer used to write 16, 7 % low). Text that is not a number
+// in range is passed on as it is, for make_offer to refuse with its bound.
+std::string gib_text_as_gb(const std::string& gib) {
+  const auto v = parse_decimal(gib);
+  if (!v || *v < 0 || *v > kMaxRamGb) return gib;
+  constexpr double kTenths = 10;  // one decimal
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", std::round(*v * kBytesPerGib / kBytesPerGb * kTenths) / kTenths);
+  return buf;
+}
+
+// Two prices added ("0.14679" + "0.56004" = "0.70683"): a host machine's and its GPUs'. Empty when either is
+// empty or not a number; 10 significant digits, so the sum of two 5-decimal prices prints without binary noise.
+std::string price_sum(const std::string& a, const std::string& b) {
+  const auto x = parse_decimal(a), y = parse_decimal(b);
+  if (!x || !y || *x < 0 || *y < 0 || *x > kMaxPriceHour || *y > kMaxPriceHour) return {};
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", *x + *y);
+  return buf;
+}
+
+// A machine type whose GPUs the price list prices in rows of their own (data/offers/host_gpus.yaml).
+struct HostGpus {
+  std::string accelerator;  // the GPU rows' AcceleratorName ("L4")
+  std::string count;        // their AcceleratorCount, as whole_if_integral writes it ("1")
+};
+// Machine types of `provider` whose GPU rows are joined to them (empty: none listed, or the file unreadable).
+std::map<std::string, HostGpus> host_gpus(const std::string& provider) {
+  constexpr std::string_view kHostGpusFile = "data/offers/host_gpus.yaml";
+  std::map<std::string, HostGpus> out;
+  for (const auto& f : embedded_files()) {
+    if (f.path != kHostGpusFile) continue;
+    auto doc = yaml::parse(std::string(f.path), f.contents);
+    if (!doc || !doc->IsMap()) break;
+    const YAML::Node hosts = (*doc)["hosts"];
+    if (!hosts || !hosts.IsMap() || !hosts[provider] || !hosts[provider].IsMap()) break;
+    for (const auto& kv : hosts[provider]) {
+      if (!kv.first.IsScalar() || !kv.second.IsMap() || !kv.second["accelerator"] || !kv.second["count"] ||
+          !kv.second["accelerator"].IsScalar() || !kv.second["count"].IsScalar())
+        continue;
+      out[kv.first.Scalar()] = {kv.second["accelerator"].Scalar(), whole_if_integral(kv.second["count"].Scalar())};
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -545,7 +596,7 @@ Result<ImportResult> import_offers(const Catalog& catalog, const std::string& fi
       return invalid_data_error(file_name + ":1: the header holds bytes that are not UTF-8", file_name);
     cols.push_back(trim(h));
   }
-  for (const char* c : kTermsColumns)
+  for (const char* c : kCarriedColumns)
     terms = terms || (options.format == "csv" && std::find(cols.begin(), cols.end(), c) != cols.end());
   out.csv = csv_header(terms);
   const char* const* required = kColumns;
@@ -568,6 +619,30 @@ Result<ImportResult> import_offers(const Catalog& catalog, const std::string& fi
   // spot price the lowest of the zones' (each zone is a place to ask; on-demand is the same in all).
   std::map<std::pair<std::string, std::string>, std::pair<int, std::map<std::string, std::string>>> by_region;
   std::vector<std::pair<std::string, std::string>> order;
+  // GCP's layout (issue #18): a G2 machine's row has no accelerator and prices the host only; its GPUs are
+  // rows with an empty InstanceType, priced per zone. Those rows are read first (they come last in the file),
+  // keyed by (AcceleratorName, AcceleratorCount, zone or else region), and a listed machine type gets the
+  // sum of its row and theirs in the same zone, as SkyPilot's optimizer adds them.
+  const std::map<std::string, HostGpus> hosts =
+      options.format == "skypilot" ? host_gpus(options.provider) : std::map<std::string, HostGpus>();
+  using GpuRowKey = std::tuple<std::string, std::string, std::string>;
+  std::map<GpuRowKey, std::pair<std::string, std::string>> gpu_rows;  // -> (Price, SpotPrice)
+  const bool zoned = std::find(cols.begin(), cols.end(), "AvailabilityZone") != cols.end();
+  auto place_of = [&](const std::vector<std::string>& rec, const char* col) {
+    const auto it = std::find(cols.begin(), cols.end(), col);
+    return it == cols.end() ? std::string() : trim(rec[static_cast<size_t>(it - cols.begin())]);
+  };
+  if (!hosts.empty()) {
+    for (size_t r = 1; r < records.size(); ++r) {
+      const auto& rec = records[r].second;
+      if (rec.size() != cols.size() || !place_of(rec, "InstanceType").empty()) continue;
+      const std::string name = place_of(rec, "AcceleratorName");
+      if (name.empty()) continue;
+      gpu_rows[{name, whole_if_integral(place_of(rec, "AcceleratorCount")),
+                place_of(rec, zoned ? "AvailabilityZone" : "Region")}] = {place_of(rec, "Price"),
+                                                                          place_of(rec, "SpotPrice")};
+    }
+  }
   for (size_t r = 1; r < records.size(); ++r) {
     const auto& [line, rec] = records[r];
     if (rec.size() != cols.size()) {
@@ -582,7 +657,27 @@ Result<ImportResult> import_offers(const Catalog& catalog, const std::string& fi
       emit(std::move(in), line);
       continue;
     }
-    if (in["AcceleratorName"].empty()) continue;  // a CPU-only instance: not an offer of a GPU
+    if (in["InstanceType"].empty() && !in["AcceleratorName"].empty() && !hosts.empty())
+      continue;  // a GPU row of the GCP layout: joined to its host machines above, not an offer by itself
+    if (in["AcceleratorName"].empty()) {
+      const auto host = hosts.find(in["InstanceType"]);
+      if (host == hosts.end()) continue;  // a CPU-only instance: not an offer of a GPU
+      const std::string place = zoned ? in["AvailabilityZone"] : in["Region"];
+      const auto gpu = gpu_rows.find({host->second.accelerator, host->second.count, place});
+      const std::string price = gpu == gpu_rows.end() ? std::string() : price_sum(in["Price"], gpu->second.first);
+      if (price.empty()) {
+        out.skipped.push_back({file_name, line,
+                               in["InstanceType"] + " in " + place + ": no price for its " + host->second.count + " " +
+                                   host->second.accelerator + " GPU(s) in the same " + (zoned ? "zone" : "region") +
+                                   " (the file prices a " + in["InstanceType"] +
+                                   "'s GPUs in rows with an empty InstanceType)"});
+        continue;
+      }
+      in["AcceleratorName"] = host->second.accelerator;
+      in["AcceleratorCount"] = host->second.count;
+      in["Price"] = price;
+      in["SpotPrice"] = price_sum(in["SpotPrice"], gpu->second.second);  // empty unless both sell spot
+    }
     const auto count = parse_decimal(in["AcceleratorCount"]);
     if (count && *count > 0 && *count < 1) {
       out.skipped.push_back({file_name, line,
@@ -597,7 +692,7 @@ Result<ImportResult> import_offers(const Catalog& catalog, const std::string& fi
                                          {"gpus", whole_if_integral(in["AcceleratorCount"])},
                                          {"interconnect", "pcie"},
                                          {"vcpus", whole_if_integral(in["vCPUs"])},
-                                         {"ram_gb", in["MemoryGiB"]},
+                                         {"ram_gb", gib_text_as_gb(in["MemoryGiB"])},
                                          {"price_hour", in["Price"]},
                                          {"spot_price_hour", in["SpotPrice"]},
                                          {"currency", "USD"},

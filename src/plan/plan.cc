@@ -80,9 +80,13 @@ bool meets_slo(const ServePoint& p, const ServeGoal& g) {
   return true;
 }
 
+// Plans that meet the goal first; among them every real offer before every proxy (a stand-in priced from
+// another product, Offer::proxy), whatever their price or time, so a proxy is recommended only when no real
+// offer meets the goal; then by the objective.
 void rank(std::vector<Plan>& plans, PlanObjective objective) {
   std::stable_sort(plans.begin(), plans.end(), [&](const Plan& a, const Plan& b) {
     if (a.meets_goal != b.meets_goal) return a.meets_goal;
+    if (a.offer->is_proxy() != b.offer->is_proxy()) return !a.offer->is_proxy();
     if (objective == PlanObjective::kTime && a.seconds_total != b.seconds_total)
       return a.seconds_total < b.seconds_total;
     if (a.cost_total != b.cost_total) return a.cost_total < b.cost_total;

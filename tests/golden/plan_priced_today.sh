@@ -4,7 +4,8 @@
 # shipped snapshot with no --offers and no --now (staleness is measured at the day the test runs), and passes when
 # each of the four targets has a priced plan row: the target's column followed by gpus, tp, pp, replicas, batch and
 # a usd_h figure. A list price older than --max-age's 180 days is kept with a "may be stale" warning, so the test
-# holds on any later day too; nothing else in it depends on the date. Usage: plan_priced_today.sh <gpuplan>
+# holds on any later day too; nothing else in it depends on the date. It also checks that the recommendation is a
+# real offer, not the proxy row. Usage: plan_priced_today.sh <gpuplan>
 set -u
 bin="$1"
 targets=(a10 l4 a100-40gb-sxm4 a100-40gb-sxm4/3g.20gb)
@@ -22,5 +23,13 @@ for t in "${targets[@]}"; do
     echo "NO PRICE for $t (no plan row of that target)"; fail=1
   fi
 done
+# The recommendation is a real offer: the 3g.20gb row is a proxy (a 20 GB share of an A100 80GB), which ranks
+# after every real offer that meets the goal (it used to be recommended as the cheapest).
+rec="$(grep -m1 '^Recommended:' <<<"$out")"
+if [ -z "$rec" ] || grep -qi 'proxy' <<<"$rec"; then
+  echo "the recommendation is not a real offer: ${rec:-none}"; fail=1
+else
+  echo "recommended: $rec"
+fi
 [ "$fail" -eq 0 ] || { echo "--- the plan's output:"; echo "$out"; }
 exit "$fail"

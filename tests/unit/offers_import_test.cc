@@ -43,6 +43,8 @@ TEST(OffersImport, SkyPilotRowsOnePerRegionWithTheLowestZoneSpotPrice) {
   EXPECT_EQ(o.target.id(), "l4");
   EXPECT_EQ(o.gpus, 1);
   EXPECT_EQ(o.vcpus, 4);
+  // SkyPilot's MemoryGiB 16 in 10^9-byte GB (issue #18: the importer wrote 16, 7 % low).
+  EXPECT_DOUBLE_EQ(o.ram_gb, 17.2);
   EXPECT_DOUBLE_EQ(o.price_hour.value_or(0), 0.805);
   EXPECT_DOUBLE_EQ(o.spot_price_hour.value_or(0), 0.31);  // the cheaper zone
   EXPECT_EQ(o.captured_at, "2026-11-30");
@@ -100,13 +102,13 @@ TEST(OffersImport, GpuplanCsvKeepsTheBillingAndFabricColumns) {
   o.format = "csv";
   const char* csv =
       "provider,region,offer,gpu,gpus,interconnect,vcpus,ram_gb,price_hour,spot_price_hour,currency,available,"
-      "captured_at,source,fabric,billing,min_billable_seconds,startup_seconds\n"
-      "p,r,a,h100-80gb-sxm5,8,nvlink,96,1000,20,,USD,yes,,,infiniband,per-minute,600,90\n"
-      "p,r,b,l4,1,pcie,4,16,0.9,,USD,yes,2026-10-01,https://kept,,,,\n";
+      "captured_at,source,fabric,billing,min_billable_seconds,startup_seconds,proxy\n"
+      "p,r,a,h100-80gb-sxm5,8,nvlink,96,1000,20,,USD,yes,,,infiniband,per-minute,600,90,\n"
+      "p,r,b,l4,1,pcie,4,16,0.9,,USD,yes,2026-10-01,https://kept,,,,,a share of an L40S\n";
   const auto catalog = Catalog::embedded();
   auto r = import_offers(*catalog, "mine.csv", csv, o);
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_NE(r->csv.find("price_kind,fabric,billing,min_billable_seconds,startup_seconds\n"), std::string::npos);
+  EXPECT_NE(r->csv.find("price_kind,fabric,billing,min_billable_seconds,startup_seconds,proxy\n"), std::string::npos);
   auto back = parse_offers(*catalog, "imported.csv", r->csv);
   ASSERT_TRUE(back.ok());
   ASSERT_EQ(back->offers.size(), 2u);
@@ -116,6 +118,9 @@ TEST(OffersImport, GpuplanCsvKeepsTheBillingAndFabricColumns) {
   EXPECT_DOUBLE_EQ(back->offers[0].startup_seconds, 90);
   EXPECT_EQ(back->offers[1].fabric, Fabric::kNone);
   EXPECT_EQ(back->offers[1].billing_source, provider_terms("p").source);
+  // The proxy mark (issue #18) goes through an import too.
+  EXPECT_FALSE(back->offers[0].is_proxy());
+  EXPECT_EQ(back->offers[1].proxy, "a share of an L40S");
 }
 
 TEST(OffersImport, MistakesNameTheirField) {
@@ -136,6 +141,46 @@ TEST(OffersImport, MistakesNameTheirField) {
   EXPECT_NE(missing.error().message.find("lacks column 'AcceleratorName'"), std::string::npos)
       << missing.error().message;
   EXPECT_FALSE(import_offers(cat, "vms.csv", "", skypilot()).ok());
+}
+
+// Issue #18: GCP's layout. SkyPilot's GCP catalog lists a G2 machine with no accelerator and its host price
+// only, and the L4s it carries as rows with an empty InstanceType priced per zone; the importer took the G2
+// rows for CPU-only machines (no GCP L4 offer at all) and skipped the GPU rows for lacking an offer name. A
+// machine type of data/offers/host_gpus.yaml now gets the two prices added in the same zone.
+constexpr const char* kGcp =
+    "InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,AvailabilityZone,Price,SpotPrice\n"
+    "a2-highgpu-1g,12.0,85.0,,,,us-central1,us-central1-a,0.73948,0.38812\n"
+    "g2-standard-4,4.0,16.0,,,,us-central1,us-central1-a,0.14679,0.07502\n"
+    "g2-standard-4,4.0,16.0,,,,us-central1,us-central1-b,0.14679,0.07502\n"
+    "g2-standard-24,24.0,96.0,,,,us-central1,us-central1-a,0.88075,0.4501\n"
+    ",,,L4,1,{'Gpus': [{'MemoryInfo': {'SizeInMiB': 24576}}]},us-central1,us-central1-a,0.56004,0.2862\n"
+    ",,,L4,1,{'Gpus': [{'MemoryInfo': {'SizeInMiB': 24576}}]},us-central1,us-central1-b,0.56004,0.2761\n";
+
+TEST(OffersImport, GcpG2MachinesGetTheirL4RowsPriceAddedInTheSameZone) {
+  const auto catalog = Catalog::embedded();
+  auto o = skypilot("gcp");
+  auto r = import_offers(*catalog, "vms.csv", kGcp, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->offers, 1u) << r->csv;
+  auto back = parse_offers(*catalog, "imported.csv", r->csv);
+  ASSERT_TRUE(back.ok());
+  ASSERT_EQ(back->offers.size(), 1u);
+  const Offer& g2 = back->offers[0];
+  EXPECT_EQ(g2.name, "g2-standard-4");
+  EXPECT_EQ(g2.region, "us-central1");
+  EXPECT_EQ(g2.target.id(), "l4");
+  EXPECT_EQ(g2.gpus, 1);
+  EXPECT_NEAR(g2.price_hour.value_or(0), 0.14679 + 0.56004, 1e-9);      // 0.70683, GCP's list price
+  EXPECT_NEAR(g2.spot_price_hour.value_or(0), 0.07502 + 0.2761, 1e-9);  // the cheaper zone's sum
+  EXPECT_DOUBLE_EQ(g2.ram_gb, 17.2);
+  // g2-standard-24 carries 2 L4s; the file has no "L4,2" row in its zone: skipped with the reason. The a2
+  // machine is not listed (its GPUs are another table's), so it stays a CPU-only row, not an offer.
+  ASSERT_EQ(r->skipped.size(), 1u);
+  EXPECT_EQ(r->skipped[0].line, 5);
+  EXPECT_NE(r->skipped[0].reason.find("no price for its 2 L4 GPU(s) in the same zone"), std::string::npos)
+      << r->skipped[0].reason;
+  // Another provider's file is read as before: no table, so the G2 rows are CPU-only.
+  EXPECT_EQ(import_offers(*catalog, "vms.csv", kGcp, skypilot("aws"))->offers, 0u);
 }
 
 }  // namespace

@@ -127,5 +127,34 @@ TEST(Offers, BillingAndFabricColumnsAndProviderDefaults) {
   for (const auto& o : shipped->offers) EXPECT_FALSE(o.billing_source.empty()) << o.id();
 }
 
+// Issue #18: a proxy (a stand-in priced from another product) is a column of its own, not a word in the
+// offer's name: the shipped Vultr row is one, with its reason, and no offer's name says "proxy" any more.
+TEST(Offers, ProxyIsAColumnWithItsReasonNotAWordInTheName) {
+  const std::string header = std::string(kHeader).substr(0, std::string(kHeader).size() - 1) + ",proxy\n";
+  auto set = parse_offers(*Catalog::embedded(), "t.csv",
+                          header +
+                              "v,r,a,a100-40gb-sxm4/3g.20gb,1,pcie,3,30,0.67,,USD,yes,2026-11-01,s,a 20 GB share\n"
+                              "v,r,b,a100-40gb-sxm4/3g.20gb,1,pcie,3,30,0.67,,USD,yes,2026-11-01,s,no\n"
+                              "v,r,c,a100-40gb-sxm4/3g.20gb,1,pcie,3,30,0.67,,USD,yes,2026-11-01,s,\n");
+  ASSERT_TRUE(set.ok()) << set.error().message;
+  ASSERT_EQ(set->offers.size(), 3u);
+  EXPECT_TRUE(set->offers[0].is_proxy());
+  EXPECT_EQ(set->offers[0].proxy, "a 20 GB share");
+  EXPECT_FALSE(set->offers[1].is_proxy());
+  EXPECT_FALSE(set->offers[2].is_proxy());
+  auto shipped = default_offers(*Catalog::embedded());
+  ASSERT_TRUE(shipped.ok());
+  int proxies = 0;
+  for (const auto& o : shipped->offers) {
+    EXPECT_EQ(o.name.find("proxy"), std::string::npos) << o.id();
+    if (!o.is_proxy()) continue;
+    ++proxies;
+    EXPECT_EQ(o.provider, "vultr");
+    EXPECT_EQ(o.target.id(), "a100-40gb-sxm4/3g.20gb");
+    EXPECT_NE(o.proxy.find("not a MIG slice"), std::string::npos) << o.proxy;
+  }
+  EXPECT_EQ(proxies, 1);
+}
+
 }  // namespace
 }  // namespace gpuplan

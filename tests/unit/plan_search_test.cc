@@ -258,5 +258,36 @@ TEST(PlanSearch, MaxGpusBoundsEveryPath) {
   EXPECT_EQ(PlanOptions{}.max_gpus, 64);
 }
 
+// Issue #18: a proxy (a stand-in priced from another product) was recommended as the cheapest; it now ranks
+// after every real offer that meets the goal, however much cheaper it is, and leads only when none does.
+TEST(PlanSearch, AProxyRanksAfterEveryRealOfferThatMeetsTheGoal) {
+  ToyModel m;
+  Offer proxy = make_offer("share", "a100-80gb-sxm4", 1, 0.5);
+  proxy.proxy = "a share of another GPU";
+  Offer real = make_offer("a100", "a100-80gb-sxm4", 1, 2.0);
+  Offer dearer = make_offer("h100", "h100-80gb-sxm5", 1, 3.0);
+  Offer too_small = make_offer("l4", "l4", 1, 0.1);  // does not fit: rejected, never ranked
+  ServeGoal g{1, 512, 256, std::nullopt, std::nullopt};
+  for (PlanObjective objective : {PlanObjective::kCost, PlanObjective::kTime}) {
+    PlanOptions options;
+    options.objective = objective;
+    auto r = plan_serving(m, {&proxy, &real, &dearer, &too_small}, g, options);
+    ASSERT_EQ(r.plans.size(), 3u);
+    EXPECT_FALSE(r.plans[0].offer->is_proxy());
+    EXPECT_FALSE(r.plans[1].offer->is_proxy());
+    EXPECT_EQ(r.plans[2].offer, &proxy);
+    EXPECT_TRUE(r.plans[2].meets_goal);
+    TrainGoal t;
+    t.train_tokens = 1e6;
+    auto tr = plan_training(m, {&proxy, &real}, t, options);
+    ASSERT_EQ(tr.plans.size(), 2u);
+    EXPECT_EQ(tr.plans[0].offer, &real);
+  }
+  // Alone, the proxy is still a plan (marked in every output), the only one that meets the goal.
+  auto alone = plan_serving(m, {&proxy, &too_small}, g, PlanOptions{});
+  ASSERT_EQ(alone.plans.size(), 1u);
+  EXPECT_EQ(alone.plans[0].offer, &proxy);
+}
+
 }  // namespace
 }  // namespace gpuplan

@@ -362,6 +362,49 @@ test('plan: offers and the recommended plan', async (page) => {
   await page.waitForFunction(() => document.querySelector('#panel-plan .plan-results')?.textContent.includes('testcloud'), null, { timeout: 20000 });
 });
 
+// Issue #18: the plan's start-up (provisioning + weights load) and billing (step, minimum, billed time) are in
+// the Plan tab's table and in its cards at phone width, and in the recommendation; a proxy offer is marked.
+test('plan: start-up and billing in the table and the 390 px cards; a proxy is marked', async (page) => {
+  if (!have('plan')) return;
+  for (const width of [1400, 390]) {
+    await page.setViewportSize({ width, height: width > 600 ? 900 : 844 });
+    await open(page, '#/plan');
+    await page.waitForSelector('#panel-plan form.workload');
+    await page.click('#panel-plan form.workload button[type="submit"]');
+    await page.waitForSelector('#panel-plan .plan-results table.plans tbody tr', { timeout: 20000 });
+    const heads = await page.locator('#panel-plan table.plans thead th').allTextContents();
+    expect(heads.includes('Time, start-up, billing'), `${width} px: the plans table has the start-up and billing: ${heads}`);
+    const row = page.locator('#panel-plan table.plans tbody tr').first();
+    const startup = row.locator('td.time .startup'), billing = row.locator('td.time .billing');
+    expect(/^start-up .* \(.* \+ .* load\)$/.test(await startup.textContent()), `${width} px: start-up: ${await startup.textContent()}`);
+    expect(/^billed per (second|minute|hour), (min |no min)/.test(await billing.textContent()), `${width} px: billing: ${await billing.textContent()}`);
+    for (const cell of [startup, billing]) {
+      const box = await cell.boundingBox();
+      expect(box && box.width > 0 && box.x >= 0 && box.x + box.width <= width + 1, `${width} px: the cell is on screen: ${JSON.stringify(box)}`);
+    }
+    if (width < 600) {  // a card: each value under its label
+      expect(await row.locator('td.time').getAttribute('data-label') === 'Time, start-up, billing', 'the cards label start-up and billing');
+    }
+    const rec = page.locator('#panel-plan .recommended');
+    expect(/Start-up: .*provisioning/.test(await rec.locator('li.plan-startup').textContent()), `${width} px: the recommendation's start-up`);
+    expect(/Billing: per-/.test(await rec.locator('li.plan-billing').textContent()), `${width} px: the recommendation's billing`);
+    await shot(page, `plan-startup-billing-${width}`);
+  }
+  // A training job has an end: each instance's billed time is shown.
+  await page.selectOption('#plan-goal', 'train');
+  await page.fill('#plan-train', '1e8');
+  await page.click('#panel-plan form.workload button[type="submit"]');
+  await page.waitForFunction(() => /billed .* per instance/.test(document.querySelector('#panel-plan table.plans tbody td.time .billing')?.textContent || ''), null, { timeout: 30000 });
+  // The 3g.20gb row is a proxy (a share of another GPU): marked in the table and the recommendation.
+  await page.selectOption('#plan-goal', 'serve');
+  await page.fill('#plan-rate', '1');
+  await page.fill('#plan-opt-gpu', 'a100-40gb-sxm4/3g.20gb');
+  await page.click('#panel-plan form.workload button[type="submit"]');
+  await page.waitForSelector('#panel-plan table.plans tbody .proxy-badge', { timeout: 20000 });
+  expect(/Proxy: .*share/.test(await page.textContent('#panel-plan .recommended')), 'the recommendation says it is a proxy and why');
+  await page.setViewportSize({ width: 1280, height: 900 });
+});
+
 test('every section says so when its command is missing', async (page) => {
   await page.route('**/api/v1/health', (route) => route.fulfill({ status: 200, contentType: 'application/json',
     body: JSON.stringify({ status: 'ok', commands: ['catalog.list', 'catalog.show'] }) }));

@@ -1,0 +1,1 @@
+offers import tests/data/offers/skypilot_gcp_g2_vms.csv --format skypilot --provider gcp --captured-at 2026-06-03 --source https://github.com/skypilot-org/skypilot-catalog/blob/2c3d7ea7d76bf84cf80d382e946c1609571485fd/catalogs/v9/gcp/vms.csv
