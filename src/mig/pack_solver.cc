@@ -598,8 +598,8 @@ class Exact {
       s.ub[static_cast<size_t>(m_.demands[k].tier)] += r[k];
       for (size_t i = 0; i < least.size(); ++i) s.sums[i] += r[k] * least[i];
     }
-    s.ub[static_cast<size_t>(m_.tiers + kValueGpus)] = -gpus_needed(s.sums, s.pinned);
-    s.ub[static_cast<size_t>(m_.tiers + kValueKept)] = s.kept;
+    s.ub[static_cast<size_t>(m_.tiers) + static_cast<size_t>(kValueGpus)] = -gpus_needed(s.sums, s.pinned);
+    s.ub[static_cast<size_t>(m_.tiers) + static_cast<size_t>(kValueKept)] = s.kept;
   }
 
   // a = max(a, b), lexicographically.
@@ -647,9 +647,9 @@ class Exact {
       return store(k, std::move(entry)).value;
     }
     const GpuClass& gc = m_.classes[g];
-    const size_t gpus_at = static_cast<size_t>(m_.tiers + kValueGpus);
-    const size_t kept_at = static_cast<size_t>(m_.tiers + kValueKept);
-    const size_t stranded_at = static_cast<size_t>(m_.tiers + kValueStranded);
+    const size_t gpus_at = static_cast<size_t>(m_.tiers) + static_cast<size_t>(kValueGpus);
+    const size_t kept_at = static_cast<size_t>(m_.tiers) + static_cast<size_t>(kValueKept);
+    const size_t stranded_at = static_cast<size_t>(m_.tiers) + static_cast<size_t>(kValueStranded);
     const int pinned_after = s.pinned - (gc.pinned ? 1 : 0);
     const long long kept_after = s.kept - static_cast<long long>(gc.busy.size());
     bool have_best = false;
