@@ -184,6 +184,19 @@ class KeyPacker {
   std::vector<Field> fields_;  // the counts that are not 0 at the start, in order
 };
 
+// A unit's shares of one GPU (memory slices, compute slices, instances), or their sums over units, in
+// units of 1 / Exact::slice_denominator_ GPU.
+using SliceSums = std::array<long long, 3>;
+// A need that every value meets (far below any value, and safe to subtract a value from).
+constexpr long long kNoNeed = std::numeric_limits<long long>::min() / 4;
+// The shares' common denominator stays below this (the catalog's tables need 840 = lcm(4, 7, 8)); a
+// table whose counts would pass it gets no shares (0: a weaker bound, still a bound).
+constexpr long long kMaxSliceDenominator = 1LL << 20;
+// Passes of the exact search with a need above the optimum (each failed one lowers it to the bound it
+// proved) before the need drops to nothing: on the benchmark fleets and the example the optimum is
+// found by the second pass; more passes re-search the same states for small steps of the need.
+constexpr int kAspirationPasses = 3;
+
 class Exact {
  public:
   // Classes with busy instances try every configuration (taking fewer units can keep more of them);
@@ -193,19 +206,61 @@ class Exact {
         limit_(limit),
         options_(m.classes.size()),
         demand_profile_(m.classes.size()),
-        stranded_by_counts_(m.classes.size()) {
+        stranded_by_counts_(m.classes.size()),
+        stranded_ready_(m.classes.size(), 0),
+        zero_(static_cast<size_t>(m.tiers) + kValueExtras, 0) {
+    init_slice_costs();
+    // Interchangeable demand classes: not busy, the same options (so the same profile on every target),
+    // hence different priority tiers (classes are keyed by tier and options).
+    std::map<std::vector<std::pair<int, int>>, std::vector<int>> by_options;
+    for (size_t k = 0; k < m.demands.size(); ++k) {
+      if (m.demands[k].busy) continue;
+      std::vector<std::pair<int, int>> key;
+      for (const Option& o : m.demands[k].options) key.emplace_back(o.target, o.profile);
+      by_options[key].push_back(static_cast<int>(k));
+    }
+    same_options_.assign(m.demands.size(), -1);
+    int groups = 0;
+    for (const auto& [key, members] : by_options) {
+      if (members.size() < 2) continue;
+      for (int k : members) same_options_[static_cast<size_t>(k)] = groups;
+      ++groups;
+      has_groups_ = true;
+    }
     for (size_t g = 0; g < m.classes.size(); ++g) {
       const GpuClass& gc = m.classes[g];
       for (const auto& d : m.demands) demand_profile_[g].push_back(option_for(d, gc.target));
-      for (const auto& [counts, c] : gc.all) {
-        if (uint64_t key = 0; pack_counts(counts, &key)) stranded_by_counts_[g].emplace(key, c.stranded);
-      }
       if (gc.busy.empty()) {
         for (const auto& c : gc.configs) options_[g].push_back(&c);
         continue;
       }
       for (const auto& [counts, c] : gc.all) {
         if (std::any_of(counts.begin(), counts.end(), [](int v) { return v > 0; })) options_[g].push_back(&c);
+      }
+    }
+  }
+
+  // slice_cost_ and slice_denominator_ from the targets' tables.
+  void init_slice_costs() {
+    auto totals = [](const MigTable& t) {
+      return std::array<int, 3>{t.memory_slices, t.compute_slices, t.max_instances};
+    };
+    for (const PackTarget& pt : m_.targets) {
+      for (int v : totals(*pt.table)) {
+        if (v > 0 && std::lcm(slice_denominator_, static_cast<long long>(v)) <= kMaxSliceDenominator)
+          slice_denominator_ = std::lcm(slice_denominator_, static_cast<long long>(v));
+      }
+    }
+    for (const PackTarget& pt : m_.targets) {
+      const std::array<int, 3> whole = totals(*pt.table);
+      std::vector<SliceSums>& per = slice_cost_.emplace_back();
+      for (const MigProfile& p : pt.table->profiles) {
+        const std::array<int, 3> used{p.memory_slices, p.compute_slices, 1};
+        SliceSums c{};
+        for (size_t i = 0; i < c.size(); ++i) {
+          if (whole[i] > 0 && slice_denominator_ % whole[i] == 0) c[i] = used[i] * (slice_denominator_ / whole[i]);
+        }
+        per.push_back(c);
       }
     }
   }
@@ -223,7 +278,9 @@ class Exact {
       const Takers takers = takers_of(static_cast<int>(g), r);
       for (const Config* c : options_[g]) {
         long long count = 0;
-        for_each_fill(*c, r, takers, [&count](const Fill&) { ++count; });
+        // (Every split, as before the search skipped non-greedy ones: the same searches run.)
+        for_each_fill(
+            *c, r, takers, [&count](const Fill&) { ++count; }, false);
         work += per_class[g] * static_cast<double>(count + 1);
         if (work > stop) break;
       }
@@ -234,11 +291,36 @@ class Exact {
   // False when the state limit was hit.
   bool run(const std::vector<int>& r, const std::vector<int>& n, std::vector<Bin>* bins) {
     if (!packer_.init(r, n)) aborted_ = true;
-    if (!aborted_) solve(r, n);
+    // The root's need starts at its upper bound and drops to the bound each failed search returns (each
+    // is below the last and at least the optimum), so the search that succeeds finds the optimum; the
+    // memo keeps what each search proved for the next.
+    // After kAspirationPasses failed passes the need drops to nothing. Bounds can cost more than they
+    // save (a state searched again for each lower need); a bounded search that runs out of its limits
+    // starts over without bounds, as the cost model (which counts the search without them) allowed.
+    long long work = 0, states = 0;
+    if (!aborted_) {
+      Scratch top;
+      state_bound(r, n, top);
+      Value need = top.ub;
+      for (int pass = 1;; ++pass) {
+        const Value got = solve(r, n, need);
+        if (aborted_ || got >= need) break;
+        need = pass < kAspirationPasses ? got : Value(zero_.size(), kNoNeed);
+      }
+      if (aborted_ && !cancel_requested()) {
+        work += work_;
+        states += static_cast<long long>(memo_.size());
+        memo_.clear();
+        work_ = 0;
+        aborted_ = false;
+        bounded_ = false;
+        solve(r, n, Value(zero_.size(), kNoNeed));
+      }
+    }
     if (m_.stats) {
       ++(aborted_ ? m_.stats->exact_aborted : m_.stats->exact_runs);
-      m_.stats->exact_states += static_cast<long long>(memo_.size());
-      m_.stats->exact_work += work_;
+      m_.stats->exact_states += states + static_cast<long long>(memo_.size());
+      m_.stats->exact_work += work + work_;
     }
     if (aborted_) return false;
     rebuild(r, n, bins);
@@ -252,7 +334,8 @@ class Exact {
     std::vector<int> counts;                 // filled counts per profile
   };
   struct Entry {
-    Value value;
+    Value value;          // the optimum (exact) or an upper bound on it
+    bool exact = true;    // false: only an upper bound, below the need it was searched for
     int gpu_class = -1;   // -1: terminal
     int config = -1;      // -1: skip the rest of this class
     long long fill = -1;  // the chosen fill's ordinal in the walk of `config` (rebuild walks it again)
@@ -288,8 +371,6 @@ class Exact {
 
   StateKey key(const std::vector<int>& r, const std::vector<int>& n) const { return packer_.pack(r, n); }
 
-  Value zero() const { return Value(static_cast<size_t>(m_.tiers) + kValueExtras, 0); }
-
   static void add(Value& a, const Value& b) {
     for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
   }
@@ -299,7 +380,13 @@ class Exact {
   // profile by profile, every split of the profile's slots over the demand classes that take it
   // (largest first), the last class taking what is left. The fill is the walk's own (copy to keep).
   template <typename Visit>
-  void for_each_fill(const Config& config, const std::vector<int>& r, const Takers& takers, Visit&& visit) const {
+  // With `greedy_only`, only the splits that give interchangeable classes (same_options_) their slots
+  // most important first: a class of such a group takes units only when every more important one takes
+  // all it has left. Some optimal plan has only such fills (the group's units are placed most important
+  // first, or swapping one would place a more important unit, and which of the group's slots each
+  // takes changes no GPU's layout), so the search loses nothing by skipping the others.
+  void for_each_fill(const Config& config, const std::vector<int>& r, const Takers& takers, Visit&& visit,
+                     bool greedy_only = true) const {
     // The walk's fill, one per depth of solve()'s recursion (a visit may start the next depth's walks),
     // kept between walks so that their vectors are not allocated again.
     if (walk_depth_ >= fills_.size()) fills_.emplace_back();
@@ -311,7 +398,7 @@ class Exact {
       size_t& depth;
       ~Leave() { --depth; }
     } leave{walk_depth_};
-    FillWalk<Visit> walk{config, r, takers, cur, visit};
+    FillWalk<Visit> walk{config, r, takers, cur, visit, greedy_only && has_groups_, {}};
     by_profile(walk, 0);
   }
 
@@ -322,7 +409,25 @@ class Exact {
     const Takers& takers;
     Fill& cur;
     Visit& visit;
+    bool greedy_only;
+    std::array<int, kExactMaxUnits> took;  // per position in the profile's takers: the units given so far
   };
+
+  // Whether giving `a` units to the taker at position i keeps the split greedy within its group, given
+  // what the positions before it took.
+  template <typename W>
+  bool greedy(const W& w, const Classes& comp, size_t i, int a) const {
+    const int x = comp.at[i];
+    const int gx = same_options_[static_cast<size_t>(x)];
+    if (gx < 0) return true;
+    for (size_t j = 0; j < i; ++j) {
+      const int y = comp.at[j];
+      if (same_options_[static_cast<size_t>(y)] != gx) continue;
+      const bool y_first = std::pair(m_.demands[y].tier, y) < std::pair(m_.demands[x].tier, x);
+      if (y_first ? (a > 0 && w.took[j] < w.r[y]) : (w.took[j] > 0 && a < w.r[x])) return false;
+    }
+    return true;
+  }
 
   template <typename W>
   void by_profile(W& w, size_t p) const {
@@ -343,6 +448,7 @@ class Exact {
     Fill& cur = w.cur;
     if (i + 1 >= comp.size) {
       if (!comp.empty() && left > w.r[comp.back()]) return;
+      if (w.greedy_only && !comp.empty() && !greedy(w, comp, comp.size - 1, left)) return;
       if (!comp.empty() && left > 0) {
         cur.units.emplace_back(comp.back(), left);
         cur.profile_of.push_back(static_cast<int>(p));
@@ -356,6 +462,10 @@ class Exact {
       return;
     }
     for (int a = std::min(left, w.r[comp.at[i]]); a >= 0; --a) {
+      if (w.greedy_only) {
+        if (!greedy(w, comp, i, a)) continue;
+        w.took[i] = a;
+      }
       if (a > 0) {
         cur.units.emplace_back(comp.at[i], a);
         cur.profile_of.push_back(static_cast<int>(p));
@@ -368,7 +478,15 @@ class Exact {
     }
   }
 
+  // (The lookup of a class is built on its first use: most searches open GPUs of a few classes only,
+  // and the cost model's Exact opens none.)
   int stranded_of(int g, const std::vector<int>& counts) const {
+    if (!stranded_ready_[g]) {
+      stranded_ready_[g] = 1;
+      for (const auto& [all_counts, c] : m_.classes[g].all) {
+        if (uint64_t key = 0; pack_counts(all_counts, &key)) stranded_by_counts_[g].emplace(key, c.stranded);
+      }
+    }
     if (uint64_t key = 0; pack_counts(counts, &key)) {
       auto it = stranded_by_counts_[g].find(key);
       return it == stranded_by_counts_[g].end() ? 0 : it->second;
@@ -420,77 +538,213 @@ class Exact {
     return true;
   }
 
-  const Value& solve(const std::vector<int>& r, const std::vector<int>& n) {
+  // solve()'s working values at one depth of its recursion (kept between states so that a state
+  // allocates nothing once the depths exist): the state's upper bound and what it is made of, the fill
+  // being evaluated, the best so far, and the fills already seen.
+  struct Scratch {
+    KeySet seen;
+    Value ub;      // upper bound on the state's optimum (state_bound)
+    Value w;       // the fill's own value
+    Value bound;   // upper bound on a branch: w plus the bound on what follows it
+    Value t;       // what a branch must reach to matter: max(need, just above the best so far)
+    Value child;   // t - w: the child's need
+    Value v;       // a branch's value (or bound)
+    Value best;    // the best branch's value
+    Value ub_acc;  // the largest bound of the branches that did not reach t
+    SliceSums sums{};
+    int pinned = 0;               // pinned GPUs left (they cost no GPU)
+    long long kept = 0;           // busy instances on the GPUs left: the most a plan can keep
+    std::vector<SliceSums> cost;  // per demand class: its least slice shares on a GPU left
+    std::vector<char> avail;      // per target: some class of it has GPUs left
+    std::vector<int> r2, n2;
+  };
+
+  // The GPUs any plan from (sums, pinned) needs besides the pinned ones: each unit takes at least its
+  // share of a GPU's memory slices, compute slices and instances, and a GPU holds one of each whole.
+  long long gpus_needed(const SliceSums& sums, int pinned) const {
+    const long long most = std::max({sums[0], sums[1], sums[2]});
+    return std::max(0LL, (most + slice_denominator_ - 1) / slice_denominator_ - pinned);
+  }
+
+  // An upper bound (lexicographic) on the value of any plan from (r, n), into s.ub, with what the
+  // fills' bounds reuse: every unit that some GPU left can take placed, on the fewest GPUs their
+  // slices allow (gpus_needed), keeping every busy instance on those GPUs, stranding nothing.
+  void state_bound(const std::vector<int>& r, const std::vector<int>& n, Scratch& s) const {
+    s.avail.assign(m_.targets.size(), 0);
+    s.pinned = 0;
+    s.kept = 0;
+    for (size_t g = 0; g < n.size() && g < m_.classes.size(); ++g) {
+      if (n[g] <= 0) continue;
+      const GpuClass& gc = m_.classes[g];
+      s.avail[static_cast<size_t>(gc.target)] = 1;
+      s.pinned += gc.pinned ? n[g] : 0;
+      s.kept += static_cast<long long>(n[g]) * static_cast<long long>(gc.busy.size());
+    }
+    s.ub.assign(zero_.size(), 0);
+    s.sums = SliceSums{};
+    s.cost.assign(m_.demands.size(), SliceSums{});
+    for (size_t k = 0; k < m_.demands.size() && k < r.size(); ++k) {
+      if (r[k] <= 0) continue;
+      bool any = false;
+      SliceSums least{};
+      for (const Option& o : m_.demands[k].options) {
+        if (!s.avail[static_cast<size_t>(o.target)]) continue;
+        const SliceSums& c = slice_cost_[static_cast<size_t>(o.target)][static_cast<size_t>(o.profile)];
+        for (size_t i = 0; i < least.size(); ++i) least[i] = any ? std::min(least[i], c[i]) : c[i];
+        any = true;
+      }
+      if (!any) continue;
+      s.cost[k] = least;
+      s.ub[static_cast<size_t>(m_.demands[k].tier)] += r[k];
+      for (size_t i = 0; i < least.size(); ++i) s.sums[i] += r[k] * least[i];
+    }
+    s.ub[static_cast<size_t>(m_.tiers) + static_cast<size_t>(kValueGpus)] = -gpus_needed(s.sums, s.pinned);
+    s.ub[static_cast<size_t>(m_.tiers) + static_cast<size_t>(kValueKept)] = s.kept;
+  }
+
+  // a = max(a, b), lexicographically.
+  static void max_into(Value& a, const Value& b) {
+    if (a < b) a = b;
+  }
+
+  Entry& store(const StateKey& k, Entry e) { return memo_.insert_or_assign(k, std::move(e)).first->second; }
+
+  // The search at (r, n) for a caller that only needs values of at least `need` (branch and bound):
+  // the optimum when it is at least `need` (its entry is then exact and holds the plan: the first
+  // best fill in walk order, or skipping the class when that is as good, as without bounds), else an
+  // upper bound on the optimum below `need` (an inexact entry, searched again for a lower need).
+  // Branches whose bound (state_bound after the fill) cannot reach the need, or beat the best so far,
+  // are not searched.
+  const Value& solve(const std::vector<int>& r, const std::vector<int>& n, const Value& need) {
     const StateKey k = key(r, n);
-    if (auto it = memo_.find(k); it != memo_.end()) return it->second.value;
-    Entry best;
-    best.value = zero();
+    if (auto it = memo_.find(k); it != memo_.end() && (it->second.exact || it->second.value < need)) {
+      return it->second.value;
+    }
+    Entry entry;
+    entry.value = zero_;
     if (aborted_ || memo_.size() > static_cast<size_t>(limit_) || work_ > kExactWorkLimit || cancel_requested()) {
       aborted_ = true;
-      return memo_.emplace(k, best).first->second.value;
+      return store(k, std::move(entry)).value;
     }
     int g = -1;
     for (size_t i = 0; i < n.size() && g < 0; ++i) {
       if (n[i] > 0) g = static_cast<int>(i);
     }
-    if (g >= 0 && total(r) > 0) {
-      const GpuClass& gc = m_.classes[g];
-      const std::vector<int> empty(m_.targets[gc.target].table->profiles.size(), 0);
-      // Skip: the remaining GPUs of this class stay as they are.
-      std::vector<int> n2 = n;
-      n2[g] = 0;
-      best.value = solve(r, n2);
-      if (gc.pinned) best.value.back() -= static_cast<long long>(stranded_of(g, empty)) * n[g];
-      best.gpu_class = g;
-      best.config = -1;
-      n2[g] = n[g] - 1;
-      // Fills of different configurations coincide where the demand is below their slots (equal fills
-      // have equal values: the first one is kept). One set per depth of the recursion, reused.
-      if (solve_depth_ >= seen_.size()) seen_.emplace_back();
-      KeySet& seen = seen_[solve_depth_++];
-      seen.clear();
-      struct Leave {
-        size_t& depth;
-        ~Leave() { --depth; }
-      } leave{solve_depth_};
-      std::vector<int> r2 = r;  // the demand after a fill (restored after each)
-      Value v = zero();
-      const Takers takers = takers_of(g, r);
-      for (size_t c = 0; c < options_[g].size(); ++c) {
-        ++work_;
-        long long ordinal = -1;
-        for_each_fill(*options_[g][c], r, takers, [&](const Fill& f) {
-          ++work_;  // counted as evaluated, before the states below it
-          ++ordinal;
-          if (f.units.empty() && !gc.pinned) return;
-          StateKey fk;
-          if (fill_key(f, &fk) && !seen.insert(fk)) return;
-          std::fill(v.begin(), v.end(), 0);
-          for (const auto& [cls, amount] : f.units) {
-            r2[cls] -= amount;
-            v[m_.demands[cls].tier] += amount;
-          }
-          v[m_.tiers + kValueGpus] -= gc.pinned ? 0 : 1;
-          const auto [kept, stranded] = kept_and_stranded(g, f);
-          v[m_.tiers + kValueKept] += kept;
-          v[m_.tiers + kValueStranded] -= stranded;
-          add(v, solve(r2, n2));
-          for (const auto& [cls, amount] : f.units) r2[cls] += amount;
-          if (v > best.value) {
-            best.value = v;
-            best.config = static_cast<int>(c);
-            best.fill = ordinal;
-          }
-        });
-      }
+    if (g < 0 || total(r) == 0) return store(k, std::move(entry)).value;
+    if (solve_depth_ >= scratch_.size()) {
+      Scratch& fresh = scratch_.emplace_back();
+      for (Value* v : {&fresh.w, &fresh.bound, &fresh.t, &fresh.child, &fresh.v, &fresh.best}) *v = zero_;
     }
-    return memo_.emplace(k, std::move(best)).first->second.value;
+    Scratch& s = scratch_[solve_depth_++];
+    struct Leave {
+      size_t& depth;
+      ~Leave() { --depth; }
+    } leave{solve_depth_};
+    state_bound(r, n, s);
+    if (bounded_ && s.ub < need) {
+      entry.value = s.ub;
+      entry.exact = false;
+      return store(k, std::move(entry)).value;
+    }
+    const GpuClass& gc = m_.classes[g];
+    const size_t gpus_at = static_cast<size_t>(m_.tiers) + static_cast<size_t>(kValueGpus);
+    const size_t kept_at = static_cast<size_t>(m_.tiers) + static_cast<size_t>(kValueKept);
+    const size_t stranded_at = static_cast<size_t>(m_.tiers) + static_cast<size_t>(kValueStranded);
+    const int pinned_after = s.pinned - (gc.pinned ? 1 : 0);
+    const long long kept_after = s.kept - static_cast<long long>(gc.busy.size());
+    bool have_best = false;
+    s.t = need;
+    s.ub_acc.assign(zero_.size(), kNoNeed);
+    s.r2 = r;  // the demand after a fill (restored after each)
+    s.n2 = n;
+    s.n2[static_cast<size_t>(g)] = n[static_cast<size_t>(g)] - 1;
+    // Fills of different configurations coincide where the demand is below their slots (equal fills
+    // have equal values: the first one is kept).
+    s.seen.clear();
+    const Takers takers = takers_of(g, r);
+    for (size_t c = 0; c < options_[g].size(); ++c) {
+      ++work_;
+      long long ordinal = -1;
+      for_each_fill(*options_[g][c], r, takers, [&](const Fill& f) {
+        ++work_;  // counted as evaluated, before the states below it
+        ++ordinal;
+        if (f.units.empty() && !gc.pinned) return;
+        StateKey fk;
+        if (fill_key(f, &fk) && !s.seen.insert(fk)) return;
+        std::fill(s.w.begin(), s.w.end(), 0);
+        SliceSums left = s.sums;
+        for (const auto& [cls, amount] : f.units) {
+          s.r2[cls] -= amount;
+          s.w[static_cast<size_t>(m_.demands[cls].tier)] += amount;
+          for (size_t i = 0; i < left.size(); ++i) left[i] -= amount * s.cost[cls][i];
+        }
+        s.w[gpus_at] -= gc.pinned ? 0 : 1;
+        const auto [kept, stranded] = kept_and_stranded(g, f);
+        s.w[kept_at] += kept;
+        s.w[stranded_at] -= stranded;
+        // The branch's bound: every unit the state can place (the fill's and the rest's), the fill's
+        // GPU and those the rest needs, the busy instances kept and those left, the fill's stranding.
+        for (size_t i = 0; i < static_cast<size_t>(m_.tiers); ++i) s.bound[i] = s.ub[i];
+        s.bound[gpus_at] = s.w[gpus_at] - gpus_needed(left, pinned_after);
+        s.bound[kept_at] = s.w[kept_at] + kept_after;
+        s.bound[stranded_at] = s.w[stranded_at];
+        if (bounded_ && s.bound < s.t) {
+          max_into(s.ub_acc, s.bound);
+        } else {
+          for (size_t i = 0; i < s.t.size(); ++i) s.child[i] = s.t[i] - s.w[i];
+          const Value& rest = solve(s.r2, s.n2, s.child);
+          for (size_t i = 0; i < s.v.size(); ++i) s.v[i] = s.w[i] + rest[i];
+          // (Without bounds, s.t stays at the need: the best is then the first largest.)
+          if (s.v >= s.t && (bounded_ || !have_best || s.v > s.best)) {
+            s.best = s.v;
+            have_best = true;
+            entry.config = static_cast<int>(c);
+            entry.fill = ordinal;
+            // Later branches must beat it: at least the best plus one in the last entry.
+            if (bounded_) {
+              s.t = s.best;
+              ++s.t.back();
+              max_into(s.t, need);
+            }
+          } else {
+            max_into(s.ub_acc, s.v);
+          }
+        }
+        for (const auto& [cls, amount] : f.units) s.r2[cls] += amount;
+      });
+    }
+    // Skip: the remaining GPUs of this class stay as they are (as good as the best fill suffices).
+    s.n2[static_cast<size_t>(g)] = 0;
+    std::fill(s.w.begin(), s.w.end(), 0);
+    if (gc.pinned) {
+      const std::vector<int> empty(m_.targets[gc.target].table->profiles.size(), 0);
+      s.w.back() -= static_cast<long long>(stranded_of(g, empty)) * n[static_cast<size_t>(g)];
+    }
+    if (have_best && bounded_) {
+      s.t = s.best;
+      max_into(s.t, need);
+    }
+    for (size_t i = 0; i < s.t.size(); ++i) s.child[i] = s.t[i] - s.w[i];
+    const Value& rest = solve(r, s.n2, s.child);
+    for (size_t i = 0; i < s.v.size(); ++i) s.v[i] = s.w[i] + rest[i];
+    if (s.v >= s.t && (bounded_ || !have_best || s.v >= s.best)) {
+      s.best = s.v;
+      have_best = true;
+      entry.config = -1;
+      entry.fill = -1;
+    } else {
+      max_into(s.ub_acc, s.v);
+    }
+    entry.gpu_class = g;
+    entry.exact = have_best;
+    entry.value = have_best ? s.best : s.ub_acc;
+    return store(k, std::move(entry)).value;
   }
 
   void rebuild(std::vector<int> r, std::vector<int> n, std::vector<Bin>* bins) {
     for (;;) {
       auto it = memo_.find(key(r, n));
-      if (it == memo_.end() || it->second.gpu_class < 0) return;
+      if (it == memo_.end() || it->second.gpu_class < 0 || !it->second.exact) return;
       const Entry& e = it->second;
       const int g = e.gpu_class;
       if (e.config < 0) {
@@ -521,11 +775,19 @@ class Exact {
   mutable std::deque<Fill> fills_;                   // for_each_fill's fills per depth (a deque: references stay valid)
   mutable size_t walk_depth_ = 0;                    // walks now in progress
   mutable std::vector<int> busy_units_;              // kept_and_stranded's busy units per profile
-  std::deque<KeySet> seen_;                          // solve()'s fill sets per depth of its recursion
+  std::deque<Scratch> scratch_;                      // solve()'s working values per depth of its recursion
   size_t solve_depth_ = 0;                           // solve() calls now in progress that opened a GPU
   std::vector<std::vector<const Config*>> options_;  // per class: the configurations a GPU may take
   std::vector<std::vector<int>> demand_profile_;     // per class, per demand class: its profile there or -1
-  std::vector<std::unordered_map<uint64_t, int>> stranded_by_counts_;  // per class: gc.all's stranded by pack_counts
+  mutable std::vector<std::unordered_map<uint64_t, int>>
+      stranded_by_counts_;                          // per class: gc.all's stranded by pack_counts
+  mutable std::vector<char> stranded_ready_;        // per class: stranded_by_counts_ built
+  Value zero_;                                      // the value of placing nothing
+  std::vector<int> same_options_;                   // per demand class: its group of interchangeable classes, or -1
+  bool has_groups_ = false;                         // some group has two classes
+  bool bounded_ = true;                             // solve() cuts branches by their bounds (false: searches every one)
+  std::vector<std::vector<SliceSums>> slice_cost_;  // per target, per profile: its shares of one GPU
+  long long slice_denominator_ = 1;                 // the shares' common denominator (one whole GPU)
   bool aborted_ = false;
   long long work_ = 0;
   KeyPacker packer_;

@@ -97,5 +97,37 @@ TEST(MigPackQuality, BenchmarkFleetsAndTheExamplePackAtLeastAsWellAsBefore) {
   }
 }
 
+// Fills the 5-GPU fleet's exact search (and the example's searches together) may evaluate. pack() on
+// BM_MigPack_Fleet/20 takes about 9.4 M instructions (callgrind, 2026-12-02), of which about 6 M build
+// the model, which Fleet/5 pays as well; at about 500 instructions per fill, 5,000 fills (2.5 M) keep
+// Fleet/5 below Fleet/20. Before the search was bounded (issue #19), Fleet/5 evaluated 64,268 fills and
+// the example 43,232.
+constexpr long long kSmallFleetFills = 5000;
+
+TEST(MigPackQuality, SmallFleetsSearchNoMoreThanALargerFleetCosts) {
+  // pack() time monotone in fleet size, counted in work rather than time: the 5-GPU fleet's exact
+  // search (which proves a plan the LP path does not find: 1 stranded slice, not 3) and the example's
+  // stay within kSmallFleetFills, with their plans as recorded above.
+  auto cat = Catalog::embedded();
+  const bench::Scenario sc = bench::fleet_scenario(5);
+  auto r = pack(*cat, sc.fleet, sc.requests, PackOptions{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->exact);
+  EXPECT_EQ(r->stats.exact_runs, 1);
+  EXPECT_EQ(r->stats.exact_aborted, 0);
+  EXPECT_LE(r->stats.exact_work, kSmallFleetFills);
+  EXPECT_EQ(quality_of(*r).tie(), (Quality{0, 4, 0, 1}.tie()));
+  auto f = parse_fleet(*cat, "examples/mig/fleet.yaml", read("examples/mig/fleet.yaml"));
+  auto q = parse_requests(*cat, "examples/mig/requests.yaml", read("examples/mig/requests.yaml"));
+  ASSERT_TRUE(f.ok() && q.ok());
+  auto e = pack(*cat, *f, *q, PackOptions{});
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  EXPECT_EQ(e->stats.exact_aborted, 0);
+  EXPECT_LE(e->stats.exact_work, kSmallFleetFills);
+  EXPECT_EQ(quality_of(*e).tie(), (Quality{0, 8, 0, 1}.tie()));
+  std::cout << "  Fleet/5: " << r->stats.exact_work << " fills, " << r->stats.exact_states
+            << " states; example: " << e->stats.exact_work << " fills, " << e->stats.exact_states << " states\n";
+}
+
 }  // namespace
 }  // namespace gpuplan::mig
