@@ -73,6 +73,7 @@ class SweepPoint {
   // rule that reads the context: a vLLM max_model_len or a learned position table).
   std::optional<RefusalCode> refusal_;
   int64_t refuse_above_context_ = INT64_MAX;
+  bool loads_ = true;  // TargetFit::loads: the load-time peak fits the GPU (batch-independent)
 };
 
 }  // namespace gpuplan

@@ -133,6 +133,9 @@ struct Workload {
   int64_t max_num_batched_tokens = 0;   // vLLM prefill chunk; 0 = engine default
   int group_size = 0;                   // GPTQ/AWQ group size; 0 = 128
   bool master_weights = true;           // fp32 master copy under 16-bit mixed precision
+  // The checkpoint is 16-bit and the engine quantizes it to `weights` on the GPU while loading (vLLM
+  // --quantization fp8 on a bf16 model, TensorRT-LLM's quantize step): a load-time peak (memory.h).
+  bool quantize_on_load = false;
 
   int data_parallel() const;
   int gpus() const { return count > 0 ? count : tp * pp; }

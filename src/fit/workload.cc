@@ -208,10 +208,12 @@ Status read_training_and_engine(const Request& req, Workload& w) {
   w.lora_targets = targets;
   GPUPLAN_TRY(flash, req.boolean("flash_attention"));
   GPUPLAN_TRY(master, req.boolean("master_weights"));
+  GPUPLAN_TRY(quantize_on_load, req.boolean("quantize_on_load"));
   GPUPLAN_TRY(util, req.real("gpu_memory_utilization"));
   GPUPLAN_TRY(dropout, req.real("lora_dropout"));
   w.flash_attention = flash;
   w.master_weights = master;
+  w.quantize_on_load = quantize_on_load;
   w.gpu_memory_utilization = util.value_or(w.gpu_memory_utilization);
   w.lora_dropout = dropout.value_or(0);
   GPUPLAN_TRY(amp, req.text("amp"));
@@ -288,6 +290,7 @@ Json workload_json(const Workload& w) {
   if (w.amp != Amp::kNone) j["amp"] = amp_name(w.amp);
   j["flash_attention"] = w.flash_attention;
   if (w.engine == Engine::kVllm) j["gpu_memory_utilization"] = w.gpu_memory_utilization;
+  if (w.quantize_on_load) j["quantize_on_load"] = true;
   return j;
 }
 
