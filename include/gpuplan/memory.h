@@ -38,6 +38,12 @@ struct MemoryBreakdown {
   double allocator_slack_bytes = 0;  // cached but unallocated blocks (reserved - allocated)
   double communication_bytes = 0;    // NCCL / all-gather buffers when several GPUs work together
 
+  // Per-GPU peak while the weights load, before any request: the CUDA context, the weights and what the
+  // loader stages beside them (a 16-bit copy it quantizes from). Not part of total_bytes (steady state);
+  // the verdict counts it against the whole capacity when it is higher (docs/model.md "Memory at load
+  // time"). Independent of batch and context.
+  double load_peak_bytes = 0;
+
   // Counters as tools print them.
   double allocated_bytes() const;  // torch.cuda.max_memory_allocated
   double reserved_bytes() const;   // torch.cuda.max_memory_reserved
@@ -73,6 +79,7 @@ struct PreparedWorkload {
   bool eager_training = false;   // training does
   bool rms_norm = true;          // the model's norms are RMSNorm (transformers saves their fp32 upcast input)
   bool kbit_upcast = false;      // PEFT's k-bit preparation upcasts the unquantized parameters to fp32
+  double load_peak_bytes = 0;    // MemoryBreakdown::load_peak_bytes, resolved once (it reads no batch)
 };
 
 Result<PreparedWorkload> prepare(const Workload& w);
@@ -94,6 +101,7 @@ struct TargetFit {
   double total_bytes = 0;     // per GPU
   double headroom_bytes = 0;  // limit - total
   bool fits = false;          // false when refused: a configuration no engine runs does not fit
+  bool loads = true;          // memory.load_peak_bytes <= capacity_bytes; when false nothing runs (fits false)
   // Set when no engine can run the workload on this target (refusal.h); then fits is false and
   // max_batch, max_context and the KV pool are 0. The memory figures are still those of the workload.
   std::optional<RefusalCode> refusal;

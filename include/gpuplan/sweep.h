@@ -120,6 +120,9 @@ class SweepPoint {
  private:
   SweepPoint(InferenceSweepLean latency, MemorySweep memory)
       : latency_(std::move(latency)), memory_(std::move(memory)) {}
+  // The verdict fields (refusal, total_bytes, headroom_bytes, fits) of at() and at_lean() alike.
+  template <class Answer>
+  void fill_verdict(Answer& a, int64_t batch, int64_t prompt_tokens);
 
   InferenceSweepLean latency_;  // at_lean's, and at()'s through exact()
   MemorySweep memory_;
@@ -129,6 +132,7 @@ class SweepPoint {
   // rule that reads the context: a vLLM max_model_len or a learned position table).
   std::optional<RefusalCode> refusal_;
   int64_t refuse_above_context_ = INT64_MAX;
+  bool loads_ = true;  // TargetFit::loads: the load-time peak fits the GPU (batch-independent)
 };
 
 }  // namespace gpuplan

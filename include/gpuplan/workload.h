@@ -147,6 +147,9 @@ struct Workload {
   // The training loss over this many chunks of the sequence's logits (torchtune CEWithChunkedOutputLoss:
   // 8); 1 = the whole logits at once (torch.nn.CrossEntropyLoss, transformers); 0 = the engine's default.
   int loss_chunks = 0;
+  // The checkpoint is 16-bit and the engine quantizes it to `weights` on the GPU while loading (vLLM
+  // --quantization fp8 on a bf16 model, TensorRT-LLM's quantize step): a load-time peak (memory.h).
+  bool quantize_on_load = false;
 
   int data_parallel() const;
   int gpus() const { return count > 0 ? count : tp * pp; }

@@ -77,14 +77,17 @@ Json model_json(const Model& m) {
 }
 
 Json memory_json(const MemoryBreakdown& m) {
-  return Json{{"weights_bytes", bytes_json(m.weights_bytes)},
-              {"kv_cache_bytes", bytes_json(m.kv_cache_bytes)},
-              {"activations_bytes", bytes_json(m.activations_bytes)},
-              {"gradients_bytes", bytes_json(m.gradients_bytes)},
-              {"optimizer_bytes", bytes_json(m.optimizer_bytes)},
-              {"adapter_bytes", bytes_json(m.adapter_bytes)},
-              {"runtime_overhead_bytes", bytes_json(m.runtime_overhead_bytes)},
-              {"total_bytes", bytes_json(m.total_bytes)}};
+  Json j{{"weights_bytes", bytes_json(m.weights_bytes)},
+         {"kv_cache_bytes", bytes_json(m.kv_cache_bytes)},
+         {"activations_bytes", bytes_json(m.activations_bytes)},
+         {"gradients_bytes", bytes_json(m.gradients_bytes)},
+         {"optimizer_bytes", bytes_json(m.optimizer_bytes)},
+         {"adapter_bytes", bytes_json(m.adapter_bytes)},
+         {"runtime_overhead_bytes", bytes_json(m.runtime_overhead_bytes)},
+         {"total_bytes", bytes_json(m.total_bytes)}};
+  // Present when loading peaks above the steady state (memory.h): then the verdict reads it.
+  if (m.load_peak_bytes > m.total_bytes) j["load_peak_bytes"] = bytes_json(m.load_peak_bytes);
+  return j;
 }
 
 namespace {
@@ -160,6 +163,11 @@ Result<Json> fit(const Context& ctx, const Json& body) {
       const Refusal r = explain_refusal(*f.refusal, **p, &t);
       row["refusal"] = refusal_code_name(r.code);
       row["reason"] = r.message;
+    } else if (!f.fits && f.headroom_bytes >= 0) {
+      // The steady state fits; loading does not (memory.h, load_peak_bytes).
+      row["load_peak_bytes"] = bytes_json(f.memory.load_peak_bytes);
+      row["reason"] = "does not load: needs " + format_gib(f.memory.load_peak_bytes) + " per GPU while loading, " +
+                      format_gib(f.capacity_bytes) + " on the GPU (the weights and what the loader stages beside them)";
     } else if (!f.fits) {
       row["reason"] = out_of_memory_reason(f.total_bytes, f.limit_bytes);
     }

@@ -169,6 +169,61 @@ bool quantized_dequant(WeightFormat f) {
   }
 }
 
+// ---- memory at load time (issue #17, session 7; docs/model.md "Memory at load time") --------------
+// bitsandbytes through transformers quantizes each weight as it moves to the GPU: Int8Params.cuda copies
+// the 16-bit matrix there, double_quant makes its row-major (kept) and column-major int8 copies, and the
+// column-major copy and the 16-bit one are freed (bitsandbytes/nn/modules.py, Int8Params.cuda): one
+// matrix stages 2 B (fp16) + 1 B (CBt) per parameter beside the kept int8 weights.
+constexpr double kBnbInt8LoadStagingBytes = k16BitBytes + 1.0;
+// Params4bit.cuda: the 16-bit copy on the GPU, then quantize_4bit (bitsandbytes/nn/modules.py).
+constexpr double kBnb4bitLoadStagingBytes = k16BitBytes;
+
+// Weight bytes per GPU of `wb` split as the workload splits its model: pipeline stages hold ceil(L/pp)
+// layers and the stage with the embedding (or head) holds it too; tensor parallelism divides each.
+double per_gpu_weight_bytes(const Workload& w, const WeightBytes& wb, double layer_fraction) {
+  const double layer_bytes = std::max(0.0, wb.total_bytes - wb.non_layer_bytes);
+  if (w.model->layers > 0 && w.pp > 1) return (layer_bytes * layer_fraction + wb.largest_edge_bytes) / w.tp;
+  return wb.total_bytes / w.tp;
+}
+
+// The weights' extra bytes per GPU at the worst moment of loading, beside the kept weights.
+//  - bitsandbytes (transformers' loader): one matrix staged in 16 bits as it is quantized (above).
+//  - quantize_on_load, vLLM (--quantization fp8 and the other online methods): the model is created and
+//    loaded at its checkpoint's precision and each layer is quantized after loading (vLLM docs,
+//    features/quantization/fp8.md: "we load the model at original precision before quantizing down to
+//    8-bits, so you need enough memory to load the whole model"; maintainer in vllm issue 4387). PRs
+//    29196/31914 (0.13, January 2026) tried to stream it and PR 32773 reports 0.13 and 0.14 still peak
+//    above bf16, so no release is modelled as streaming: the whole 16-bit share is resident.
+//  - quantize_on_load, TensorRT-LLM: its quantize step (examples/quantization, hf_ptq.py/quantize.py)
+//    loads the Hugging Face model with device_map="auto" in 16 bits over every GPU of the node, calibrates
+//    it and exports the quantized checkpoint while it is resident: the 16-bit model and the quantized one
+//    at once, over all the GPUs (maintainer, TensorRT-LLM issue 1331: 140 GB + 70 GB for Llama 70B FP8).
+//  - quantize_on_load, other engines (transformers' quantizers): one matrix staged in 16 bits, as
+//    bitsandbytes does (HfQuantizer.create_quantized_param quantizes parameter by parameter).
+// A checkpoint loaded in the format it is stored in adds nothing: each tensor is copied into place.
+double load_staging_bytes(const PreparedWorkload& p) {
+  const Workload& w = p.workload;
+  const WeightFormatInfo& f = weight_format_info(w.weights);
+  const double largest_matrix = p.weights.largest_matrix_parameters / w.tp;
+  if (f.family == FormatFamily::kBitsAndBytes) {
+    const double staging = w.weights == WeightFormat::kLlmInt8 ? kBnbInt8LoadStagingBytes : kBnb4bitLoadStagingBytes;
+    return largest_matrix * staging;
+  }
+  if (!w.quantize_on_load || !is_quantized(w.weights) || f.family == FormatFamily::kGguf) return 0;
+  const WeightBytes w16 = model_weight_bytes(*w.model, WeightFormat::kBf16);
+  switch (w.engine) {
+    case Engine::kVllm:
+      // The 16-bit share replaces the quantized one until the layers are processed.
+      return std::max(0.0, per_gpu_weight_bytes(w, w16, p.layer_fraction) - p.weights_per_gpu_bytes);
+    case Engine::kTensorrtLlm:
+      // device_map="auto" spreads the 16-bit model over the node; the export adds the quantized copy.
+      return std::max(
+          0.0, (w16.total_bytes + p.weights.total_bytes) / static_cast<double>(w.gpus()) - p.weights_per_gpu_bytes);
+    default:
+      return largest_matrix * k16BitBytes;
+  }
+}
+
 // Bytes per element of activations: the compute dtype.
 
 bool is_training(Task t) { return t != Task::kInfer; }
@@ -412,14 +467,12 @@ Result<PreparedWorkload> prepare(const Workload& requested) {
   }
   const double tp = w.tp, pp = w.pp;
   // Pipeline stages hold ceil(L/pp) layers; the stage with the embedding (or head) holds it too.
-  const double layer_bytes = std::max(0.0, p.weights.total_bytes - p.weights.non_layer_bytes);
-  const double edge_bytes = p.weights.largest_edge_bytes;
   if (m.layers > 0 && w.pp > 1) {
     p.layer_fraction = ceil_div(static_cast<double>(m.layers), pp) / static_cast<double>(m.layers);
-    p.weights_per_gpu_bytes = (layer_bytes * p.layer_fraction + edge_bytes) / tp;
-  } else {
-    p.weights_per_gpu_bytes = p.weights.total_bytes / tp;
   }
+  p.weights_per_gpu_bytes = per_gpu_weight_bytes(w, p.weights, p.layer_fraction);
+  // Inference only: training loaders shard (ZeRO-3, FSDP) or stage one matrix while states dwarf both.
+  if (!is_training(w.task)) p.load_peak_bytes = kCudaContextBytes + p.weights_per_gpu_bytes + load_staging_bytes(p);
   p.active_weights_per_gpu_bytes =
       p.weights.total_bytes > 0 ? p.weights_per_gpu_bytes * p.weights.active_bytes / p.weights.total_bytes : 0;
   // KV per token per GPU: each GPU holds ceil(kv_heads / tp) heads (replicated when kv_heads < tp).
@@ -641,6 +694,7 @@ MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_
   r.communication_bytes = multi ? communication_bytes(w, link) : 0;
   r.workspace_bytes = kCublasWorkspaceBytes;
   r.weights_bytes = p.weights_per_gpu_bytes;
+  r.load_peak_bytes = p.load_peak_bytes;
   if (!is_training(w.task)) {
     add_inference(p, batch, context, r);
     return r;
@@ -732,7 +786,10 @@ TargetFit fit_target(const PreparedWorkload& p, const Target& t) {
   f.memory = estimate_memory(p, -1, -1, t.link);
   f.total_bytes = f.memory.total_bytes;
   f.headroom_bytes = f.limit_bytes - f.total_bytes;
-  f.fits = f.headroom_bytes >= 0;
+  // Loading needs its peak of the whole GPU (before vLLM sizes its share): a model that cannot load
+  // runs at no batch and no context.
+  f.loads = p.load_peak_bytes <= f.capacity_bytes;
+  f.fits = f.headroom_bytes >= 0 && f.loads;
   if (p.rules_engine == w.engine) {
     f.refusal = refusal_code(w, t);
   } else {
@@ -740,7 +797,7 @@ TargetFit fit_target(const PreparedWorkload& p, const Target& t) {
     as.engine = p.rules_engine;
     f.refusal = refusal_code(as, t);
   }
-  if (f.refusal) {
+  if (f.refusal || !f.loads) {
     // Nothing runs: no batch, no context, no pool.
     f.fits = false;
     return f;
@@ -921,6 +978,15 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
         "runtime)";
   texp += " = " + format_gib(m.total_bytes);
   out.push_back({"total_bytes", m.total_bytes, texp});
+  // Shown when loading peaks above the steady state: then it decides the verdict.
+  if (m.load_peak_bytes > m.total_bytes) {
+    out.push_back({"load_peak_bytes", m.load_peak_bytes,
+                   "Load peak: CUDA context " + format_gib(m.cuda_context_bytes) + " + weights " +
+                       format_gib(m.weights_bytes) + " + what the loader stages beside them (" +
+                       (w.quantize_on_load ? "the 16-bit checkpoint it quantizes from"
+                                           : "one 16-bit matrix as bitsandbytes quantizes it") +
+                       ") = " + format_gib(m.load_peak_bytes)});
+  }
   return out;
 }
 

@@ -224,6 +224,7 @@ Status read_training_and_engine(const Request& req, Workload& w) {
   GPUPLAN_TRY(cpu_offload, req.boolean("cpu_offload"));
   GPUPLAN_TRY(activation_offload, req.boolean("activation_offload"));
   GPUPLAN_TRY(loss_chunks, req.whole("loss_chunks"));
+  GPUPLAN_TRY(quantize_on_load, req.boolean("quantize_on_load"));
   GPUPLAN_TRY(util, req.real("gpu_memory_utilization"));
   GPUPLAN_TRY(dropout, req.real("lora_dropout"));
   w.flash_attention = flash;
@@ -232,6 +233,7 @@ Status read_training_and_engine(const Request& req, Workload& w) {
   w.cpu_offload = cpu_offload;
   w.activation_offload = activation_offload;
   w.loss_chunks = static_cast<int>(loss_chunks);
+  w.quantize_on_load = quantize_on_load;
   w.gpu_memory_utilization = util.value_or(w.gpu_memory_utilization);
   w.lora_dropout = dropout.value_or(0);
   GPUPLAN_TRY(amp, req.text("amp"));
@@ -324,6 +326,7 @@ Json workload_json(const Workload& w) {
   if (w.amp != Amp::kNone) j["amp"] = amp_name(w.amp);
   j["flash_attention"] = w.flash_attention;
   if (w.engine == Engine::kVllm) j["gpu_memory_utilization"] = w.gpu_memory_utilization;
+  if (w.quantize_on_load) j["quantize_on_load"] = true;
   return j;
 }
 

@@ -29,6 +29,7 @@ Result<SweepPoint> SweepPoint::make(const Workload& w, const Target& t, const Pe
                    MemorySweep(prepared, t.link));
   point.output_tokens_ = w.output_tokens;
   point.limit_bytes_ = fit.limit_bytes;
+  point.loads_ = fit.loads;  // the load-time peak reads no batch or prompt (memory.h)
   // fit_target refuses under the rules engine's rules. Of its rules only kContext reads the context: it
   // refuses every context above the model's supported one and none below (refusal.cc).
   Workload rules = prepared.workload;
@@ -41,24 +42,25 @@ Result<SweepPoint> SweepPoint::make(const Workload& w, const Target& t, const Pe
   return point;
 }
 
-SweepAnswer SweepPoint::at(int64_t batch, int64_t prompt_tokens) {
-  SweepAnswer a;
+template <class Answer>
+void SweepPoint::fill_verdict(Answer& a, int64_t batch, int64_t prompt_tokens) {
   const int64_t context = prompt_tokens + output_tokens_;
   a.refusal = context > refuse_above_context_ ? std::optional<RefusalCode>(RefusalCode::kContext) : refusal_;
   a.total_bytes = memory_.total_bytes(batch, prompt_tokens, context);
   a.headroom_bytes = limit_bytes_ - a.total_bytes;
-  a.fits = !a.refusal && a.headroom_bytes >= 0;
+  a.fits = !a.refusal && a.headroom_bytes >= 0 && loads_;
+}
+
+SweepAnswer SweepPoint::at(int64_t batch, int64_t prompt_tokens) {
+  SweepAnswer a;
+  fill_verdict(a, batch, prompt_tokens);
   a.perf = latency_.exact().at(batch, prompt_tokens);
   return a;
 }
 
 SweepLean SweepPoint::at_lean(int64_t batch, int64_t prompt_tokens) {
   SweepLean a;
-  const int64_t context = prompt_tokens + output_tokens_;
-  a.refusal = context > refuse_above_context_ ? std::optional<RefusalCode>(RefusalCode::kContext) : refusal_;
-  a.total_bytes = memory_.total_bytes(batch, prompt_tokens, context);
-  a.headroom_bytes = limit_bytes_ - a.total_bytes;
-  a.fits = !a.refusal && a.headroom_bytes >= 0;
+  fill_verdict(a, batch, prompt_tokens);
   a.perf = latency_.at(batch, prompt_tokens);
   return a;
 }
