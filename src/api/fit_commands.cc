@@ -105,6 +105,8 @@ Result<Json> fit(const Context& ctx, const Json& body) {
     if (auto it = prepared.find(count); it != prepared.end()) return &it->second;
     Workload wc = *w;
     wc.count = count;
+    // llama.cpp's layer split: the GPUs hold slices of the layers, not replicas (as perf reads them).
+    if (const int stages = llama_cpp_layer_split(wc, count); stages > 1) wc.pp = stages;
     if (wc.count < wc.tp * wc.pp) {
       return usage_error("a target of " + std::to_string(count) +
                              " GPUs cannot hold tp x pp = " + std::to_string(wc.tp * wc.pp) +

@@ -370,4 +370,16 @@ double lora_parameters(const Model& m, uint32_t targets, int64_t rank) {
   return n;
 }
 
+// `--split-mode layer`, llama.cpp's default since PR #4766 ("llama : ggml-backend integration", merged
+// 2024-01-12, e7e4df0): each visible GPU holds a contiguous slice of the layers and their KV cache, and a
+// pass runs the slices in turn (docs/multi-gpu.md, PR #22729: "Pipeline parallelism. Each GPU holds a
+// contiguous slice of layers"), so a decode step is the sum of the GPUs' slices plus the hand-offs
+// between them, not a tensor-parallel step. (Earlier builds split every matrix by rows: not modelled.)
+constexpr EngineVersion kLlamaCppLayerSplitSince{{2024, 1, 12}, true, 3, '-'};
+int llama_cpp_layer_split(const Workload& w, int count, bool data_parallel) {
+  if (w.engine != Engine::kLlamaCpp || count <= 1 || w.tp > 1 || w.pp > 1 || data_parallel) return 1;
+  if (version_before(w.engine_version, kLlamaCppLayerSplitSince)) return 1;
+  return count;
+}
+
 }  // namespace gpuplan

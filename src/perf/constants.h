@@ -68,12 +68,7 @@ inline constexpr double kLlamaCppUbatchTokens = 512;
 // = 1.9 us (issue #6763, NVIDIA's description). 1.4 us: their mean.
 inline constexpr double kNativeLaunchSeconds = 1.4e-6;
 // --- llama.cpp over several GPUs (issue #17, session 7) -----------------------------------------------
-// `--split-mode layer`, llama.cpp's default since PR #4766 ("llama : ggml-backend integration", merged
-// 2024-01-12, e7e4df0): each visible GPU holds a contiguous slice of the layers and their KV cache, and a
-// pass runs the slices in turn (docs/multi-gpu.md, PR #22729: "Pipeline parallelism. Each GPU holds a
-// contiguous slice of layers"), so a decode step is the sum of the GPUs' slices plus the hand-offs
-// between them, not a tensor-parallel step. (Earlier builds split every matrix by rows: not modelled.)
-inline constexpr EngineVersion kLlamaCppLayerSplitSince{{2024, 1, 12}, true, 3, '-'};
+// The layer split itself (since build 2024-01-12): llama_cpp_layer_split, src/fit/workload.cc.
 // Pipeline parallelism, PR #6017 (merged 2024-03-13, b2413): with every layer offloaded in the layer split
 // (llama-context.cpp: `n_devices() > 1 && n_gpu_layers > n_layer && split_mode == LAYER && offload_kqv`),
 // ggml_backend_sched keeps `n_copies = GGML_SCHED_MAX_COPIES` input copies (ggml/CMakeLists.txt:

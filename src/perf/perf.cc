@@ -1282,8 +1282,8 @@ InferenceLean InferenceSweepLean::at(int64_t batch_size, int64_t input_tokens) {
     const LeanRows rows = lean_rows(batch_rows);
     const double head = l.head_runs ? lean_gemm_seconds(l.head, rows, l.sms, l.inv_sms) : 0.0;
     lb.batch = batch;
-    lb.prefill_fixed = k.pp * head + l.fixed_seconds;
-    lb.decode_fixed = k.pp * (k.layers * lean_layer_seconds(l, rows) + head) + l.fixed_seconds;
+    lb.prefill_fixed = head + l.fixed_seconds;  // the LM head runs once, on the last stage
+    lb.decode_fixed = k.pp * k.layers * lean_layer_seconds(l, rows) + head + l.fixed_seconds;
   }
   LeanPrompt& p = s.prompts[(static_cast<uint64_t>(input_rows) * kLeanPromptHash) >> kLeanPromptShift];
   if (p.input != input) {

@@ -89,17 +89,6 @@ Result<PerfSetup> parse_perf_setup(const Json& request) {
   return s;
 }
 
-namespace {
-// llama.cpp over several GPUs (constants.h, "llama.cpp over several GPUs"): a target of `count` GPUs with
-// no tp, pp or dp requested runs the default --split-mode layer, one slice of the layers per GPU, the
-// slices in turn: `count` pipeline stages. 1 = no split (one GPU, another engine, or a build before it).
-int llama_cpp_layer_split(const Workload& w, const PerfRun& given, int count) {
-  if (w.engine != Engine::kLlamaCpp || count <= 1 || w.tp > 1 || w.pp > 1 || given.dp > 0) return 1;
-  if (version_before(w.engine_version, kLlamaCppLayerSplitSince)) return 1;
-  return count;
-}
-}  // namespace
-
 PerfRun run_for(const PerfSetup& s, const PerfDevice& device, int count) {
   PerfRun w = s.run;
   // Autocast computes the matmuls in 16 bits on cast copies of the fp32 weights.
@@ -120,7 +109,7 @@ PerfRun run_for(const PerfSetup& s, const PerfDevice& device, int count) {
       }
     }
     w.prefill_chunk_tokens = kLlamaCppUbatchTokens;
-    w.layer_split = llama_cpp_layer_split(s.workload, s.run, count);
+    w.layer_split = llama_cpp_layer_split(s.workload, count, s.run.dp > 0);
     if (w.layer_split > 1) {
       w.dp = 1;
       w.handoff_element_bytes = kLlamaCppHandoffBytesPerElement;
@@ -184,7 +173,7 @@ Result<MemoryVerdict> MemoryCache::verdict(const Target& t) {
     Workload w = s_.workload;
     w.count = count;
     // llama.cpp's layer split holds a slice of the layers (and of the KV cache) per GPU, as pipeline stages.
-    const int stages = llama_cpp_layer_split(s_.workload, s_.run, count);
+    const int stages = llama_cpp_layer_split(s_.workload, count, s_.run.dp > 0);
     if (stages > 1) w.pp = stages;
     if (serving) {
       // In flight, sequences are half-way through their output on average; TensorRT-LLM's scheduler
