@@ -370,7 +370,11 @@ test('plan: start-up and billing in the table and the 390 px cards; a proxy is m
     await page.setViewportSize({ width, height: width > 600 ? 900 : 844 });
     await open(page, '#/plan');
     await page.waitForSelector('#panel-plan form.workload');
+    // Results of an earlier answer (the other width, or a test before) are replaced when this one arrives:
+    // wait for the old table to go, so the cells read below are the new answer's, not ones being removed.
+    const previous = await page.$('#panel-plan .plan-results table.plans');
     await page.click('#panel-plan form.workload button[type="submit"]');
+    if (previous) await previous.waitForElementState('hidden', { timeout: 20000 });
     await page.waitForSelector('#panel-plan .plan-results table.plans tbody tr', { timeout: 20000 });
     const heads = await page.locator('#panel-plan table.plans thead th').allTextContents();
     expect(heads.includes('Time, start-up, billing'), `${width} px: the plans table has the start-up and billing: ${heads}`);
