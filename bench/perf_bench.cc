@@ -192,11 +192,9 @@ BenchPoints sweep_points(const char* model_id) {
   return out;
 }
 
-// The headline sweep (issue #19: "memory verdict + latency for one model over targets x batch x context
-// x format x parallel degrees"): per configuration SweepPoint::at, the memory verdict (refusal, fit,
-// bytes and headroom at that batch and context) and the latency (TTFT, TPOT, throughputs) bit for bit
-// as the per-configuration path answers them. Reports configurations per second on one core.
-void BM_SweepFitAndLatency(benchmark::State& state) {
+// Both sweeps' loop: `answer(point, batch, prompt)` over every point x batch x prompt of the 70B sweep.
+template <class Answer>
+void run_fit_and_latency_sweep(benchmark::State& state, Answer answer) {
   BenchPoints sweep = sweep_points("llama-3.1-70b");
   int64_t configs = 0, fits = 0;
   for (auto _ : state) {
@@ -204,7 +202,7 @@ void BM_SweepFitAndLatency(benchmark::State& state) {
     for (auto& p : sweep.points) {
       for (int64_t b : kSweepBatches) {
         for (int64_t c : kSweepContexts) {
-          const SweepAnswer a = p.at(b, c);
+          const auto a = answer(p, b, c);
           sum += a.perf.tpot_seconds + a.perf.ttft_seconds + a.headroom_bytes;
           fits += a.fits ? 1 : 0;
           ++configs;
@@ -218,6 +216,14 @@ void BM_SweepFitAndLatency(benchmark::State& state) {
   state.counters["fits_per_sweep"] = static_cast<double>(fits) / static_cast<double>(state.iterations());
   state.counters["configs_per_second"] = benchmark::Counter(static_cast<double>(configs), benchmark::Counter::kIsRate);
 }
+
+// The headline sweep (issue #19: "memory verdict + latency for one model over targets x batch x context
+// x format x parallel degrees"): per configuration SweepPoint::at, the memory verdict (refusal, fit,
+// bytes and headroom at that batch and context) and the latency (TTFT, TPOT, throughputs) bit for bit
+// as the per-configuration path answers them. Reports configurations per second on one core.
+void BM_SweepFitAndLatency(benchmark::State& state) {
+  run_fit_and_latency_sweep(state, [](SweepPoint& p, int64_t b, int64_t c) { return p.at(b, c); });
+}
 BENCHMARK(BM_SweepFitAndLatency)->Unit(benchmark::kMillisecond);
 
 // The same sweep as a planner reads it (issue #19's measure: memory verdict + latency): per configuration
@@ -225,26 +231,7 @@ BENCHMARK(BM_SweepFitAndLatency)->Unit(benchmark::kMillisecond);
 // total seconds and throughput within kInferenceLeanTolerance of the per-configuration path, without
 // the secondary rates and bounds BM_SweepFitAndLatency's at() also fills.
 void BM_SweepFitAndLatencyLean(benchmark::State& state) {
-  BenchPoints sweep = sweep_points("llama-3.1-70b");
-  int64_t configs = 0, fits = 0;
-  for (auto _ : state) {
-    double sum = 0;
-    for (auto& p : sweep.points) {
-      for (int64_t b : kSweepBatches) {
-        for (int64_t c : kSweepContexts) {
-          const SweepLean a = p.at_lean(b, c);
-          sum += a.perf.tpot_seconds + a.perf.ttft_seconds + a.headroom_bytes;
-          fits += a.fits ? 1 : 0;
-          ++configs;
-        }
-      }
-    }
-    benchmark::DoNotOptimize(sum);
-  }
-  state.SetItemsProcessed(configs);
-  state.counters["configs_per_sweep"] = static_cast<double>(sweep.points.size() * 16);
-  state.counters["fits_per_sweep"] = static_cast<double>(fits) / static_cast<double>(state.iterations());
-  state.counters["configs_per_second"] = benchmark::Counter(static_cast<double>(configs), benchmark::Counter::kIsRate);
+  run_fit_and_latency_sweep(state, [](SweepPoint& p, int64_t b, int64_t c) { return p.at_lean(b, c); });
 }
 BENCHMARK(BM_SweepFitAndLatencyLean)->Unit(benchmark::kMillisecond);
 

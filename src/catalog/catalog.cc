@@ -427,34 +427,40 @@ Status Catalog::add_mig_tables(const std::string& file, const YAML::Node& node) 
 }
 
 Status Catalog::finalize() {
-  auto check_source = [&](const std::string& file, const std::string& entry, const std::string& field,
-                          const std::string& id) -> Status {
-    if (sources_.count(id)) return Status::Ok();
+  // The error of a source id no `sources:` block defines; `entry` and `field` are built only then (the
+  // embedded catalog, checked at build time, never needs them).
+  auto source_error = [](const std::string& file, const std::string& entry, const std::string& field,
+                         const std::string& id) -> Status {
     return Error{ErrorCode::kInvalidData,
                  file + ": " + entry + ": field '" + field + "': source '" + id +
                      "' is not defined; add it to a `sources:` block",
                  file + ": " + entry + ": " + field};
   };
+  auto defined = [&](const std::string& id) { return sources_.count(id) > 0; };
   for (auto& [id, t] : mig_tables_) {
-    if (auto s = check_source(t.file, "mig table '" + id + "'", "source", t.source_id); !s) return s;
+    if (!defined(t.source_id)) return source_error(t.file, "mig table '" + id + "'", "source", t.source_id);
     for (const auto& p : t.profiles) {
-      if (auto s = check_source(t.file, "mig table '" + id + "': profile '" + p.name + "'", "source", p.source_id); !s)
-        return s;
+      if (!defined(p.source_id)) {
+        return source_error(t.file, "mig table '" + id + "': profile '" + p.name + "'", "source", p.source_id);
+      }
     }
   }
   for (auto& g : gpus_) {
-    const std::string entry = "gpu '" + g.id + "'";
     if (!g.mig_table.empty() && !mig_tables_.count(g.mig_table)) {
+      const std::string entry = "gpu '" + g.id + "'";
       return Error{
           ErrorCode::kInvalidData,
           g.file + ": " + entry + ": field 'mig': MIG table '" + g.mig_table + "' is not defined under data/mig/",
           g.file + ": " + entry + ": mig"};
     }
     for (auto& f : g.specs) {
-      if (auto s = check_source(g.file, entry, "specs." + f.key + ".source", f.source_id); !s) return s;
+      if (!defined(f.source_id))
+        return source_error(g.file, "gpu '" + g.id + "'", "specs." + f.key + ".source", f.source_id);
       if (f.checked.empty()) f.checked = sources_.at(f.source_id).checked;
       for (const auto& c : f.conflicts) {
-        if (auto s = check_source(g.file, entry, "specs." + f.key + ".conflicts.source", c.source_id); !s) return s;
+        if (!defined(c.source_id)) {
+          return source_error(g.file, "gpu '" + g.id + "'", "specs." + f.key + ".conflicts.source", c.source_id);
+        }
       }
     }
   }

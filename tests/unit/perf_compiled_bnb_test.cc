@@ -8,29 +8,15 @@
 #include "gpuplan/perf.h"
 #include "gpuplan/workload.h"
 #include "perf/perf_request.h"
+#include "perf_predict_util.h"
 
 namespace gpuplan {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-struct Predicted {
-  perf::PerfSetup setup;
-  PerfRun run;
-  InferencePerf perf;
-};
-
-Predicted predict(const char* gpu, const Json& req) {
-  auto ref = Catalog::embedded()->resolve(gpu);
-  EXPECT_TRUE(ref.ok()) << gpu;
-  const Target t = Target::linked(*ref, 1);
-  const PerfDevice d = perf_device(t);
-  auto s = perf::parse_perf_setup(req);
-  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
-  Predicted p{*s, perf::run_for(*s, d, 1), {}};
-  p.perf = predict_inference(p.setup.arch, d, p.setup.workload, p.run, p.setup.efficiency);
-  return p;
-}
+using test::Predicted;
+Predicted predict(const char* gpu, const Json& req) { return test::predict_on_one(gpu, req); }
 
 Json infer(const char* model, const char* engine, const char* weights, int64_t batch) {
   return Json{{"model", model}, {"engine", engine},    {"weights", weights},

@@ -8,22 +8,14 @@
 #include "gpuplan/workload.h"
 #include "perf/constants.h"
 #include "perf/perf_request.h"
+#include "perf_predict_util.h"
 
 namespace gpuplan {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-InferencePerf predict(const char* gpu, const Json& req) {
-  auto ref = Catalog::embedded()->resolve(gpu);
-  EXPECT_TRUE(ref.ok()) << gpu;
-  const Target t = Target::linked(*ref, 1);
-  const PerfDevice d = perf_device(t);
-  auto s = perf::parse_perf_setup(req);
-  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
-  const PerfRun run = perf::run_for(*s, d, 1);
-  return predict_inference(s->arch, d, s->workload, run, s->efficiency);
-}
+InferencePerf predict(const char* gpu, const Json& req) { return test::predict_on_one(gpu, req).perf; }
 
 Json trtllm(const char* engine, const char* model, int64_t batch, int64_t input, int64_t output) {
   return Json{{"model", model},        {"weights", "fp8"},        {"batch", batch},

@@ -8,6 +8,7 @@
 #include "gpuplan/workload.h"
 #include "perf/constants.h"
 #include "perf/perf_request.h"
+#include "perf_predict_util.h"
 
 namespace gpuplan {
 namespace {
@@ -59,23 +60,8 @@ TEST(EngineVersion, WorkloadReadsNameAtVersion) {
   EXPECT_EQ(unknown.error().field, "engine");
 }
 
-struct Predicted {
-  perf::PerfSetup setup;
-  PerfRun run;
-  InferencePerf perf;
-};
-
-Predicted predict(const char* gpu, Json req) {
-  auto ref = Catalog::embedded()->resolve(gpu);
-  EXPECT_TRUE(ref.ok()) << gpu;
-  const Target t = Target::linked(*ref, 1);
-  const PerfDevice d = perf_device(t);
-  auto s = perf::parse_perf_setup(req);
-  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
-  Predicted p{*s, perf::run_for(*s, d, 1), {}};
-  p.perf = predict_inference(p.setup.arch, d, p.setup.workload, p.run, p.setup.efficiency);
-  return p;
-}
+using test::Predicted;
+Predicted predict(const char* gpu, const Json& req) { return test::predict_on_one(gpu, req); }
 
 Json llama_cpp(const char* engine, const char* weights, int64_t input, int64_t output) {
   return Json{{"model", "llama-2-7b"}, {"weights", weights},     {"engine", engine}, {"batch", 1},
