@@ -110,6 +110,9 @@ struct PerfDevice {
   bool persistent_gemm = false;  // Hopper and later: persistent GEMM kernels spread the last wave
   int devices_per_node = 8;
   bool nvlink = false;
+  // Dense FP16 tensor FLOP/s with FP16 accumulate, where the datasheet gives a rate above the FP32-accumulate
+  // one (GeForce parts); 0 = the same as peak(kFp16). Engines that ask cuBLAS for CUBLAS_COMPUTE_16F get it.
+  double fp16_fp16acc_flops = 0;
   double peak(Precision p) const { return peak_flops[static_cast<size_t>(p)]; }
 };
 PerfDevice perf_device(const Target& target);
@@ -161,6 +164,17 @@ struct PerfRun {
   // Bytes per element of the tokens x hidden activations handed from one pipeline stage to the next
   // (llama.cpp: F32); 0 = the hand-off's latency alone.
   double handoff_element_bytes = 0;
+  // llama.cpp's 16-bit cuBLAS matmuls (constants.h, "llama.cpp prompt processing"): FP16 accumulation, and
+  // the F32 <-> F16 conversions around every call, in bytes per converted element (0 = none).
+  bool fp16_accumulate = false;
+  double cublas_convert_bytes = 0;
+  // F16 weights go to that cuBLAS path above this many rows (0 = the engine has no such path).
+  double fp16_cublas_above_rows = 0;
+  // Attention without flash attention as llama.cpp runs it: the KQ rectangle of every micro-batch
+  // materialised, with these bytes per score element and head (the GEMMs' own, then the element-wise
+  // passes between them); 0 = the engine's attention as the workload's flash_attention says.
+  double kq_gemm_bytes = 0;
+  double kq_pass_bytes = 0;
 };
 
 // The lengths the performance model reads for inference: at least one prompt and one generated token.

@@ -67,6 +67,47 @@ inline constexpr double kLlamaCppUbatchTokens = 512;
 // (PR #6766, JohannesGaessler's table); H100 PCIe, Llama-2-7B Q4_K_M, 143.35 -> 163.83 tokens/s: 0.87 ms
 // = 1.9 us (issue #6763, NVIDIA's description). 1.4 us: their mean.
 inline constexpr double kNativeLaunchSeconds = 1.4e-6;
+// --- llama.cpp prompt processing (issue #17, session 8) ----------------------------------------------
+// ggml-cuda's 16-bit cuBLAS matmul (ggml_cuda_op_mul_mat_cublas, ggml-cuda.cu: "convert src0 and src1 to
+// fp16, multiply as fp16, convert dst to fp32"; and ggml_cuda_mul_mat_batched_cublas for F16 src0), used
+// for F16 weights above one row and for the dequantized copy of quantized weights on the cuBLAS path:
+// - the GEMM asks for FP16 accumulation (cublasGemmEx ... CUBLAS_COMPUTE_16F, half alpha/beta, F16 dst)
+//   on NVIDIA GPUs, so it runs at the tensor cores' FP16-accumulate rate. Datacenter and workstation
+//   parts accumulate FP16 in FP32 at the same rate; GeForce parts accumulate FP16 in FP16 at twice the
+//   FP32-accumulate rate (Ada whitepaper: RTX 4090 FP16 tensor 330.3 with FP16 accumulate, 165.2 with
+//   FP32): the catalog's fp16_fp16acc_tensor_tflops where it differs.
+// - around the GEMM, one kernel converts the F32 activations (src1) to F16 (to_fp16_cuda: read 4, write 2
+//   bytes per element) and one converts the F16 result back to F32 (to_fp32_cuda: read 2, write 4), for
+//   every matmul: 6 bytes per input and per output element, two kernels per linear.
+inline constexpr double kLlamaCppCublasConvertBytesPerElement = 6;
+inline constexpr double kLlamaCppCublasConvertKernels = 2;
+// F16 weights: one row runs dequantize_mul_mat_vec, more rows go to cuBLAS (ggml_cuda_mul_mat of 2024:
+// `use_dequantize_mul_mat_vec = ... && src1->ne[1] == 1`, else ggml_cuda_op_mul_mat_cublas).
+inline constexpr double kLlamaCppFp16CublasAboveRows = 1;
+// llama.cpp's q, k, v (and gate, up) are separate mul_mat calls on the same input (llama.cpp's
+// llm_build_llama: wq, wk, wv; ffn_gate, ffn_up): each converts that input to F16 again.
+inline constexpr double kLlamaCppQkvInputs = 3;
+inline constexpr double kLlamaCppGatedUpInputs = 2;
+// Attention without flash attention (llama.cpp's llm_build_kqv / build_attn_mha when -fa is off:
+// kq = ggml_mul_mat(k, q); kq = ggml_soft_max_ext(kq, kq_mask, ...); kqv = ggml_mul_mat(v, kq)): per
+// micro-batch the KQ matrix of n_kv x n_tokens x heads is materialised over every cell of the cache in
+// use (the mask hides the future and other sequences; nothing is skipped), so both matmuls cover the
+// whole n_kv x n_tokens rectangle. Per score element and head, in bytes:
+// - the two batched cuBLAS GEMMs (F16 K/V, 16F compute): KQ written as F16 (2), read back by the KQV
+//   GEMM as F16 (2): kLlamaCppKqGemmBytesPerScore, overlapped with their arithmetic;
+// - three element-wise kernels between them, pure traffic: the KQ result converted F16 -> F32 (2 + 4),
+//   soft_max_ext reading and writing F32 (4 + 4), the probabilities converted F32 -> F16 for the second
+//   GEMM (4 + 2): 20 bytes, kLlamaCppKqPassBytesPerScore.
+// (That is LLaMA's KQ at GGML_PREC_DEFAULT, as in 2024's llm_build_kqv. A KQ set to GGML_PREC_F32 (some
+// architectures then, every one in later llama-graph.cpp) is written as F32 with no conversion: 4 + 16.)
+inline constexpr double kLlamaCppKqGemmBytesPerScore = 4;
+inline constexpr double kLlamaCppKqPassBytesPerScore = 20;
+// Flash attention became llama.cpp's default (-fa auto, on where the backend supports it) in PR #15434
+// ("llama: use FA + max. GPU layers by default", JohannesGaessler, opened 2025-08-19; llama.node PR #102
+// of 2025-08-31 syncs b6327 with the new flash_attn_type auto|on|off). Before it llama-cli, llama-server
+// and llama-bench (cmd_params_defaults `/* flash_attn */ {false}`) ran the KQ path above unless -fa was
+// given; current llama-bench defaults to LLAMA_FLASH_ATTN_TYPE_AUTO. 2025-08-30.
+inline constexpr EngineVersion kLlamaCppFlashAttnDefaultSince{{2025, 8, 30}, true, 3, '-'};
 // --- llama.cpp over several GPUs (issue #17, session 7) -----------------------------------------------
 // The layer split itself (since build 2024-01-12): llama_cpp_layer_split, src/fit/workload.cc.
 // Pipeline parallelism, PR #6017 (merged 2024-03-13, b2413): with every layer offloaded in the layer split

@@ -100,9 +100,14 @@ Rates make_rates(const PerfDevice& d, Engine engine, const EngineVersion& versio
   if (p == Precision::kFp32) gemm_frac = eff.gemm_peak_fraction;  // CUDA-core SGEMM reaches a similar share
   const auto pi = static_cast<size_t>(p);
   if (eff.precision_peak_fraction[pi] > 0) gemm_frac = eff.precision_peak_fraction[pi];  // measured
-  r.gemm_flops = compute_peak(d, p) * gemm_frac;
+  // llama.cpp's cuBLAS calls accumulate in FP16 (CUBLAS_COMPUTE_16F, constants.h): the FP16-accumulate
+  // rate where the GPU's datasheet gives a faster one (GeForce), else the 16-bit peak.
+  const bool acc16 = run.fp16_accumulate && d.fp16_fp16acc_flops > 0;
+  const double peak16 = acc16 ? d.fp16_fp16acc_flops : peak_16bit(d);
+  const bool half_gemm = p == Precision::kBf16 || p == Precision::kFp16;
+  r.gemm_flops = (acc16 && half_gemm && !run.weights.dequantize ? peak16 : compute_peak(d, p)) * gemm_frac;
   // A dequantized copy is multiplied by 16-bit cuBLAS (llama.cpp's cuBLAS path, constants.h).
-  r.dense_gemm_flops = run.weights.dequantize ? peak_16bit(d) * eff.gemm_peak_fraction : r.gemm_flops;
+  r.dense_gemm_flops = run.weights.dequantize ? peak16 * eff.gemm_peak_fraction : r.gemm_flops;
   if (run.weights.dequantize) r.gemm_flops *= eff.dequant_gemm_fraction;
   const double attn_peak = (p == Precision::kTf32 || p == Precision::kFp32) ? compute_peak(d, p) : peak_16bit(d);
   double attn_frac = eff.attention_peak_fraction;
@@ -110,7 +115,8 @@ Rates make_rates(const PerfDevice& d, Engine engine, const EngineVersion& versio
     attn_frac = std::min(attn_frac, kFlashAttention2HopperFraction);  // FlashAttention-2 on Hopper
   }
   r.attn_flops = attn_peak * attn_frac;
-  r.attn_gemm_flops = attn_peak * eff.gemm_peak_fraction;
+  // Attention as batched 16-bit cuBLAS GEMMs: llama.cpp's KQ path accumulates in FP16 as well.
+  r.attn_gemm_flops = (acc16 && run.kq_gemm_bytes > 0 ? peak16 : attn_peak) * eff.gemm_peak_fraction;
   r.head_flops = (p == Precision::kTf32 || p == Precision::kFp32) ? r.gemm_flops : attn_peak * eff.gemm_peak_fraction;
   const double fp32_measured = eff.precision_peak_fraction[static_cast<size_t>(Precision::kFp32)];
   r.cuda_core_flops = d.peak(Precision::kFp32) * (fp32_measured > 0 ? fp32_measured : eff.gemm_peak_fraction);
@@ -330,6 +336,18 @@ TokenCosts token_costs(const PerfArch& a, const Workload& w, const PerfRun& run,
     const double bytes_per_weight = run.weights.bits_per_weight / 8.0 + kDequantCopyBytesPerWeight;
     tc.gemm.memory += weights / tp * bytes_per_weight / r.bandwidth;
   }
+  // llama.cpp's cuBLAS calls convert their F32 input to F16 and the F16 result back to F32, in kernels of
+  // their own (constants.h): q, k, v (and gate, up) each convert the same input again.
+  const bool fp16_cublas =
+      run.fp16_cublas_above_rows > 0 && !run.weights.dequantize && tokens > run.fp16_cublas_above_rows;
+  if (run.cublas_convert_bytes > 0 && (cublas_copy || fp16_cublas) && !sh.experts) {
+    const double up_calls = sh.mlp ? (a.gated_mlp ? kLlamaCppGatedUpInputs : 1.0) : 0.0;
+    const double inputs = kLlamaCppQkvInputs * sh.qkv.k + sh.out.k + (sh.mlp ? up_calls * sh.up.k + sh.down.k : 0.0);
+    const double outputs = sh.qkv.n + sh.out.n + (sh.mlp ? sh.up.n + sh.down.n : 0.0);
+    const double calls = kLlamaCppQkvInputs + 1.0 + (sh.mlp ? up_calls + 1.0 : 0.0);
+    tc.gemm.memory += tokens * (inputs + outputs) * run.cublas_convert_bytes / r.bandwidth;
+    tc.gemm.overhead += calls * kLlamaCppCublasConvertKernels * r.kernel_seconds;
+  }
   // Element-wise passes (norms, residual adds, rotary, activation).
   const double inter_active =
       a.mlp_params_per_layer / h / (a.gated_mlp ? 3.0 : 2.0) +
@@ -383,6 +401,25 @@ AttentionCosts attention_costs(const PerfArch& a, const Workload& w, const PerfR
   const bool causal = !a.encoder;
   const bool mmha = s.q == 1 && masked_mha_decode(w);
   auto attention = [&](Cost& c, double window, double& flops_out) {
+    if (run.kq_pass_bytes > 0 && s.q > 1) {
+      // llama.cpp without flash attention (constants.h): each micro-batch of `chunk` tokens multiplies
+      // its queries by every cached cell so far (ctx0 + the prompt up to the micro-batch's end), masked
+      // but not skipped, and reads those cells' K and V once. P passes, the last of n_last tokens.
+      const double chunk =
+          run.prefill_chunk_tokens > 0 ? std::max(1.0, std::floor(run.prefill_chunk_tokens / s.batch)) : s.q;
+      const double passes = std::ceil(s.q / chunk);
+      const double full = passes - 1, n_last = s.q - full * chunk;
+      const double kv_sum = s.ctx0 * full + chunk * full * passes / 2.0 + (s.ctx0 + s.q);  // cells read, per pass
+      const double rect = chunk * (s.ctx0 * full + chunk * full * passes / 2.0) + (s.ctx0 + s.q) * n_last;
+      const double pairs = s.batch * rect;
+      const double flops = 4.0 * pairs * heads * d;
+      flops_out = flops;
+      const double kv_read = s.batch * kv_sum * 2.0 * kv_heads * d * run.kv_bytes;
+      const double qo = 2.0 * tokens * heads * d * ab;
+      c.roof(flops / r.attn_gemm_flops, (kv_read + qo + pairs * heads * run.kq_gemm_bytes) / r.bandwidth);
+      c.memory += pairs * heads * run.kq_pass_bytes / r.bandwidth;  // the element-wise passes between
+      return;
+    }
     const double pairs = s.batch * attended_pairs(s.q, s.ctx0, window, causal);
     const double flops = 4.0 * pairs * heads * d;
     flops_out = flops;
@@ -686,6 +723,7 @@ PerfDevice perf_device(const Target& t) {
     d.peak_flops[static_cast<size_t>(Precision::kFp32)] =
         t.ref.gpu->number("fp32_tflops", 0) * 1e12 * t.compute_fraction();
   }
+  d.fp16_fp16acc_flops = t.ref.gpu->number("fp16_fp16acc_tensor_tflops", 0) * 1e12 * t.compute_fraction();
   d.bandwidth_bytes_per_second = t.memory_bandwidth_gbps() * 1e9;
   d.link_bytes_per_second = t.link_gbps() * 1e9;
   d.nvlink = t.link == Link::kNvlink && t.ref.gpu->number("nvlink_gbps", 0) > 0;

@@ -74,6 +74,19 @@ Result<PerfSetup> parse_perf_setup(const Json& request) {
       !(w.engine == Engine::kLlamaCpp && version_before(w.engine_version, kLlamaCppCudaGraphsSince));
   GPUPLAN_TRY(graphs, req.boolean("cuda_graphs", graphs_default));
   p.cuda_graphs = graphs;
+  if (w.engine == Engine::kLlamaCpp) {
+    // llama.cpp's 16-bit cuBLAS matmuls (constants.h, "llama.cpp prompt processing").
+    p.fp16_accumulate = true;
+    p.cublas_convert_bytes = kLlamaCppCublasConvertBytesPerElement;
+    p.fp16_cublas_above_rows = kLlamaCppFp16CublasAboveRows;
+    // Flash attention as the request says (-fa), else the build's default: off before PR #15434.
+    const bool flash = req.has("flash_attention") ? w.flash_attention
+                                                  : !version_before(w.engine_version, kLlamaCppFlashAttnDefaultSince);
+    if (!flash) {
+      p.kq_gemm_bytes = kLlamaCppKqGemmBytesPerScore;
+      p.kq_pass_bytes = kLlamaCppKqPassBytesPerScore;
+    }
+  }
   GPUPLAN_TRY(channels_last, req.boolean("channels_last", true));
   p.channels_last = channels_last;
   s.batch_given = req.has("batch") || req.has("micro_batch");

@@ -129,6 +129,64 @@ TEST(LlamaCppKernels, LongPromptsRunInMicroBatchesOfFiveHundredTwelve) {
   EXPECT_NEAR(short_single.ttft_seconds, pp512.perf.ttft_seconds, 1e-12);
 }
 
+// llama.cpp's prompt processing (constants.h, "llama.cpp prompt processing"): attention without flash
+// attention before PR #15434 unless the request says flash_attention, FP16-accumulate cuBLAS.
+TEST(LlamaCppPrompt, BuildsBeforeTheFlashAttentionDefaultMaterialiseKq) {
+  const Predicted old = predict("rtx-4090", llama_cpp("llama.cpp@2024-05", "q4_k_m", 4096, 1));
+  const Predicted now = predict("rtx-4090", llama_cpp("llama.cpp", "q4_k_m", 4096, 1));
+  EXPECT_EQ(old.run.kq_pass_bytes, perf::kLlamaCppKqPassBytesPerScore);
+  EXPECT_EQ(now.run.kq_pass_bytes, 0);
+  Json fa = llama_cpp("llama.cpp@2024-05", "q4_k_m", 4096, 1);
+  fa["flash_attention"] = true;  // -fa 1 on the old build
+  const Predicted old_fa = predict("rtx-4090", fa);
+  EXPECT_EQ(old_fa.run.kq_pass_bytes, 0);
+  Json no_fa = llama_cpp("llama.cpp", "q4_k_m", 4096, 1);
+  no_fa["flash_attention"] = false;  // -fa 0 on a current build
+  EXPECT_EQ(predict("rtx-4090", no_fa).run.kq_pass_bytes, perf::kLlamaCppKqPassBytesPerScore);
+  // The KQ rectangle grows with the prompt: pp4096 pays for it, pp512 hardly.
+  EXPECT_LT(old.perf.prefill_tokens_per_second, 0.9 * old_fa.perf.prefill_tokens_per_second);
+  Json short_fa = llama_cpp("llama.cpp@2024-05", "q4_k_m", 512, 1);
+  const double pp512 = predict("rtx-4090", short_fa).perf.prefill_tokens_per_second;
+  short_fa["flash_attention"] = true;
+  EXPECT_GT(pp512, 0.9 * predict("rtx-4090", short_fa).perf.prefill_tokens_per_second);
+  // Decode steps (one query) are not the KQ path's concern.
+  EXPECT_NEAR(predict("rtx-4090", llama_cpp("llama.cpp@2024-05", "q4_k_m", 16, 128)).perf.tpot_seconds,
+              predict("rtx-4090",
+                      [] {
+                        Json j = llama_cpp("llama.cpp@2024-05", "q4_k_m", 16, 128);
+                        j["flash_attention"] = true;
+                        return j;
+                      }())
+                  .perf.tpot_seconds,
+              1e-12);
+}
+
+TEST(LlamaCppPrompt, CublasAccumulatesInFp16AtTheGeForceRate) {
+  // fp16 weights go through 16-bit cuBLAS with CUBLAS_COMPUTE_16F: on the RTX 4090 (330.3 TFLOPS with
+  // FP16 accumulate, 165.2 with FP32) the prompt's matmuls run faster than a transformers run of the
+  // same prompt; the A100 has no faster FP16-accumulate rate to gain.
+  const auto d4090 = perf_device(Target::linked(*Catalog::embedded()->resolve("rtx-4090"), 1));
+  EXPECT_NEAR(d4090.fp16_fp16acc_flops, 330.3e12, 1e9);
+  const auto da100 = perf_device(Target::linked(*Catalog::embedded()->resolve("a100-80gb-sxm4"), 1));
+  EXPECT_EQ(da100.fp16_fp16acc_flops, 0);
+  Json fa = llama_cpp("llama.cpp", "fp16", 512, 1);
+  fa["flash_attention"] = true;
+  Predicted p = predict("rtx-4090", fa);
+  EXPECT_TRUE(p.run.fp16_accumulate);
+  const double with_acc16 = p.perf.prefill_tokens_per_second;
+  p.run.fp16_accumulate = false;
+  const double without =
+      predict_inference(p.setup.arch, d4090, p.setup.workload, p.run, p.setup.efficiency).prefill_tokens_per_second;
+  EXPECT_GT(with_acc16, 1.4 * without);
+  Predicted a = predict("a100-80gb-sxm4", fa);
+  const double a_with = a.perf.prefill_tokens_per_second;
+  a.run.fp16_accumulate = false;
+  EXPECT_NEAR(
+      a_with,
+      predict_inference(a.setup.arch, da100, a.setup.workload, a.run, a.setup.efficiency).prefill_tokens_per_second,
+      1e-9 * a_with);
+}
+
 // vLLM by major version (constants.h, "engine versions"): V0 before 0.8, V1 from 0.8 and when unset.
 Json vllm(const char* engine, int64_t input, int64_t output) {
   return Json{{"model", "llama-3.1-8b"}, {"weights", "bf16"},      {"engine", engine}, {"batch", 1},
