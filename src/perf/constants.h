@@ -172,6 +172,14 @@ inline constexpr double kStepSecondsVllmV1 = 0.5e-3;
 //   default values"; A100 is excluded because a large token budget lowered its throughput, PR #17885),
 //   every other GPU 256. The branch came with that PR (May 2025): 0.9.0 is the first release with it.
 inline constexpr EngineVersion kVllmLargeGpuDefaultsSince{{0, 9, 0}, true, 3, '.'};
+// - Async scheduling, the default from 0.14.0 (PR #27614 "[Core] Enable async scheduling by default"; v0.14.0
+//   release notes: "Async scheduling is now enabled by default ... Overlaps engine core scheduling with GPU
+//   execution", excluding pipeline parallel, the CPU backend and non-MTP/Eagle speculative decoding): the
+//   scheduler runs one step ahead of the GPU, with placeholders for the tokens still being sampled (PR
+//   #19970, after NanoFlow, arXiv 2408.12757), so the host step (kStepSecondsVllmV1) runs while the GPU
+//   executes the previous step: a step the engine is busy behind takes the longer of the two, not their sum.
+//   A request's first step after an idle engine still waits for its schedule (prefill keeps the host step).
+inline constexpr EngineVersion kVllmAsyncSchedulingSince{{0, 14, 0}, true, 3, '.'};
 inline constexpr int64_t kVllmMaxNumSeqs = 256;
 inline constexpr int64_t kVllmMaxNumSeqsLargeGpu = 1024;
 inline constexpr double kVllmLargeGpuMinBytes = 70.0 * 1024 * 1024 * 1024;
@@ -283,6 +291,9 @@ struct EnginePerf {
   // Replays decode steps as CUDA graphs unless `cuda_graphs: false`: every engine but transformers'
   // generate(), which launches each kernel from Python.
   bool cuda_graphs;
+  // Schedules step N+1 on the host while the GPU runs step N (vLLM's async scheduling, from 0.14): a busy
+  // step costs max(GPU, host) instead of GPU + host. Set by engine_perf_at, never in the table.
+  bool overlapped_host = false;
 };
 inline constexpr EnginePerf kEnginePerfTable[] = {
     // {engine, kernels_per_layer, step_seconds, fused_elementwise, hopper_attention, int8_block_matmul, cuda_graphs}
@@ -319,6 +330,7 @@ constexpr EnginePerf engine_perf_at(Engine e, const EngineVersion& v) {
   if (e == Engine::kVllm && !version_before(v, kVllmV1DefaultSince)) {
     p.step_seconds = kStepSecondsVllmV1;
     p.hopper_attention = true;
+    p.overlapped_host = !version_before(v, kVllmAsyncSchedulingSince);
   }
   return p;
 }

@@ -477,6 +477,18 @@ double engine_step_seconds(const Workload& w, const PerfEfficiency& eff) {
   return eff.step_seconds >= 0 ? eff.step_seconds : engine_perf_at(w.engine, w.engine_version).step_seconds;
 }
 
+// Whether the engine schedules the next step on the host while the GPU runs this one (vLLM's async
+// scheduling, constants.h kVllmAsyncSchedulingSince): not with pipeline parallelism, which it excludes.
+bool host_overlaps_gpu(const Workload& w) {
+  return engine_perf_at(w.engine, w.engine_version).overlapped_host && std::max(1, w.pp) == 1;
+}
+
+// The host time a step adds after its GPU work: all of it, or, when the engine is busy behind the step
+// and overlaps its host work with the GPU, only what outlasts the GPU (the step takes max(GPU, host)).
+double visible_host_seconds(double host, double gpu, bool overlapped) {
+  return overlapped ? std::max(0.0, host - gpu) : host;
+}
+
 // The hand-offs of one pass of `tokens` through `stages` pipeline stages: stages - 1 point-to-point
 // copies of the residual stream, each the link's latency plus, where the run states the element size
 // (llama.cpp's F32 activations, constants.h), its tokens x hidden bytes over the link.
@@ -487,23 +499,25 @@ double handoff_seconds(const PerfArch& a, const PerfRun& run, const Rates& r, do
 }
 
 // One inference step as the user sees it: every pipeline stage in turn, plus the engine's host work.
+// `busy`: the engine has the next step to schedule while this one runs (decode steps, serving), which an
+// engine with async scheduling overlaps with the GPU.
 Cost inference_step(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const StepShape& s,
-                    const PerfEfficiency& eff, const TokenCosts& tc) {
+                    const PerfEfficiency& eff, const TokenCosts& tc, bool busy = false) {
   Cost c = forward_step(a, w, run, r, s, engine_perf(w.engine).kernels_per_layer, tc);
   const double pp = std::max(1, w.pp);
   Cost out;
   out.add(c, pp);
   add_roof(out, tc.head);                                     // the LM head runs once, on the last stage
   out.comm += handoff_seconds(a, run, r, pp, s.batch * s.q);  // point-to-point hand-offs between stages
-  out.overhead += engine_step_seconds(w, eff);
+  out.overhead += visible_host_seconds(engine_step_seconds(w, eff), out.total(), busy && host_overlaps_gpu(w));
   const double per_sequence = host_seconds_per_sequence(w);  // vLLM before 0.6.0
   if (per_sequence > 0) out.overhead += per_sequence * s.batch;
   return out;
 }
 
 Cost inference_step(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const MatmulShapes& sh,
-                    const StepShape& s, const PerfEfficiency& eff) {
-  return inference_step(a, w, run, r, s, eff, token_costs(a, w, run, r, sh, s.batch * s.q, s.logit_rows));
+                    const StepShape& s, const PerfEfficiency& eff, bool busy = false) {
+  return inference_step(a, w, run, r, s, eff, token_costs(a, w, run, r, sh, s.batch * s.q, s.logit_rows), busy);
 }
 
 // Prefill of `batch` prompts of `input` tokens. An engine that splits prompts into micro-batches
@@ -858,7 +872,7 @@ InferencePerf inference_with(const PerfArch& a, const PerfDevice& d, const Workl
     own = token_costs(a, w, run, r, sh, decode.batch * decode.q, decode.logit_rows);
     if (cache) *cache = DecodeCache{true, batch, own};
   }
-  const Cost dec = inference_step(a, w, run, r, decode, eff, *decode_costs);
+  const Cost dec = inference_step(a, w, run, r, decode, eff, *decode_costs, true);
   finish_inference(out, pre, dec, batch, input, output);
   return out;
 }
@@ -908,6 +922,7 @@ struct SweepConstants {
   bool flash = true;
   bool windows = false;
   bool pp_multi = false;
+  bool overlapped_host = false;  // host_overlaps_gpu: a decode step takes max(GPU, host)
 };
 
 SweepConstants sweep_constants(const PerfArch& a, const Workload& w, const PerfRun& run, const PerfEfficiency& eff,
@@ -943,6 +958,7 @@ SweepConstants sweep_constants(const PerfArch& a, const Workload& w, const PerfR
   k.layer_kernel_seconds = k.layers * engine_perf(w.engine).kernels_per_layer * r.kernel_seconds;
   k.pp_multi = w.pp > 1;
   k.step_seconds = engine_step_seconds(w, eff);
+  k.overlapped_host = host_overlaps_gpu(w);
   return k;
 }
 
@@ -1022,7 +1038,7 @@ LeanLayers times_layers(const SweepConstants& k, const LeanTokens& tc) {
 // order of additions: matmuls, global attention, window attention, element-wise, all-reduces, kernels,
 // LM head; then the stages and the engine's step.
 Cost sweep_step(const SweepConstants& k, const PerfRun& run, const Rates& r, double batch, double q, double ctx0,
-                const LeanLayers& l, const RoofTime& head) {
+                const LeanLayers& l, const RoofTime& head, bool busy) {
   double compute = l.compute, memory = l.memory;
   sweep_attention(k, run, r, batch, q, ctx0, 0, k.global, compute, memory);
   if (k.windows) sweep_attention(k, run, r, batch, q, ctx0, k.window_tokens, k.window, compute, memory);
@@ -1035,7 +1051,7 @@ Cost sweep_step(const SweepConstants& k, const PerfRun& run, const Rates& r, dou
   out.comm = k.pp * l.comm;
   out.overhead = k.pp * overhead;
   if (k.pp_multi) out.comm += (k.pp - 1) * r.allreduce_latency;
-  out.overhead += k.step_seconds;
+  out.overhead += visible_host_seconds(k.step_seconds, out.total(), busy && k.overlapped_host);
   return out;
 }
 
@@ -1120,12 +1136,13 @@ double lean_gemm_seconds(const LeanGemm& l, const LeanRows& rows, int64_t sms, d
 
 // Everything of the fast path's steps that the batch and the prompt do not change, as coefficients.
 struct LeanConstants {
-  LeanGemm gemm[4];           // qkv, out and the MLP's up and down that run (gemm_time's n, k > 0)
-  LeanGemm head;              // the LM head (head_flops)
-  double inv_sms = 0;         // 1 / sms
-  double tokens_seconds = 0;  // element-wise passes + all-reduces per token of a layer
-  double comm_seconds = 0;    // all-reduces' latency per layer (tensor parallel)
-  double fixed_seconds = 0;   // per step: kernels x stages, hand-offs between stages, the engine's step
+  LeanGemm gemm[4];                    // qkv, out and the MLP's up and down that run (gemm_time's n, k > 0)
+  LeanGemm head;                       // the LM head (head_flops)
+  double inv_sms = 0;                  // 1 / sms
+  double tokens_seconds = 0;           // element-wise passes + all-reduces per token of a layer
+  double comm_seconds = 0;             // all-reduces' latency per layer (tensor parallel)
+  double fixed_seconds = 0;            // per step: kernels x stages, hand-offs between stages, the engine's step
+  double overlapped_host_seconds = 0;  // the engine's step when a decode step overlaps it (then not in fixed)
   // Attention per sequence: flash (or one query) compute and eager compute per attended pair, KV read
   // per cached token, queries and outputs per new token, eager scores per pair.
   double pair_flash = 0, pair_eager = 0, kv_token = 0, new_token = 0, pair_scores = 0;
@@ -1160,7 +1177,8 @@ LeanConstants lean_constants(const SweepConstants& k, const PerfRun& run, const 
     l.comm_seconds = kTpAllReducesPerLayer * r.allreduce_latency;
   }
   l.fixed_seconds = k.pp * (k.layers * k.gemm_overhead + k.layer_kernel_seconds) +
-                    (k.pp_multi ? (k.pp - 1) * r.allreduce_latency : 0.0) + k.step_seconds;
+                    (k.pp_multi ? (k.pp - 1) * r.allreduce_latency : 0.0) + (k.overlapped_host ? 0.0 : k.step_seconds);
+  l.overlapped_host_seconds = k.overlapped_host ? k.step_seconds : 0.0;
   l.pair_flash = 4.0 * k.heads * k.d / r.attn_flops;
   l.pair_eager = 4.0 * k.heads * k.d / r.attn_gemm_flops;
   l.kv_token = 2.0 * k.kv_heads * k.d * run.kv_bytes / r.bandwidth;
@@ -1261,9 +1279,9 @@ InferencePerf InferenceSweep::at(int64_t batch_size, int64_t input_tokens) {
     dc.head = k.head ? gemm_time(r, gemm_rows(batch), s.shapes.head, s.run.activation_bytes, r.head_flops) : RoofTime{};
   }
   const Cost pre = sweep_step(k, s.run, r, batch, input, 0,
-                              times_layers(k, sweep_token_costs(k, r, s.shapes, batch * input)), dc.head);
+                              times_layers(k, sweep_token_costs(k, r, s.shapes, batch * input)), dc.head, false);
   const double mean_ctx = input + (output - 1) / 2.0;
-  const Cost dec = sweep_step(k, s.run, r, batch, 1, mean_ctx, dc.layers, dc.head);
+  const Cost dec = sweep_step(k, s.run, r, batch, 1, mean_ctx, dc.layers, dc.head, true);
   InferencePerf out;
   finish_inference(out, pre, dec, batch, input, output);
   return out;
@@ -1320,7 +1338,8 @@ InferenceLean InferenceSweepLean::at(int64_t batch_size, int64_t input_tokens) {
     const LeanRows rows = lean_rows(batch_rows);
     const double head = l.head_runs ? lean_gemm_seconds(l.head, rows, l.sms, l.inv_sms) : 0.0;
     lb.batch = batch;
-    lb.prefill_fixed = head + l.fixed_seconds;  // the LM head runs once, on the last stage
+    // The LM head runs once, on the last stage; the prefill keeps the host step (sweep_step, busy = false).
+    lb.prefill_fixed = head + l.fixed_seconds + l.overlapped_host_seconds;
     lb.decode_fixed = k.pp * k.layers * lean_layer_seconds(l, rows) + head + l.fixed_seconds;
   }
   LeanPrompt& p = s.prompts[(static_cast<uint64_t>(input_rows) * kLeanPromptHash) >> kLeanPromptShift];
@@ -1341,6 +1360,7 @@ InferenceLean InferenceSweepLean::at(int64_t batch_size, int64_t input_tokens) {
   InferenceLean out;
   out.ttft_seconds = lb.prefill_fixed + k.pp * (k.layers * lean_layer_seconds(l, rows) + batch * p.prefill);
   out.tpot_seconds = lb.decode_fixed + k.pp * batch * p.decode;
+  out.tpot_seconds += visible_host_seconds(l.overlapped_host_seconds, out.tpot_seconds, l.overlapped_host_seconds > 0);
   out.total_seconds = out.ttft_seconds + (output - 1) * out.tpot_seconds;
   out.throughput_tokens_per_second = batch * output / out.total_seconds;
   return out;
@@ -1360,13 +1380,14 @@ ServingPerf predict_serving(const PerfArch& a, const PerfDevice& d, const Worklo
   const double bmax = dbl(max_batch);
   const double mean_ctx = input + (output - 1) / 2.0;
   auto step = [&](double b) {
-    return inference_step(a, w, run, r, sh, StepShape{b, 1, mean_ctx, b, false}, eff).total();
+    return inference_step(a, w, run, r, sh, StepShape{b, 1, mean_ctx, b, false}, eff, true).total();
   };
-  // Prefill work per request, prompts batched into chunks of kPrefillChunkTokens.
+  // Prefill work per request, prompts batched into chunks of kPrefillChunkTokens. Serving keeps the engine
+  // busy, so steps with async scheduling overlap their host work (busy = true) here and in step().
   const double per_chunk = std::max(1.0, std::floor(kPrefillChunkTokens / input));
   const double prefill_batch = std::min(per_chunk, bmax);
   const double prefill_per_request =
-      inference_step(a, w, run, r, sh, StepShape{prefill_batch, input, 0, prefill_batch, false}, eff).total() /
+      inference_step(a, w, run, r, sh, StepShape{prefill_batch, input, 0, prefill_batch, false}, eff, true).total() /
       prefill_batch;
   const double t_max = step(bmax);
   s.max_batch = max_batch;

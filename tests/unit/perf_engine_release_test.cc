@@ -65,6 +65,57 @@ TEST(VllmBefore06, OutputProcessingIsOnTheStepAsIssue6913Measured) {
   EXPECT_NEAR(tpot("vllm@0.5.3", 1) - tpot("vllm@0.6.3", 1), 0.2e-3, 0.15e-3);
 }
 
+Json llama8b(const char* engine) {
+  return Json{
+      {"model", "llama-3.1-8b"}, {"batch", 1}, {"input_tokens", 1024}, {"output_tokens", 128}, {"engine", engine}};
+}
+
+TEST(VllmAsyncScheduling, From014ADecodeStepHidesTheHostStepBehindTheGpu) {
+  // v0.14.0 release notes / PR #27614: the scheduler runs one step ahead of the GPU, so a decode step that
+  // takes longer on the GPU than the host's 0.5 ms loses the host step; the prefill keeps it.
+  const InferencePerf sync = predict("h100-80gb-sxm5", llama8b("vllm@0.13.0"));
+  const InferencePerf async = predict("h100-80gb-sxm5", llama8b("vllm@0.14.0"));
+  EXPECT_NEAR(sync.tpot_seconds - async.tpot_seconds, perf::kStepSecondsVllmV1, 1e-12);
+  EXPECT_DOUBLE_EQ(sync.ttft_seconds, async.ttft_seconds);
+  const InferencePerf current = predict("h100-80gb-sxm5", llama8b("vllm"));
+  EXPECT_DOUBLE_EQ(current.tpot_seconds, async.tpot_seconds);
+  // V0 and the V1 releases before 0.14 add the host step to the GPU's.
+  const InferencePerf v0 = predict("h100-80gb-sxm5", llama8b("vllm@0.6.3"));
+  EXPECT_GT(v0.tpot_seconds, sync.tpot_seconds);
+}
+
+TEST(VllmAsyncScheduling, AHostStepLongerThanTheGpuStepIsTheStep) {
+  // max(GPU, host): with a 50 ms host step (--efficiency step_ms=50) the overlapped decode step is the host
+  // step itself, the synchronous one the GPU's time plus it.
+  Json slow_host = llama8b("vllm@0.14.0");
+  slow_host["efficiency"] = "step_ms=50";
+  Json slow_sync = llama8b("vllm@0.13.0");
+  slow_sync["efficiency"] = "step_ms=50";
+  const InferencePerf async = predict("h100-80gb-sxm5", slow_host);
+  const InferencePerf sync = predict("h100-80gb-sxm5", slow_sync);
+  EXPECT_DOUBLE_EQ(async.tpot_seconds, 50e-3);
+  EXPECT_GT(sync.tpot_seconds, 50e-3 + 1e-3);
+}
+
+TEST(VllmAsyncScheduling, PipelineParallelKeepsTheHostStep) {
+  // The release notes exclude pipeline parallelism from async scheduling.
+  auto tpot = [](const char* engine, int pp) {
+    auto ref = Catalog::embedded()->resolve("h100-80gb-sxm5");
+    EXPECT_TRUE(ref.ok());
+    const Target t = Target::linked(*ref, 2);
+    const PerfDevice d = perf_device(t);
+    Json req = llama8b(engine);
+    req["count"] = 2;
+    req[pp > 1 ? "pp" : "tp"] = 2;
+    auto s = perf::parse_perf_setup(req);
+    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
+    const PerfRun run = perf::run_for(*s, d, 2);
+    return predict_inference(s->arch, d, s->workload, run, s->efficiency).tpot_seconds;
+  };
+  EXPECT_DOUBLE_EQ(tpot("vllm@0.13.0", 2), tpot("vllm@0.14.0", 2));
+  EXPECT_NEAR(tpot("vllm@0.13.0", 1) - tpot("vllm@0.14.0", 1), perf::kStepSecondsVllmV1, 1e-12);  // tp 2
+}
+
 TEST(EngineDefaults, TensorrtLlmKeepsAnFp8BuildsKvCacheInFp8AndVllmIn16Bits) {
   auto trt = parse_workload(Json{{"model", "llama-3.1-8b"}, {"weights", "fp8"}, {"engine", "tensorrt-llm"}});
   ASSERT_TRUE(trt.ok()) << trt.error().message;
