@@ -1456,10 +1456,12 @@ TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const Workloa
          run.activation_bytes, r.head_flops);
     micro.add(head, 1 + gemm_bwd);
   }
-  // Pipeline: (m + pp - 1) stage slots per step, of which pp - 1 are the bubble.
+  // Pipeline: (m + pp - 1) stage slots per step, of which pp - 1 are the bubble; the interleaved schedule
+  // (vp model chunks per GPU) divides the bubble by vp (Narayanan et al. 2021, arXiv 2104.04473, Sec. 2.2.2:
+  // bubble time (p - 1)(t_f + t_b) / v).
   const double t_micro = micro.total();
   t.compute_seconds = micro_steps * t_micro;
-  t.bubble_seconds = (pp - 1) * t_micro;
+  t.bubble_seconds = (pp - 1) * t_micro / std::max(1, run.vp);
   // Data-parallel gradient traffic: all-reduce of bf16 gradients (DDP, ZeRO-1/2: reduce-scatter +
   // all-gather, same bytes), or FSDP/ZeRO-3: all-gather weights forward and backward + reduce-scatter.
   double trainable = params_local;

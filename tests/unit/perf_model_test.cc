@@ -223,6 +223,10 @@ TEST(PerfModel, TrainingAccountsForRecomputeAndPipelineAndDataParallel) {
   const double bubble_many =
       predict_training(a, d, p, eff).bubble_seconds / predict_training(a, d, p, eff).step_seconds;
   EXPECT_GT(bubble_few, 3 * bubble_many);
+  // Megatron's interleaved 1F1B with vp model chunks per GPU divides the bubble by vp (Narayanan et al. 2021).
+  const double bubble_plain = predict_training(a, d, p, eff).bubble_seconds;
+  p.run.vp = 5;
+  EXPECT_NEAR(predict_training(a, d, p, eff).bubble_seconds, bubble_plain / 5, 1e-12);
   // Data parallel: per-GPU throughput never beats one GPU's.
   PerfCase dp = train(m, d, 4, 2048);
   dp.run.dp = 8;
