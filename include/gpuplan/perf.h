@@ -144,6 +144,7 @@ struct PerfRun {
   int layer_split = 1;              // llama.cpp's --split-mode layer: GPUs whose layer slices run in turn
   int64_t global_batch = 0;         // sequences per optimizer step over all ranks (0 = batch x dp)
   bool fsdp = false;                // FSDP full shard (as ZeRO-3)
+  int vp = 1;                       // virtual pipeline stages per GPU (Megatron's interleaved 1F1B); 1 = plain 1F1B
   bool cuda_graphs = true;          // decode steps replayed as CUDA graphs
   bool channels_last = true;        // CNNs: NHWC activations (false: NCHW, transposed around tensor-core convs)
   double trainable_parameters = 0;  // LoRA/QLoRA: adapter parameters (0 = a rough 1% of the weights)

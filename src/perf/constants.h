@@ -365,6 +365,30 @@ inline constexpr double kEagerAttentionBackwardRatio = 2.0;
 // A frozen base (LoRA/QLoRA) computes input gradients only: backward matmuls cost one forward, not two.
 inline constexpr double kFrozenGemmBackwardRatio = 1.0;
 inline constexpr double kGemmBackwardRatio = 2.0;
+// Selective activation checkpointing on the PyTorch engines (pytorch, torch-compile) is PyTorch's op-level
+// selective checkpointing as torchtitan applies it (torchtitan parallelize_llama.py, _save_list and
+// _custom_policy at 3faaa1a): each block saves the outputs of SDPA and of every odd-numbered matmul in
+// forward order and recomputes everything else, so in the backward the block re-runs every second matmul
+// (q saved, k recomputed, v saved, o recomputed, gate saved, up recomputed, down saved), all its norms,
+// rotary and activations, and no attention. Megatron-Core's selective recompute is the other one: core
+// attention only (Korthikanti et al. 2022), kept for every other engine.
+inline constexpr double kOpSacElementwiseRecompute = 1.0;
+inline constexpr double kOpSacAttentionRecompute = 0.0;
+// float8 training casts each fp8 GEMM operand from bf16 with a scale from its current absolute maximum
+// (Transformer Engine current scaling, "FP8-CS" in NeMo's tables; torchao Float8Linear's dynamic
+// tensorwise scaling, torchao/float8/float8_linear.py): per element of a linear layer's input (forward)
+// and of its output gradient (backward) one read for the amax reduction (2 B), one read for the cast
+// (2 B) and one 1-byte fp8 write per layout the GEMMs need: row-major, plus the transposed copy the
+// weight-gradient GEMM reads (TE's fused cast_transpose; torchao casts a second, column-major copy, as
+// Hopper's fp8 MMA takes only K-major operands, and torch.compile fuses the two casts of one tensor). A
+// frozen base (LoRA) computes no weight gradient: one layout. torchao re-casts the saved bf16 input in
+// backward (one more read): not counted, so torchao's casts are a lower bound. Weights are cast once per step (TE's
+// is_first_microbatch cache, torchao's precompute_float8_dynamic_scale_for_fsdp), under 1% of a step: not counted.
+inline constexpr double kFp8AmaxReadBytes = 2.0;
+inline constexpr double kFp8CastReadBytes = 2.0;
+inline constexpr double kFp8CastWriteBytesPerLayout = 1.0;
+inline constexpr double kFp8TrainedLayouts = 2.0;
+inline constexpr double kFp8FrozenLayouts = 1.0;
 // LoRA without adapter parameters to count (a CNN, an unknown target set): about 1% of the weights train
 // (Hu et al. 2021, LoRA: rank 8-16 adapters on q,v are 0.1-1% of GPT-3's; 1% is the high end).
 inline constexpr double kDefaultTrainableFraction = 0.01;

@@ -1425,6 +1425,27 @@ ServingPerf predict_serving(const PerfArch& a, const PerfDevice& d, const Worklo
   return s;
 }
 
+namespace {
+
+// The PyTorch engines' selective checkpointing is PyTorch's op-level policy as torchtitan applies it
+// (constants.h, kOpSac*); Megatron's (and every other engine's) recomputes core attention only.
+bool op_level_selective_checkpointing(Engine e) { return e == Engine::kPytorch || e == Engine::kTorchCompile; }
+
+// Share of a block's matmul FLOPs the op-level policy recomputes: every second matmul in forward order,
+// q, k, v, o, then gate, up, down (gated MLP) or up, down (plain), counted from one in each block, so k,
+// o and the MLP's second matmul (up, or down without a gate).
+double op_sac_recomputed_gemm_share(const PerfArch& a) {
+  const double h = dbl(a.hidden);
+  const double k = h * dbl(a.kv_heads) * dbl(a.head_dim);
+  const double mlp = a.mlp_params_per_layer;
+  const double second_mlp = a.gated_mlp ? mlp * kGatedMlpUpShare / 2 : mlp * (1 - kPlainMlpUpShare);
+  const double total = a.qkv_params_per_layer + a.out_params_per_layer + mlp;
+  if (total <= 0) return 0;
+  return std::min(1.0, (k + a.out_params_per_layer + second_mlp) / total);
+}
+
+}  // namespace
+
 TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const Workload& w, const PerfRun& run,
                            const PerfEfficiency& eff) {
   TrainPerf t;
@@ -1457,12 +1478,31 @@ TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const Workloa
     const double attn_bwd = w.flash_attention ? kFlashBackwardFlopsRatio : kEagerAttentionBackwardRatio;
     const double gemm_bwd = frozen ? kFrozenGemmBackwardRatio : kGemmBackwardRatio;
     const double recompute = w.checkpointing == Checkpointing::kFull ? 1.0 : 0.0;
-    const double attn_recompute = w.checkpointing == Checkpointing::kNone ? 0.0 : 1.0;
-    micro.add(lc.gemm, layers * (1 + gemm_bwd + recompute));
+    // Recomputed share of the block's matmuls, of its attention and of its element-wise work.
+    double gemm_recompute = recompute;
+    double attn_recompute = w.checkpointing == Checkpointing::kNone ? 0.0 : 1.0;
+    double elementwise_recompute = recompute;
+    if (w.checkpointing == Checkpointing::kSelective && op_level_selective_checkpointing(w.engine)) {
+      gemm_recompute = op_sac_recomputed_gemm_share(a);
+      attn_recompute = kOpSacAttentionRecompute;
+      elementwise_recompute = kOpSacElementwiseRecompute;
+    }
+    micro.add(lc.gemm, layers * (1 + gemm_bwd + gemm_recompute));
     micro.add(attn, 1 + attn_bwd + attn_recompute);
-    micro.add(lc.elementwise, layers * (kTrainPasses + recompute));
+    micro.add(lc.elementwise, layers * (kTrainPasses + elementwise_recompute));
     micro.add(lc.comm, layers * (kTrainTpAllReducePasses + recompute));
-    micro.overhead += layers * engine_perf(w.engine).kernels_per_layer * (kTrainPasses + recompute) * r.kernel_seconds;
+    micro.overhead +=
+        layers * engine_perf(w.engine).kernels_per_layer * (kTrainPasses + elementwise_recompute) * r.kernel_seconds;
+    if (run.weights.compute == Precision::kFp8) {
+      // float8 training: each fp8 GEMM operand cast from bf16 with its amax, the inputs in forward (again
+      // when recomputed) and the output gradients in backward (constants.h, kFp8*).
+      const MatmulShapes sh = matmul_shapes(a, w, run);
+      const double inputs = sh.qkv.k + sh.out.k + (sh.mlp ? sh.up.k + sh.down.k : 0.0);
+      const double outputs = sh.qkv.n + sh.out.n + (sh.mlp ? sh.up.n + sh.down.n : 0.0);
+      const double bytes = kFp8AmaxReadBytes + kFp8CastReadBytes +
+                           (frozen ? kFp8FrozenLayouts : kFp8TrainedLayouts) * kFp8CastWriteBytesPerLayout;
+      micro.memory += layers * shape.batch * shape.q * (inputs * (1 + gemm_recompute) + outputs) * bytes / r.bandwidth;
+    }
     if (w.task == Task::kQlora) {
       // bitsandbytes dequantizes each 4-bit matrix to bf16 before every use (forward, backward, recompute).
       const double linear = (a.qkv_params_per_layer + a.out_params_per_layer + a.mlp_params_per_layer) / tp;
@@ -1475,10 +1515,12 @@ TrainPerf predict_training(const PerfArch& a, const PerfDevice& d, const Workloa
          run.activation_bytes, r.head_flops);
     micro.add(head, 1 + gemm_bwd);
   }
-  // Pipeline: (m + pp - 1) stage slots per step, of which pp - 1 are the bubble.
+  // Pipeline: (m + pp - 1) stage slots per step, of which pp - 1 are the bubble; the interleaved schedule
+  // (vp model chunks per GPU) divides the bubble by vp (Narayanan et al. 2021, arXiv 2104.04473, Sec. 2.2.2:
+  // bubble time (p - 1)(t_f + t_b) / v).
   const double t_micro = micro.total();
   t.compute_seconds = micro_steps * t_micro;
-  t.bubble_seconds = (pp - 1) * t_micro;
+  t.bubble_seconds = (pp - 1) * t_micro / std::max(1, run.vp);
   // Data-parallel gradient traffic: all-reduce of bf16 gradients (DDP, ZeRO-1/2: reduce-scatter +
   // all-gather, same bytes), or FSDP/ZeRO-3: all-gather weights forward and backward + reduce-scatter.
   double trainable = params_local;

@@ -68,6 +68,8 @@ Result<PerfSetup> parse_perf_setup(const Json& request) {
   p.dp = static_cast<int>(dp);  // 0: count / (tp x pp), set per target
   GPUPLAN_TRY(fsdp, req.boolean("fsdp"));
   p.fsdp = fsdp;
+  GPUPLAN_TRY(vp, req.whole("vp", 1));
+  p.vp = static_cast<int>(vp);
   // CUDA graphs by default where the engine (at its version) replays decode steps as graphs.
   const bool graphs_default =
       engine_perf(w.engine).cuda_graphs &&

@@ -223,11 +223,72 @@ TEST(PerfModel, TrainingAccountsForRecomputeAndPipelineAndDataParallel) {
   const double bubble_many =
       predict_training(a, d, p, eff).bubble_seconds / predict_training(a, d, p, eff).step_seconds;
   EXPECT_GT(bubble_few, 3 * bubble_many);
+  // Megatron's interleaved 1F1B with vp model chunks per GPU divides the bubble by vp (Narayanan et al. 2021).
+  const double bubble_plain = predict_training(a, d, p, eff).bubble_seconds;
+  p.run.vp = 5;
+  EXPECT_NEAR(predict_training(a, d, p, eff).bubble_seconds, bubble_plain / 5, 1e-12);
   // Data parallel: per-GPU throughput never beats one GPU's.
   PerfCase dp = train(m, d, 4, 2048);
   dp.run.dp = 8;
   EXPECT_LE(predict_training(a, d, dp, eff).tokens_per_second_per_gpu, base.tokens_per_second_per_gpu * 1.0001);
   EXPECT_GT(predict_training(a, d, dp, eff).tokens_per_second, 6 * base.tokens_per_second);
+}
+
+// Selective checkpointing on the PyTorch engines is torchtitan's op-level policy: every second matmul of a
+// block recomputed (k, o, up), no attention; Megatron's recomputes core attention only (constants.h).
+TEST(PerfModel, SelectiveCheckpointingFollowsTheEnginesPolicy) {
+  const Model& m = model("llama-3-8b");
+  const PerfArch a = perf_arch(m);
+  const PerfDevice d = perf_device(target("h100-80gb-sxm5", 8));
+  const PerfEfficiency eff = default_efficiency();
+  auto step = [&](Engine e, Checkpointing c) {
+    PerfCase w = train(m, d, 1, 8192);
+    w.w.engine = e;
+    w.w.checkpointing = c;
+    w.run.weights = perf_weights(WeightFormat::kBf16, m, d, e);
+    return predict_training(a, d, w, eff).step_seconds;
+  };
+  for (Engine e : {Engine::kPytorch, Engine::kTorchCompile, Engine::kMegatron}) {
+    const double none = step(e, Checkpointing::kNone), sel = step(e, Checkpointing::kSelective);
+    EXPECT_GT(sel, none) << engine_name(e);
+    EXPECT_LT(sel, step(e, Checkpointing::kFull)) << engine_name(e);
+  }
+  // Llama 3 8B: k (1024 x 4096), o (4096 x 4096) and up (14336 x 4096) of 218 M matmul weights a layer.
+  const double gemm_share =
+      (1024.0 + 4096 + 14336) * 4096 / (a.qkv_params_per_layer + a.out_params_per_layer + a.mlp_params_per_layer);
+  EXPECT_NEAR(gemm_share, 0.365, 0.005);
+}
+
+// float8 training pays the casts of every fp8 GEMM operand: memory time that bf16 training has not.
+TEST(PerfModel, Fp8TrainingPaysItsCasts) {
+  const Model& m = model("llama-2-7b");
+  const PerfArch a = perf_arch(m);
+  const PerfDevice d = perf_device(target("h100-80gb-sxm5", 8));
+  const PerfEfficiency eff = default_efficiency();
+  PerfCase bf = train(m, d, 1, 4096);
+  bf.w.engine = Engine::kMegatron;
+  bf.run.weights = perf_weights(WeightFormat::kBf16, m, d, bf.w.engine);
+  PerfCase f8 = bf;
+  f8.w.weights = WeightFormat::kFp8;
+  f8.run.weights = perf_weights(WeightFormat::kFp8, m, d, f8.w.engine);
+  ASSERT_EQ(f8.run.weights.compute, Precision::kFp8);
+  const TrainPerf tb = predict_training(a, d, bf, eff), t8 = predict_training(a, d, f8, eff);
+  EXPECT_LT(t8.step_seconds, tb.step_seconds);
+  // Per token and layer: inputs 3 x 4096 + 11008, output gradients 12288 + 4096 + 22016 + 4096 elements,
+  // 6 bytes each, over 32 layers and 4096 tokens, at the achieved bandwidth.
+  const double cast_bytes = 32.0 * 4096 * ((3 * 4096.0 + 11008) + (12288.0 + 4096 + 22016 + 4096)) * 6;
+  const double cast_seconds = cast_bytes / (d.bandwidth_bytes_per_second * eff.bandwidth_fraction);
+  EXPECT_GT(t8.step_seconds, cast_seconds);
+  // The casts keep the end-to-end gain well below the 2x of the fp8 tensor cores (torchao's float8 README:
+  // 1.25x on Llama 3 8B; torchtitan's H100 table: 1.28x).
+  EXPECT_GT(tb.step_seconds / t8.step_seconds, 1.05);
+  EXPECT_LT(tb.step_seconds / t8.step_seconds, 1.6);
+  // LoRA: the frozen base needs one layout of each cast, not two.
+  PerfCase lora = f8;
+  lora.w.task = Task::kLora;
+  PerfCase lora_bf = bf;
+  lora_bf.w.task = Task::kLora;
+  EXPECT_LT(predict_training(a, d, lora, eff).step_seconds, predict_training(a, d, lora_bf, eff).step_seconds);
 }
 
 TEST(PerfModel, CnnTrainingUsesFlopsPerSample) {
