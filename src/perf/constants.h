@@ -433,6 +433,19 @@ inline constexpr double kKernelSeconds = 5e-6;
 // Without CUDA graphs (eager PyTorch, transformers generate()), each kernel is launched by Python:
 // ~10-20 us of host time per kernel, which then bounds small steps (PyTorch dispatcher overhead).
 inline constexpr double kEagerKernelSeconds = 15e-6;
+// transformers' generate() (eager, no CUDA graphs) launches every kernel from Python, asynchronously: a
+// launch returns before the kernel runs (CUDA C++ Programming Guide, "Asynchronous Concurrent Execution":
+// kernel launches are asynchronous with respect to the host), so the host runs ahead of the GPU until the
+// step's one synchronisation (GenerationMixin._sample: `unfinished_sequences.max() == 0` read on the host
+// every token). A step therefore takes max(host launches + loop work, GPU work), not their sum (issue #17,
+// session 8). The host side counts the ATen ops a Llama decoder layer calls per forward in transformers'
+// modeling_llama.py (4.4x, sdpa attention): LlamaRMSNorm 8 (to fp32, pow, mean, + eps, rsqrt, mul, to
+// dtype, x weight) twice; q, k, v, o projections 4; apply_rotary_pos_emb 10 (q and k: x cos, rotate_half's
+// neg and cat, x sin, add); DynamicCache.update's two torch.cat; repeat_kv's two copies (GQA); the
+// contiguous query and output 2; scaled_dot_product_attention 1; residual adds 2; LlamaMLP 5 (gate, act,
+// up, mul, down): 44. Each at kEagerKernelSeconds of host time; the GPU side keeps the engine's kernels
+// per layer at kKernelSeconds.
+inline constexpr double kEagerHostOpsPerLayer = 44;
 // --- communication ---------------------------------------------------------------------------------
 // All-reduce bus bandwidth / per-direction link bandwidth: nccl-tests busbw ~230 GB/s on DGX A100
 // (300 GB/s per direction) and ~370 GB/s on DGX H100 (450): 0.77-0.82.

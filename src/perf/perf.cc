@@ -74,6 +74,9 @@ struct Rates {
   double inv_cuda_core_flops;  // 1 / cuda_core_flops (0 when there is none)
   // gemm_flops without the in-loop dequantization: 16-bit cuBLAS on a dequantized copy (llama.cpp).
   double dense_gemm_flops;
+  // Host seconds per kernel launched from Python by transformers' generate(), which overlap the GPU's work
+  // (constants.h, kEagerHostOpsPerLayer); 0 when the engine does not launch that way.
+  double python_op_seconds;
 };
 
 double peak_16bit(const PerfDevice& d) {
@@ -126,6 +129,13 @@ Rates make_rates(const PerfDevice& d, Engine engine, const EngineVersion& versio
   r.kernel_seconds = run.cuda_graphs ? eff.kernel_seconds : std::max(eff.kernel_seconds, kEagerKernelSeconds);
   // llama.cpp launches from C++: without graphs each kernel adds its host launch, not Python's.
   if (!run.cuda_graphs && engine == Engine::kLlamaCpp) r.kernel_seconds = eff.kernel_seconds + kNativeLaunchSeconds;
+  // transformers' generate() without CUDA graphs: the launches are host time that overlaps the GPU's, whose
+  // kernels keep their own fixed cost (inference_step).
+  r.python_op_seconds = 0;
+  if (!run.cuda_graphs && engine == Engine::kTransformers) {
+    r.python_op_seconds = r.kernel_seconds;
+    r.kernel_seconds = eff.kernel_seconds;
+  }
   r.allreduce_bw = d.link_bytes_per_second * eff.link_fraction;
   r.allreduce_latency = d.nvlink ? kAllReduceLatencySeconds : kAllReduceLatencyPcieSeconds;
   r.inv_bandwidth = 1.0 / r.bandwidth;
@@ -509,9 +519,20 @@ Cost inference_step(const PerfArch& a, const Workload& w, const PerfRun& run, co
   out.add(c, pp);
   add_roof(out, tc.head);                                     // the LM head runs once, on the last stage
   out.comm += handoff_seconds(a, run, r, pp, s.batch * s.q);  // point-to-point hand-offs between stages
-  out.overhead += visible_host_seconds(engine_step_seconds(w, eff), out.total(), busy && host_overlaps_gpu(w));
-  const double per_sequence = host_seconds_per_sequence(w);  // vLLM before 0.6.0
-  if (per_sequence > 0) out.overhead += per_sequence * s.batch;
+  const double per_sequence = host_seconds_per_sequence(w);   // vLLM before 0.6.0
+  const double host_step = engine_step_seconds(w, eff) + (per_sequence > 0 ? per_sequence * s.batch : 0.0);
+  if (r.python_op_seconds > 0) {
+    // transformers' generate(): Python launches every op of every layer (and the bitsandbytes kernels of
+    // each linear call) ahead of the GPU, and the loop waits for the GPU once per step, so the step is
+    // the longer of the two (constants.h, kEagerHostOpsPerLayer).
+    const bool cublas_copy = run.cublas_above_rows > 0 && s.batch * s.q > run.cublas_above_rows;
+    const double ops_per_layer =
+        kEagerHostOpsPerLayer + (cublas_copy ? run.linears_per_layer : 0.0) + run.extra_kernels_per_layer;
+    const double host = dbl(a.global_layers + a.window_layers) * ops_per_layer * r.python_op_seconds + host_step;
+    out.overhead += std::max(0.0, host - out.total());
+    return out;
+  }
+  out.overhead += visible_host_seconds(host_step, out.total(), busy && host_overlaps_gpu(w));
   return out;
 }
 
@@ -855,7 +876,9 @@ InferencePerf inference_with(const PerfArch& a, const PerfDevice& d, const Workl
     Cost c;
     c.compute += flops / conv_flops(d, run.weights.compute, eff);
     c.memory += bytes / r.bandwidth;
-    c.overhead += dbl(a.cnn_layers) * kCnnInferKernelsPerLayer * r.kernel_seconds;
+    // A CNN's eager forward keeps the serial launch cost (the host/GPU overlap is generate()'s decoder loop).
+    const double launch = r.python_op_seconds > 0 ? r.python_op_seconds : r.kernel_seconds;
+    c.overhead += dbl(a.cnn_layers) * kCnnInferKernelsPerLayer * launch;
     out.ttft_seconds = out.total_seconds = out.tpot_seconds = c.total();
     out.throughput_tokens_per_second = batch / c.total();
     out.bound = out.prefill_bound = out.decode_bound = c.bound();
@@ -929,7 +952,8 @@ SweepConstants sweep_constants(const PerfArch& a, const Workload& w, const PerfR
                                const Rates& r, const MatmulShapes& sh) {
   SweepConstants k;
   k.fast = !a.cnn && !sh.experts && !(run.prefill_chunk_tokens > 0) && !(run.cublas_above_rows > 0) &&
-           !masked_mha_decode(w) && !(host_seconds_per_sequence(w) > 0);  // old releases: the generic path
+           !masked_mha_decode(w) && !(host_seconds_per_sequence(w) > 0) &&  // old releases: the generic path
+           !(r.python_op_seconds > 0);  // generate()'s host/GPU overlap: the generic path
   const double tp = std::max(1, w.tp);
   k.ab = run.activation_bytes;
   k.h = dbl(a.hidden);
