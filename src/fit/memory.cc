@@ -985,10 +985,22 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
            num(activation_element_bytes(w)) + " B = " + format_gib(m.activations_bytes);
   } else if (w.task == Task::kInfer) {
     const InferAct a = inference_activations(p, w.batch, w.context);
-    aexp = "Activations: largest step " + num(a.tokens) + " tokens x (" + (md.gated_mlp ? "3" : "2") + " x " +
-           num(static_cast<double>(md.intermediate)) + " MLP + 3 x " + num(static_cast<double>(md.hidden)) +
-           " hidden) x " + num(activation_element_bytes(w)) + " B" + (w.tp > 1 ? " (MLP / tp)" : "") + " + logits " +
-           format_gib(a.logits_bytes) + " = " + format_gib(m.activations_bytes);
+    const std::string step = "largest step " + num(a.tokens) + " tokens x (" + (md.gated_mlp ? "3" : "2") + " x " +
+                             num(static_cast<double>(md.intermediate)) + " MLP + 3 x " +
+                             num(static_cast<double>(md.hidden)) + " hidden) x " + num(activation_element_bytes(w)) +
+                             " B" + (w.tp > 1 ? " (MLP / tp)" : "");
+    if (a.logits_after_layers) {
+      aexp = std::string("Activations (AutoAWQ fused modules") +
+             (p.eager_score_bytes > 0
+                  ? ", eager prefill: fp16 scores + fp32 softmax, " + num(p.eager_score_bytes) + " B per score"
+                  : ", SDPA prefill") +
+             "): max(" + step + (p.eager_inference ? ", its attention with batch x heads x prompt^2 scores" : "") +
+             ", logits of every token x " + num(p.prompt_logit_bytes) + " B " + format_gib(a.logits_bytes) +
+             ") = " + format_gib(m.activations_bytes);
+    } else {
+      aexp =
+          "Activations: " + step + " + logits " + format_gib(a.logits_bytes) + " = " + format_gib(m.activations_bytes);
+    }
   } else if (md.kind == ModelKind::kCnn) {
     aexp = "Activations: every layer output kept for backward, " + num(md.cnn_activation_elements_per_sample) +
            " elements per sample x batch " + num(static_cast<double>(w.batch)) + " x " +
@@ -1049,6 +1061,10 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
       {"runtime_overhead_bytes", m.runtime_overhead_bytes,
        "Runtime: CUDA context " + format_gib(m.cuda_context_bytes) + " + workspaces " + format_gib(m.workspace_bytes) +
            " + allocator slack " + format_gib(m.allocator_slack_bytes) +
+           (p.load_transient_bytes > 0 && w.task != Task::kInfer
+                ? " (kept reserved since loading: torchao 0.1 quantized a whole matrix, " +
+                      format_gib(p.load_transient_bytes) + ")"
+                : "") +
            (m.communication_bytes > 0 ? " + communication buffers " + format_gib(m.communication_bytes) : "") + " = " +
            format_gib(m.runtime_overhead_bytes)});
   std::string texp = "Peak per GPU";
@@ -1068,8 +1084,10 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
     out.push_back({"load_peak_bytes", m.load_peak_bytes,
                    "Load peak: CUDA context " + format_gib(m.cuda_context_bytes) + " + weights " +
                        format_gib(m.weights_bytes) + " + what the loader stages beside them (" +
-                       (w.quantize_on_load ? "the 16-bit checkpoint it quantizes from"
-                                           : "one 16-bit matrix as bitsandbytes quantizes it") +
+                       (p.load_transient_bytes > 0 ? "torchao 0.1's NF4 quantization of the largest matrix, " +
+                                                         format_gib(p.load_transient_bytes)
+                        : w.quantize_on_load ? "the 16-bit checkpoint it quantizes from"
+                                             : "one 16-bit matrix as bitsandbytes quantizes it") +
                        ") = " + format_gib(m.load_peak_bytes)});
   }
   return out;
