@@ -74,12 +74,16 @@ struct PreparedWorkload {
   double kv_full_bytes_per_token = 0;  // all layers at full length (vLLM block size)
   // What the per-call arithmetic reads of the workload, resolved once here: each compares the model's
   // architecture name or looks up a format table, and estimate_memory runs millions of times in sweeps.
-  double activation_bytes = 2;   // activation_element_bytes(workload)
-  bool eager_inference = false;  // inference materializes attention scores (no flash/SDPA kernel)
-  bool eager_training = false;   // training does
-  bool rms_norm = true;          // the model's norms are RMSNorm (transformers saves their fp32 upcast input)
-  bool kbit_upcast = false;      // PEFT's k-bit preparation upcasts the unquantized parameters to fp32
-  double load_peak_bytes = 0;    // MemoryBreakdown::load_peak_bytes, resolved once (it reads no batch)
+  double activation_bytes = 2;      // activation_element_bytes(workload)
+  bool eager_inference = false;     // inference materializes attention scores (no flash/SDPA kernel)
+  bool eager_training = false;      // training does
+  bool rms_norm = true;             // the model's norms are RMSNorm (transformers saves their fp32 upcast input)
+  bool kbit_upcast = false;         // PEFT's k-bit preparation upcasts the unquantized parameters to fp32
+  double load_peak_bytes = 0;       // MemoryBreakdown::load_peak_bytes, resolved once (it reads no batch)
+  double load_transient_bytes = 0;  // what loading allocates and frees beside the weights (torchao 0.1 NF4)
+  bool preallocated_kv = false;     // the KV cache of batch x context exists from load (AutoAWQ fused modules)
+  double eager_score_bytes = 0;     // bytes per eager attention score when the engine fixes them (AutoAWQ)
+  double prompt_logit_bytes = 0;    // the head runs on every token of a step: bytes per logit (AutoAWQ)
 };
 
 Result<PreparedWorkload> prepare(const Workload& w);

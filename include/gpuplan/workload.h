@@ -44,6 +44,7 @@ enum class Engine {
   kTensorrtLlm,
   kExllama,
   kTorchCompile,  // compiled PyTorch: torch.compile reduce-overhead + static KV cache (gpt-fast, torchchat)
+  kAutoawq,       // AutoAWQ with fused modules: transformers' loader, its own attention and preallocated KV cache
   kAuto
 };
 // A version of an engine, `--engine NAME@VERSION`: up to three numbers separated by '.' or '-', a release

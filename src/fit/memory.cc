@@ -178,6 +178,40 @@ constexpr double kBnbInt8LoadStagingBytes = k16BitBytes + 1.0;
 // Params4bit.cuda: the 16-bit copy on the GPU, then quantize_4bit (bitsandbytes/nn/modules.py).
 constexpr double kBnb4bitLoadStagingBytes = k16BitBytes;
 
+// ---- torchtune QLoRA at load, torchao 0.1 (issue #17, session 8; docs/model.md "Load transients") ----------
+// torchao 0.1's to_nf4 quantizes a whole bf16 matrix at once (torchao/dtypes/nf4tensor.py v0.1,
+// NF4Tensor.from_tensor -> convert_to_norm_float_weight -> quantize_tensor_nearest): beside the bf16 matrix
+// on the GPU (2 B) it holds the scaled blocks (2 B) and `(value.unsqueeze(-1) - nf4).abs()`, every element's
+// distance to the 16 NF4 codes in bf16, together with the difference it is taken of (2 x 16 x 2 B). torchtune
+// runs it on the GPU for every LoRALinear base weight when it builds the model and again in load_state_dict
+// (the NF4 copy_ dispatch quantizes the incoming bf16 tensor on the destination's device).
+constexpr double kTorchaoWholeTensorNf4Bytes = k16BitBytes + k16BitBytes + 2.0 * 16.0 * k16BitBytes;
+// torchtune pinned torchao==0.1 from 2024-04-09 (pyproject.toml, torchtune PR 656) until 2024-06-26
+// (PR 1125, torchao 0.3), which quantizes in chunks of 2^20 elements (torchao PR 196 "perform in chunks",
+// in 0.2.0): a `pytorch@DATE` before that date quantizes whole matrices; no date is today's torchtune.
+constexpr EngineVersion kTorchtuneChunkedNf4Since{{2024, 6, 26}, true, 3, '-'};
+
+// torchtune (engine pytorch) of a date before kTorchtuneChunkedNf4Since, quantizing an NF4 base on one GPU.
+bool torchao_whole_tensor_nf4(const Workload& w) {
+  const bool nf4 = w.weights == WeightFormat::kNf4 || w.weights == WeightFormat::kNf4Dq;
+  const bool dated = w.engine_version.given && w.engine_version.count >= 2 && w.engine_version.separator == '-';
+  return w.engine == Engine::kPytorch && nf4 && w.zero < 3 && dated &&
+         version_before(w.engine_version, kTorchtuneChunkedNf4Since);
+}
+
+// ---- AutoAWQ's fused modules (issue #17, session 8; docs/model.md "AutoAWQ's fused modules") -----------------
+// QuantAttentionFused prefills with `scores = torch.matmul(xq, keys.transpose(2, 3)) / sqrt(head_dim)` in fp16,
+// then `F.softmax(scores.float(), dim=-1).type_as(xq)`: the fp16 scores, their fp32 copy and the fp32 softmax
+// live at once (awq/modules/fused/attn.py, 0.1.x to 0.2.x).
+constexpr double kAutoawqEagerScoreBytes = k16BitBytes + kFp32Bytes + kFp32Bytes;
+// From 0.2.7 LlamaLikeBlock (llama, mistral, qwen2 and the other Llama-like models) builds its attention with
+// use_sdpa=True (awq/modules/fused/block.py, PR 549 eab1a4a of 2024-09-12, first released in 0.2.7 on
+// 2024-11-16): torch SDPA, no score matrix. The other blocks (Mixtral, Falcon, MPT, Phi-3, ...) stay eager.
+// 0.2.7 is also the first release after transformers 4.46 (October 2024) stopped upcasting the logits to fp32
+// in the model's forward ("Starting from v4.46, the `logits` model output will have the same type as the
+// model"; up to 4.45 LlamaForCausalLM ran `logits = logits.float()`).
+constexpr EngineVersion kAutoawqSdpaSince{{0, 2, 7}, true, 3, '.'};
+
 // Weight bytes per GPU of `wb` split as the workload splits its model: pipeline stages hold ceil(L/pp)
 // layers and the stage with the embedding (or head) holds it too; tensor parallelism divides each.
 double per_gpu_weight_bytes(const Workload& w, const WeightBytes& wb, double layer_fraction) {
@@ -237,7 +271,11 @@ struct InferAct {
   double attn_bytes = 0;
   double logits_bytes = 0;
   double dequant_bytes = 0;
-  double total() const { return std::max(mlp_bytes, attn_bytes) + logits_bytes; }
+  bool logits_after_layers = false;  // the logits of every token exist only once the layers are done
+  double total() const {
+    return logits_after_layers ? std::max(std::max(mlp_bytes, attn_bytes), logits_bytes)
+                               : std::max(mlp_bytes, attn_bytes) + logits_bytes;
+  }
 };
 
 InferAct inference_activations(const PreparedWorkload& p, int64_t batch, int64_t context) {
@@ -287,11 +325,18 @@ InferAct inference_activations(const PreparedWorkload& p, int64_t batch, int64_t
   // Eager attention materialises batch x heads x prompt x prompt scores (and softmax output); models
   // that upcast the softmax to fp32 (BLOOM, StarCoder) hold fp32 copies too (p.eager_inference).
   if (p.eager_inference && w.engine != Engine::kVllm && w.engine != Engine::kTgi) {
-    const double score_bytes = 2.0 * e + (m.eager_fp32_softmax ? 8.0 : 0.0);
+    const double score_bytes =
+        p.eager_score_bytes > 0 ? p.eager_score_bytes : 2.0 * e + (m.eager_fp32_softmax ? 8.0 : 0.0);
     const double p2 = static_cast<double>(prompt) * static_cast<double>(prompt);
     a.attn_bytes += static_cast<double>(batch) * static_cast<double>(m.heads) / tp * p2 * score_bytes;
   }
   a.logits_bytes = seqs * static_cast<double>(m.vocab) * kInferLogitBytes;
+  if (p.prompt_logit_bytes > 0) {
+    // The head runs on every token of the step (AutoAWQ's fused model, called directly): the logits and the
+    // final hidden states they come from, after the last layer has freed its activations.
+    a.logits_bytes = tokens * (static_cast<double>(m.vocab) * p.prompt_logit_bytes + h * e);
+    a.logits_after_layers = true;
+  }
   if (w.engine == Engine::kTgi) {
     // The warm-up requests set prefill_logprobs: true, so the head runs on every prefill token, the
     // tensor-parallel head gathers the full vocabulary on each GPU, and log_softmax makes a second copy
@@ -448,6 +493,21 @@ Result<PreparedWorkload> prepare(const Workload& requested) {
   // BLOOM has no SDPA path in transformers.
   p.eager_inference = !w.flash_attention || (w.engine == Engine::kTransformers && m.architecture == "bloom");
   p.eager_training = !w.flash_attention || m.architecture == "bloom";
+  if (requested.engine == Engine::kAutoawq && !is_training(w.task)) {
+    // WindowedCache (awq/modules/fused/cache.py) allocates each layer's k and v with torch.zeros((batch,
+    // max_seq_len, kv_heads, head_dim), float16) when the model is fused, and rolls it past max_seq_len:
+    // the whole cache exists from load; `context` is max_seq_len.
+    p.preallocated_kv = true;
+    const bool llama_like = m.architecture == "llama" || m.architecture == "mistral" || m.architecture == "qwen2";
+    const bool before_sdpa = version_before(requested.engine_version, kAutoawqSdpaSince);
+    if (!llama_like || before_sdpa) {
+      p.eager_inference = true;
+      p.eager_score_bytes = kAutoawqEagerScoreBytes;
+    }
+    // The fused LlamaLikeModel returns every position and the transformers head turns each into logits (fp16),
+    // upcast to fp32 by the transformers of the releases before 0.2.7.
+    p.prompt_logit_bytes = k16BitBytes + (before_sdpa ? kFp32Bytes : 0.0);
+  }
   p.rms_norm = m.architecture != "falcon" && m.architecture != "bloom" && m.architecture != "gpt_bigcode" &&
                m.architecture != "gptj" && m.architecture != "opt" && m.architecture != "bert" &&
                m.architecture != "gpt2";
@@ -471,7 +531,8 @@ Result<PreparedWorkload> prepare(const Workload& requested) {
     p.layer_fraction = ceil_div(static_cast<double>(m.layers), pp) / static_cast<double>(m.layers);
   }
   p.weights_per_gpu_bytes = per_gpu_weight_bytes(w, p.weights, p.layer_fraction);
-  // Inference only: training loaders shard (ZeRO-3, FSDP) or stage one matrix while states dwarf both.
+  // Inference here: training loaders shard (ZeRO-3, FSDP) or stage one matrix while states dwarf both
+  // (torchao 0.1's whole-matrix NF4 quantization, below, is the exception).
   if (!is_training(w.task)) p.load_peak_bytes = kCudaContextBytes + p.weights_per_gpu_bytes + load_staging_bytes(p);
   p.active_weights_per_gpu_bytes =
       p.weights.total_bytes > 0 ? p.weights_per_gpu_bytes * p.weights.active_bytes / p.weights.total_bytes : 0;
@@ -504,6 +565,13 @@ Result<PreparedWorkload> prepare(const Workload& requested) {
   }
   if (w.task == Task::kLora || w.task == Task::kQlora) {
     p.adapter_parameters = lora_parameters(m, w.lora_targets, w.lora_rank) / tp * (w.pp > 1 ? p.layer_fraction : 1.0);
+  }
+  if (is_training(w.task) && torchao_whole_tensor_nf4(w)) {
+    // Loading peaks while the largest base matrix is quantized, with the NF4 weights and the bf16 adapters
+    // in place (torchtune builds the LoRA modules before it loads the checkpoint).
+    p.load_transient_bytes = p.weights.largest_matrix_parameters / tp * kTorchaoWholeTensorNf4Bytes;
+    p.load_peak_bytes =
+        kCudaContextBytes + p.weights_per_gpu_bytes + p.adapter_parameters * k16BitBytes + p.load_transient_bytes;
   }
   // Results count bytes in 64-bit integers: a workload whose own memory is beyond 2^53 bytes (8 PiB per
   // GPU, 50,000x an H200; where doubles stop counting bytes exactly) has no answer to print.
@@ -570,7 +638,10 @@ void add_inference(const PreparedWorkload& p, int64_t batch, int64_t context, Me
   }
   // The live set peaks either at prefill (prompt KV + prefill activations) or at the end of
   // generation (full KV + one decode step).
-  const double kv_prompt = m.kind == ModelKind::kDecoder ? b * kv_bytes_per_sequence(p, prompt) : 0;
+  // AutoAWQ's fused modules hold the whole cache (batch x context) from load.
+  const double kv_prompt = m.kind != ModelKind::kDecoder ? 0
+                           : p.preallocated_kv           ? r.kv_cache_bytes
+                                                         : b * kv_bytes_per_sequence(p, prompt);
   const double at_prefill = kv_prompt + r.activations_bytes;
   const InferAct decode = m.kind == ModelKind::kDecoder ? inference_activations(p, batch, 1) : act;
   const double at_end = r.kv_cache_bytes + decode.total();
@@ -723,6 +794,20 @@ MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_
   r.allocator_slack_bytes = kAllocatorSlackFraction * dynamic;
   r.runtime_overhead_bytes = r.cuda_context_bytes + r.workspace_bytes + r.communication_bytes + r.allocator_slack_bytes;
   r.total_bytes = r.weights_bytes + r.adapter_bytes + r.optimizer_bytes + dynamic + r.runtime_overhead_bytes;
+  if (p.load_transient_bytes > 0) {
+    // The caching allocator keeps the segments the load's transient took (torchtune's recipes call no
+    // torch.cuda.empty_cache, and reset_peak_memory_stats after init resets the peaks to what is reserved
+    // now): training's reserved memory never drops below the load's allocated peak plus its slack. The
+    // allocated peak of training is unchanged.
+    const double load_reserved =
+        p.load_peak_bytes - kCudaContextBytes + kAllocatorSlackFraction * p.load_transient_bytes;
+    const double extra = load_reserved - r.reserved_bytes();
+    if (extra > 0) {
+      r.allocator_slack_bytes += extra;
+      r.runtime_overhead_bytes += extra;
+      r.total_bytes += extra;
+    }
+  }
   return r;
 }
 
@@ -900,10 +985,22 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
            num(activation_element_bytes(w)) + " B = " + format_gib(m.activations_bytes);
   } else if (w.task == Task::kInfer) {
     const InferAct a = inference_activations(p, w.batch, w.context);
-    aexp = "Activations: largest step " + num(a.tokens) + " tokens x (" + (md.gated_mlp ? "3" : "2") + " x " +
-           num(static_cast<double>(md.intermediate)) + " MLP + 3 x " + num(static_cast<double>(md.hidden)) +
-           " hidden) x " + num(activation_element_bytes(w)) + " B" + (w.tp > 1 ? " (MLP / tp)" : "") + " + logits " +
-           format_gib(a.logits_bytes) + " = " + format_gib(m.activations_bytes);
+    const std::string step = "largest step " + num(a.tokens) + " tokens x (" + (md.gated_mlp ? "3" : "2") + " x " +
+                             num(static_cast<double>(md.intermediate)) + " MLP + 3 x " +
+                             num(static_cast<double>(md.hidden)) + " hidden) x " + num(activation_element_bytes(w)) +
+                             " B" + (w.tp > 1 ? " (MLP / tp)" : "");
+    if (a.logits_after_layers) {
+      aexp = std::string("Activations (AutoAWQ fused modules") +
+             (p.eager_score_bytes > 0
+                  ? ", eager prefill: fp16 scores + fp32 softmax, " + num(p.eager_score_bytes) + " B per score"
+                  : ", SDPA prefill") +
+             "): max(" + step + (p.eager_inference ? ", its attention with batch x heads x prompt^2 scores" : "") +
+             ", logits of every token x " + num(p.prompt_logit_bytes) + " B " + format_gib(a.logits_bytes) +
+             ") = " + format_gib(m.activations_bytes);
+    } else {
+      aexp =
+          "Activations: " + step + " + logits " + format_gib(a.logits_bytes) + " = " + format_gib(m.activations_bytes);
+    }
   } else if (md.kind == ModelKind::kCnn) {
     aexp = "Activations: every layer output kept for backward, " + num(md.cnn_activation_elements_per_sample) +
            " elements per sample x batch " + num(static_cast<double>(w.batch)) + " x " +
@@ -964,6 +1061,10 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
       {"runtime_overhead_bytes", m.runtime_overhead_bytes,
        "Runtime: CUDA context " + format_gib(m.cuda_context_bytes) + " + workspaces " + format_gib(m.workspace_bytes) +
            " + allocator slack " + format_gib(m.allocator_slack_bytes) +
+           (p.load_transient_bytes > 0 && w.task != Task::kInfer
+                ? " (kept reserved since loading: torchao 0.1 quantized a whole matrix, " +
+                      format_gib(p.load_transient_bytes) + ")"
+                : "") +
            (m.communication_bytes > 0 ? " + communication buffers " + format_gib(m.communication_bytes) : "") + " = " +
            format_gib(m.runtime_overhead_bytes)});
   std::string texp = "Peak per GPU";
@@ -983,8 +1084,10 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
     out.push_back({"load_peak_bytes", m.load_peak_bytes,
                    "Load peak: CUDA context " + format_gib(m.cuda_context_bytes) + " + weights " +
                        format_gib(m.weights_bytes) + " + what the loader stages beside them (" +
-                       (w.quantize_on_load ? "the 16-bit checkpoint it quantizes from"
-                                           : "one 16-bit matrix as bitsandbytes quantizes it") +
+                       (p.load_transient_bytes > 0 ? "torchao 0.1's NF4 quantization of the largest matrix, " +
+                                                         format_gib(p.load_transient_bytes)
+                        : w.quantize_on_load ? "the 16-bit checkpoint it quantizes from"
+                                             : "one 16-bit matrix as bitsandbytes quantizes it") +
                        ") = " + format_gib(m.load_peak_bytes)});
   }
   return out;

@@ -77,6 +77,14 @@ constexpr EngineRow kEngineTable[] = {
      "of pytorch",
      {E::kPytorch, E::kPytorch, E::kPytorch},
      E::kTorchCompile},
+    // AutoAWQ's fused modules (from_quantized(fuse_layers=True), awq/modules/fused) run inside a transformers
+    // model: its loader and rules, plus their own attention and a KV cache allocated at load (memory.cc).
+    {"autoawq",
+     "awq auto-awq",
+     "AutoAWQ with fused modules: KV cache of batch x context allocated at load, its own attention; otherwise "
+     "memory and rules of transformers",
+     {E::kTransformers, E::kTransformers, E::kTransformers},
+     E::kAutoawq},
     // "auto": the perf model's tuned engine. Inference runs as a tuned serving engine (vLLM's refusal
     // rules, max_num_seqs), training as PyTorch; both are sized with the transformers memory profile.
     {"auto",

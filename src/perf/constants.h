@@ -308,6 +308,8 @@ inline constexpr EnginePerf kEnginePerfTable[] = {
     {Engine::kExllama, kKernelsPerLayerServing, kStepSecondsNative, true, false, false, true},
     // torch.compile: inductor-fused element-wise kernels, the decode step as one CUDA graph.
     {Engine::kTorchCompile, kKernelsPerLayerCompiled, kStepSecondsCompiled, true, false, false, true},
+    // AutoAWQ's fused modules: a transformers model driven from Python, as transformers is priced.
+    {Engine::kAutoawq, kKernelsPerLayerEager, kStepSecondsEager, false, false, false, false},
     // "auto", the tuned engine: a serving engine's kernels and vLLM's host work.
     {Engine::kAuto, kKernelsPerLayerServing, kStepSecondsVllm, true, false, false, true},
 };

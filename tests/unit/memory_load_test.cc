@@ -117,5 +117,61 @@ TEST(MemoryLoad, SweepAgreesWhenTheModelDoesNotLoad) {
   EXPECT_FALSE(a.fits);
 }
 
+// torchao 0.1 (pinned by torchtune from 2024-04-09 to 2024-06-26) quantizes a whole bf16 matrix at once:
+// the matrix, its scaled blocks and the (numel x 16) bf16 distances to the NF4 codes with the difference they
+// are taken of, 68 B per element (torchao/dtypes/nf4tensor.py v0.1). Llama-2-7B's largest layer matrix is
+// 11008 x 4096; the caching allocator keeps that transient reserved through training.
+TEST(MemoryLoad, TorchaoWholeMatrixNf4QuantizationBeforeTheChunkedRelease) {
+  const nlohmann::ordered_json base = {{"task", "qlora"},       {"weights", "nf4-dq"}, {"batch", 2},
+                                       {"context", 512},        {"lora_rank", 8},      {"checkpointing", "full"},
+                                       {"lora_targets", "all"}, {"optimizer", "adamw"}};
+  nlohmann::ordered_json old = base;
+  old["engine"] = "pytorch@2024-04-15";
+  const PreparedWorkload p_old = prepared("llama-2-7b", old);
+  EXPECT_NEAR(p_old.load_transient_bytes, 11008.0 * 4096.0 * 68.0, 1.0);
+  nlohmann::ordered_json now = base;
+  now["engine"] = "pytorch";
+  const PreparedWorkload p_now = prepared("llama-2-7b", now);
+  EXPECT_EQ(p_now.load_transient_bytes, 0);
+  EXPECT_EQ(p_now.load_peak_bytes, 0);
+  nlohmann::ordered_json chunked = base;
+  chunked["engine"] = "pytorch@2024-07-01";
+  EXPECT_EQ(prepared("llama-2-7b", chunked).load_transient_bytes, 0);
+  // The allocated peak of training is the same; the reserved one is at least the load's allocated peak.
+  const MemoryBreakdown m_old = estimate_memory(p_old);
+  const MemoryBreakdown m_now = estimate_memory(p_now);
+  EXPECT_NEAR(m_old.allocated_bytes(), m_now.allocated_bytes(), 1.0);
+  EXPECT_GT(m_old.reserved_bytes(), m_now.reserved_bytes());
+  EXPECT_GE(m_old.reserved_bytes(), p_old.load_peak_bytes - 512.0 * 1024 * 1024);
+}
+
+// AutoAWQ's fused modules allocate the whole fp16 cache (batch x max_seq_len) at load and, before 0.2.7,
+// prefill with eager attention: fp16 scores, their fp32 copy and the fp32 softmax (awq/modules/fused).
+TEST(MemoryLoad, AutoawqFusedCacheAndEagerPrefill) {
+  const nlohmann::ordered_json base = {
+      {"weights", "int4-awq"}, {"batch", 1}, {"input_tokens", 2048}, {"output_tokens", 2048}, {"context", 4096}};
+  nlohmann::ordered_json old = base;
+  old["engine"] = "autoawq@0.1.8";
+  const PreparedWorkload p_old = prepared("llama-2-7b", old);
+  EXPECT_TRUE(p_old.preallocated_kv);
+  EXPECT_TRUE(p_old.eager_inference);
+  EXPECT_EQ(p_old.eager_score_bytes, 10.0);
+  EXPECT_EQ(p_old.prompt_logit_bytes, 6.0);
+  nlohmann::ordered_json now = base;
+  now["engine"] = "autoawq";
+  const PreparedWorkload p_now = prepared("llama-2-7b", now);
+  EXPECT_TRUE(p_now.preallocated_kv);
+  EXPECT_FALSE(p_now.eager_inference);  // LlamaLikeBlock runs SDPA from 0.2.7
+  EXPECT_EQ(p_now.prompt_logit_bytes, 2.0);
+  // The eager prefill's scores: 32 heads x 2048^2 x 10 B = 1.25 GiB above the SDPA prefill.
+  const double eager = estimate_memory(p_old).allocated_bytes();
+  const double sdpa = estimate_memory(p_now).allocated_bytes();
+  EXPECT_GT(eager - sdpa, 32.0 * 2048 * 2048 * 10 * 0.9);
+  // transformers keeps the prompt's KV only as it grows: less than the preallocated whole cache at prefill.
+  nlohmann::ordered_json hf = base;
+  hf["engine"] = "transformers";
+  EXPECT_LT(estimate_memory(prepared("llama-2-7b", hf)).allocated_bytes(), sdpa);
+}
+
 }  // namespace
 }  // namespace gpuplan
