@@ -19,6 +19,7 @@ enum class WeightFormat {
   kFp8,       // fp8 e4m3 linear layers, per-channel scales; embeddings and head bf16 (vLLM / llm-compressor)
   kInt8,      // weight-only int8, per-row scales (DeepSpeed-Inference, TensorRT-LLM int8 weight-only)
   kLlmInt8,   // bitsandbytes LLM.int8(): int8 + fp32 row scale; head kept fp16
+  kW8A8,      // int8 weights and int8 activations (SmoothQuant W8A8): per-channel weight, per-token input scales
   kInt4Gptq,  // GPTQ 4-bit, fp16 scale + packed 4-bit zero per group, int32 g_idx per input row
   kInt4Awq,   // AWQ 4-bit, fp16 scale + packed 4-bit zero per group
   kNf4,       // bitsandbytes NF4, fp32 absmax per 64 weights

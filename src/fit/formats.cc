@@ -91,6 +91,11 @@ constexpr WeightFormatInfo kFormats[] = {
     {WeightFormat::kLlmInt8, FormatFamily::kBitsAndBytes, "llm-int8", 8 + kRowScaleBits / 4096, 2,
      "bitsandbytes LLM.int8(): int8 + fp32 row absmax; embeddings and lm_head stay fp16 (Dettmers et al. 2022)",
      "bnb-int8 llm.int8"},
+    {WeightFormat::kW8A8, FormatFamily::kWeightOnlyInt, "w8a8", 8 + kRowScaleBits / 4096, 2,
+     "int8 weights and int8 activations (SmoothQuant W8A8): per-channel weight scales, each input quantized "
+     "per token, the matmul on int8 tensor cores; embeddings, head and norms 16-bit (TensorRT-LLM SmoothQuant, "
+     "vLLM/llm-compressor INT8 W8A8, torchao int8_dynamic_activation_int8_weight)",
+     "smoothquant int8-sq w8a8-int8 int8-w8a8"},
     {WeightFormat::kInt4Gptq, FormatFamily::kGptq, "int4-gptq",
      4 + (kGroupScaleBits + kGroupZeroBits) / kDefaultQuantGroup + kGptqGidxBitsPerInput / 4096, 2,
      "GPTQ 4-bit, group 128: fp16 scale + 4-bit zero per group, int32 g_idx per input; embeddings, lm_head "
@@ -200,6 +205,7 @@ double matrix_bits_per_weight(WeightFormat f, int64_t rows, int64_t cols, int gr
     case WeightFormat::kFp8:
     case WeightFormat::kInt8:
     case WeightFormat::kLlmInt8:
+    case WeightFormat::kW8A8:
       return 8 + kRowScaleBits / static_cast<double>(std::max<int64_t>(cols, 1));
     case WeightFormat::kInt4Gptq:
       return 4 + (kGroupScaleBits + kGroupZeroBits) / g + kGptqGidxBitsPerInput / r;

@@ -21,6 +21,13 @@ constexpr int kFp8MarlinCapability = 80;
 // AWQ kernels need Turing or later: vLLM AWQConfig.get_min_capability = 75; AutoAWQ README ("compute
 // capability 7.5").
 constexpr int kAwqCapability = 75;
+// int8 weights x int8 activations need int8 tensor cores (mma.sync s8, Turing sm_75 and later; Volta has
+// none): vLLM CompressedTensorsW8A8Int8.get_min_capability = 75; TensorRT-LLM's support matrix lists INT8
+// SmoothQuant from Turing/Ampere; torchao's int8_dynamic_activation_int8_weight runs torch._int_mm (sm_75+).
+constexpr int kW8A8Capability = 75;
+// vLLM's INT8 W8A8 kernels stop at compute capability 10.1 (docs/features/quantization/int8.md: "INT8 is
+// not supported on compute capability > 10.1 (e.g., RTX 6000 Blackwell)"; use fp8 there).
+constexpr int kVllmW8A8MaxCapability = 101;
 
 constexpr int kCapabilityVolta = 70;
 constexpr int kCapabilityTuring = 75;
@@ -38,6 +45,11 @@ bool engine_has_weights(Engine e, WeightFormat f) {
   // fp8 (a scaled 8-bit float, grouped with weight-only int8 in formats.h): every engine but llama.cpp,
   // whose GGUF types have no fp8; Megatron and PyTorch through Transformer Engine / torchao.
   if (f == WeightFormat::kFp8) return e != Engine::kLlamaCpp;
+  // W8A8 (SmoothQuant): TensorRT-LLM (its SmoothQuant/int8 plugins), vLLM (compressed-tensors INT8 W8A8),
+  // PyTorch and transformers through torchao (int8_dynamic_activation_int8_weight, transformers
+  // TorchAoConfig). DeepSpeed-Inference, TGI, Megatron, llama.cpp and ExLlama have no W8A8 path.
+  if (f == WeightFormat::kW8A8)
+    return e == Engine::kTensorrtLlm || e == Engine::kVllm || e == Engine::kPytorch || e == Engine::kTransformers;
   const FormatFamily family = weight_format_info(f).family;
   switch (family) {
     case FormatFamily::kGguf:
@@ -212,6 +224,8 @@ std::optional<RefusalCode> refusal_code(const Workload& w, const Target& t) {
     if (!marlin || cc < kFp8MarlinCapability) return RefusalCode::kWeightsHardware;
   }
   if (w.weights == WeightFormat::kInt4Awq && cc < kAwqCapability) return RefusalCode::kWeightsHardware;
+  if (w.weights == WeightFormat::kW8A8 && (cc < kW8A8Capability || (e == Engine::kVllm && cc > kVllmW8A8MaxCapability)))
+    return RefusalCode::kWeightsHardware;
   if (w.task == Task::kInfer && w.kv_cache == KvFormat::kFp8 && e == Engine::kTensorrtLlm &&
       cc < kFp8TensorCoreCapability)
     return RefusalCode::kKvHardware;
@@ -323,6 +337,13 @@ Refusal explain_refusal(RefusalCode code, const Workload& w, const Target* t) {
       if (w.weights == WeightFormat::kInt4Awq) {
         r.message = "int4-awq kernels need compute capability 7.5 or newer (vLLM AWQConfig, AutoAWQ); " + gpu + " is " +
                     cc + "; use int4-gptq or fp16 weights";
+      } else if (w.weights == WeightFormat::kW8A8) {
+        r.message = compute_capability(*t->ref.gpu) > kVllmW8A8MaxCapability
+                        ? "vLLM's INT8 W8A8 kernels do not run above compute capability 10.1 (vLLM INT8 docs); " + gpu +
+                              " is " + cc + "; use fp8 weights"
+                        : "w8a8 multiplies int8 activations by int8 weights on int8 tensor cores, which need "
+                          "compute capability 7.5 or newer (vLLM CompressedTensorsW8A8Int8); " +
+                              gpu + " is " + cc + "; use weight-only int8 or fp16 weights";
       } else {
         r.message = "fp8 weights on " + gpu + " (compute capability " + cc +
                     "): fp8 tensor cores exist on Ada (8.9) and Hopper (9.0) and later; " +

@@ -812,6 +812,12 @@ PerfWeights perf_weights(WeightFormat format, const Model& model, const PerfDevi
       pw.compute = engine_perf(engine).int8_block_matmul && device.peak(Precision::kInt8) > 0 ? Precision::kInt8 : half;
       pw.dequantize = true;
       break;
+    case WeightFormat::kW8A8:
+      // SmoothQuant W8A8: each input quantized per token, the matmul on int8 tensor cores with the scales
+      // applied in its epilogue (TensorRT-LLM SmoothQuant plugin, vLLM cutlass_scaled_mm); no dequantize.
+      // The refusal rules keep it off GPUs without int8 MMA (refusal.cc kW8A8Capability).
+      pw.compute = device.peak(Precision::kInt8) > 0 ? Precision::kInt8 : half;
+      break;
     case WeightFormat::kLlmInt8:
       // LLM.int8() multiplies int8 weights by the int8-quantized input on int8 tensor cores (F.igemmlt) and
       // scales the int32 result after (mm_dequant); without int8 MMA it casts the weights to 16 bits.
