@@ -212,6 +212,19 @@ inline constexpr EngineVersion kTensorrtLlmXqaDefaultSince{{0, 8, 0}, true, 3, '
 // stages (tensorrt_llm/bench/build/tuning.py, finetune_setting: `raw_bs = min(kv_cache_max_requests,
 // 4096) / pp_size`).
 inline constexpr int64_t kTensorrtLlmBenchMaxBatch = 4096;
+// TensorRT-LLM's static-batch runtime (GptSession, what gptSessionBenchmark times in the 0.5-0.9
+// performance docs; the executor / in-flight batching benchmarks from 0.10's perf-overview on) runs a
+// request's context step from the host every time: generateSingleBatch / generateMultiBatch call
+// `mRuntime->executeContext` at step 0 after prepareContextStep and setInputTensors (new input shapes on
+// the TensorRT execution context), and replay a CUDA graph (`mCudaGraphInstances[...].launch`) only for
+// generation steps (cpp/tensorrt_llm/runtime/gptSession.cpp). The host enqueues the engine layer by layer
+// ahead of the GPU, so a short context step takes the longer of the GPU's work and that enqueue.
+// The enqueue per layer: the batch-1 TTFT of a 128-token prompt, minus the 0.2 ms host step, per layer, in
+// two engines whose per-GPU layers differ 2x in weights and whose GPU time is ~half of it (0.8.0
+// performance.md, H200 FP8): GPT-J 6B (28 layers) (5.2 - 0.2) / 28 = 179 us, Llama-2-70B TP8 (80 layers)
+// (16.0 - 0.2) / 80 = 198 us; the two agree, so the time is the host's, not the GPU's: 190 us.
+inline constexpr EngineVersion kTensorrtLlmExecutorSince{{0, 10, 0}, true, 3, '.'};
+inline constexpr double kTensorrtSessionContextEnqueueSecondsPerLayer = 190e-6;
 // --- attention -------------------------------------------------------------------------------------
 // FlashAttention-2 reaches 50-73% of A100 peak forward and 35-63% backward (Dao 2023, arXiv 2307.08691,
 // Sec. 4.1); FlashAttention-3 ~75% forward on H100. 0.55 is the middle of the FA2 range.
@@ -294,6 +307,9 @@ struct EnginePerf {
   // Schedules step N+1 on the host while the GPU runs step N (vLLM's async scheduling, from 0.14): a busy
   // step costs max(GPU, host) instead of GPU + host. Set by engine_perf_at, never in the table.
   bool overlapped_host = false;
+  // Host seconds per layer to enqueue a context step the runtime launches without a CUDA graph, which the
+  // step cannot finish before (TensorRT-LLM's GptSession, before 0.10). Set by engine_perf_at.
+  double context_enqueue_seconds_per_layer = 0;
 };
 inline constexpr EnginePerf kEnginePerfTable[] = {
     // {engine, kernels_per_layer, step_seconds, fused_elementwise, hopper_attention, int8_block_matmul, cuda_graphs}
@@ -333,6 +349,9 @@ constexpr EnginePerf engine_perf_at(Engine e, const EngineVersion& v) {
     p.step_seconds = kStepSecondsVllmV1;
     p.hopper_attention = true;
     p.overlapped_host = !version_before(v, kVllmAsyncSchedulingSince);
+  }
+  if (e == Engine::kTensorrtLlm && version_before(v, kTensorrtLlmExecutorSince)) {
+    p.context_enqueue_seconds_per_layer = kTensorrtSessionContextEnqueueSecondsPerLayer;
   }
   return p;
 }

@@ -545,11 +545,28 @@ Cost inference_step(const PerfArch& a, const Workload& w, const PerfRun& run, co
 // (run.prefill_chunk_tokens: llama.cpp's n_ubatch) runs one forward pass per micro-batch: its matmuls,
 // kernels and host work repeat per pass, at the pass's row count; attention covers the same query-key
 // pairs as one pass over the whole prompt, so it is counted once over the whole prompt.
+Cost prefill_passes(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const MatmulShapes& sh,
+                    double batch, double input, double q, double passes, const PerfEfficiency& eff);
+
+// A context pass the host enqueues layer by layer without a CUDA graph (TensorRT-LLM's GptSession,
+// constants.h kTensorrtSessionContextEnqueueSecondsPerLayer) ends no earlier than that enqueue and the
+// host step: each pass takes max(GPU + host step, layers x enqueue + host step).
 Cost prefill_step(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const MatmulShapes& sh,
                   double batch, double input, const PerfEfficiency& eff) {
   const double chunk = run.prefill_chunk_tokens;
   const double q = chunk > 0 ? std::max(1.0, std::floor(chunk / batch)) : input;  // prompt tokens per pass
   const double passes = std::ceil(input / q);
+  Cost out = prefill_passes(a, w, run, r, sh, batch, input, q, passes, eff);
+  const double enqueue = engine_perf_at(w.engine, w.engine_version).context_enqueue_seconds_per_layer;
+  if (enqueue > 0) {
+    const double per_pass = dbl(a.global_layers + a.window_layers) * enqueue + engine_step_seconds(w, eff);
+    out.overhead += std::max(0.0, passes * per_pass - out.total());
+  }
+  return out;
+}
+
+Cost prefill_passes(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const MatmulShapes& sh,
+                    double batch, double input, double q, double passes, const PerfEfficiency& eff) {
   if (passes <= 1) return inference_step(a, w, run, r, sh, StepShape{batch, input, 0, batch, false}, eff);
   const double last_q = input - (passes - 1) * q;
   const AttentionCosts ac = attention_costs(a, w, run, r, StepShape{batch, input, 0, batch, false});
@@ -959,7 +976,8 @@ SweepConstants sweep_constants(const PerfArch& a, const Workload& w, const PerfR
   SweepConstants k;
   k.fast = !a.cnn && !sh.experts && !(run.prefill_chunk_tokens > 0) && !(run.cublas_above_rows > 0) &&
            !masked_mha_decode(w) && !(host_seconds_per_sequence(w) > 0) &&  // old releases: the generic path
-           !(r.python_op_seconds > 0);  // generate()'s host/GPU overlap: the generic path
+           !(r.python_op_seconds > 0) &&  // generate()'s host/GPU overlap: the generic path
+           !(engine_perf_at(w.engine, w.engine_version).context_enqueue_seconds_per_layer > 0);  // GptSession
   const double tp = std::max(1, w.tp);
   k.ab = run.activation_bytes;
   k.h = dbl(a.hidden);

@@ -43,6 +43,22 @@ TEST(TensorrtLlmReleases, MultiHeadModelsDecodeTheSameBeforeXqa) {
   EXPECT_DOUBLE_EQ(before.tpot_seconds, after.tpot_seconds);
 }
 
+TEST(TensorrtLlmReleases, GptSessionContextStepWaitsForTheHostEnqueue) {
+  // GptSession (before 0.10) enqueues the context step from the host without a CUDA graph
+  // (gptSession.cpp, executeContext at step 0): a 128-token prompt on Hopper with FP8 takes at least the
+  // enqueue of its layers plus the host step; the executor releases and long prompts keep the GPU's time.
+  const double floor = 32 * perf::kTensorrtSessionContextEnqueueSecondsPerLayer + perf::kStepSecondsTensorrtLlm;
+  const InferencePerf session = predict("h100-80gb-sxm5", trtllm("tensorrt-llm@0.9.0", "llama-2-7b", 1, 128, 1));
+  const InferencePerf executor = predict("h100-80gb-sxm5", trtllm("tensorrt-llm@0.11.0", "llama-2-7b", 1, 128, 1));
+  EXPECT_NEAR(session.ttft_seconds, floor, 1e-9);
+  EXPECT_LT(executor.ttft_seconds, floor);
+  EXPECT_DOUBLE_EQ(session.tpot_seconds, executor.tpot_seconds);  // generation steps: unchanged
+  const InferencePerf long_session = predict("h100-80gb-sxm5", trtllm("tensorrt-llm@0.9.0", "llama-2-7b", 1, 2048, 1));
+  const InferencePerf long_executor =
+      predict("h100-80gb-sxm5", trtllm("tensorrt-llm@0.11.0", "llama-2-7b", 1, 2048, 1));
+  EXPECT_DOUBLE_EQ(long_session.ttft_seconds, long_executor.ttft_seconds);  // GPU-bound at 2048 tokens
+}
+
 Json vllm(const char* engine, int64_t batch) {
   return Json{{"model", "llama-3-70b"}, {"weights", "fp8"}, {"batch", batch}, {"input_tokens", 128},
               {"output_tokens", 128},   {"engine", engine}, {"tp", 4},        {"count", 4}};
