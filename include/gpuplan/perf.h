@@ -113,6 +113,8 @@ struct PerfDevice {
   // Dense FP16 tensor FLOP/s with FP16 accumulate, where the datasheet gives a rate above the FP32-accumulate
   // one (GeForce parts); 0 = the same as peak(kFp16). Engines that ask cuBLAS for CUBLAS_COMPUTE_16F get it.
   double fp16_fp16acc_flops = 0;
+  // Boost SM clock (the catalog's boost_clock_mhz), Hz; 0 = not in the catalog (no issue-bound kernels modelled).
+  double sm_clock_hz = 0;
   double peak(Precision p) const { return peak_flops[static_cast<size_t>(p)]; }
 };
 PerfDevice perf_device(const Target& target);
@@ -176,6 +178,9 @@ struct PerfRun {
   // passes between them); 0 = the engine's attention as the workload's flash_attention says.
   double kq_gemm_bytes = 0;
   double kq_pass_bytes = 0;
+  // int4 weight-only matmuls run PyTorch's tinygemm kernel (torch.ops.aten._weight_int4pack_mm: compiled
+  // PyTorch, gpt-fast and torchao int4 weight-only), whose dequantizing instructions add to its transfer time.
+  bool tinygemm = false;
 };
 
 // The lengths the performance model reads for inference: at least one prompt and one generated token.

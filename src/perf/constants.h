@@ -37,6 +37,24 @@ inline constexpr double kGemmFp8PeakFraction = 0.77;
 // about half the dense rate once compute-bound (Frantar et al. 2024, "MARLIN", Fig. 1: ~fp16 speed only
 // with Marlin; AWQ/exllama kernels at 0.3-0.6 of cuBLAS fp16 for batch >= 64).
 inline constexpr double kDequantGemmFraction = 0.55;
+// --- compiled PyTorch's int4 weight-only matmul (tinygemm), issue #17 session 8 -----------------------
+// torch.ops.aten._weight_int4pack_mm (pytorch aten/src/ATen/native/cuda/int4mm.cu: tinygemm_m16n8k16_chunk_kernel,
+// launched HANDLE_Q_GROUP(8, 8, ...): 8 warps x 8 k-tiles per warp iteration, grid (1, n / 8, ceil(m / 16))).
+// One warp iteration covers 8 k-tiles x 8 output columns = 1024 weights and issues about 145 instructions
+// (group size 64, inner k-tiles 8): 32 predicated 32-bit loads of the activation tile (ALayout_RM::load,
+// 4 per k-tile), one 16-byte weight load, 2 scale-and-zero loads and 4 broadcasts, 44 in
+// convert_i4x8_to_bf16x2x4 (4 words x (4 lop3 + 3 shifts + 4 bf16x2 fma)), 16 bf16x2 fma applying scale
+// and zero, 8 mma.m16n8k16, 32 fp32 adds folding the mma partials into the accumulator, ~6 of loop and
+// addressing. Counted from the source, not fitted.
+inline constexpr double kTinygemmWarpInstructionsPerWeight = 145.0 / 1024.0;
+// Each 16 activation rows (kMTileSize) are a grid row of their own that dequantizes every weight again.
+inline constexpr double kTinygemmRowsPerPass = 16;
+// Warp instructions an SM issues per clock: 4 schedulers (one per SM sub-partition), one instruction
+// each per clock (NVIDIA Volta, Ampere GA100, Ada and Hopper architecture whitepapers, "SM architecture").
+inline constexpr double kWarpIssuesPerSmPerCycle = 4;
+// The main loop loads an iteration's weights and activations and consumes them in the same iteration
+// (no cp.async pipeline or prefetch, unlike Marlin's multi-stage one), so a matmul's issue time adds to
+// its transfer time: t = bytes / bandwidth + weights x ceil(m / 16) x instructions / (SMs x 4 x clock).
 // --- llama.cpp kernels (ggml-cuda) -------------------------------------------------------------------
 // Which matmul ggml-cuda runs for a quantized GGUF matrix times `rows` activation rows:
 // - rows <= 8: MMVQ, a matrix-vector kernel over the quantized blocks (mmvq.cu, MMVQ_MAX_BATCH_SIZE 8):

@@ -77,6 +77,8 @@ struct Rates {
   // Host seconds per kernel launched from Python by transformers' generate(), which overlap the GPU's work
   // (constants.h, kEagerHostOpsPerLayer); 0 when the engine does not launch that way.
   double python_op_seconds;
+  // Issue seconds per weight and 16-row pass of compiled PyTorch's int4 tinygemm (constants.h); 0 = none.
+  double tinygemm_seconds_per_weight;
 };
 
 double peak_16bit(const PerfDevice& d) {
@@ -140,6 +142,11 @@ Rates make_rates(const PerfDevice& d, Engine engine, const EngineVersion& versio
   r.allreduce_latency = d.nvlink ? kAllReduceLatencySeconds : kAllReduceLatencyPcieSeconds;
   r.inv_bandwidth = 1.0 / r.bandwidth;
   r.inv_cuda_core_flops = r.cuda_core_flops > 0 ? 1.0 / r.cuda_core_flops : 0.0;
+  r.tinygemm_seconds_per_weight = 0;
+  if (run.tinygemm && d.sm_count > 0 && d.sm_clock_hz > 0) {
+    r.tinygemm_seconds_per_weight =
+        kTinygemmWarpInstructionsPerWeight / (d.sm_count * kWarpIssuesPerSmPerCycle * d.sm_clock_hz);
+  }
   return r;
 }
 
@@ -211,6 +218,17 @@ RoofTime gemm_time(const Rates& r, const GemmRows& rows, const GemmShape& g, dou
 
 void gemm(Cost& c, const Rates& r, double m, double n, double k, double w_bytes, double a_bytes, double flop_rate) {
   add_roof(c, gemm_time(r, gemm_rows(m), gemm_shape(n, k, w_bytes), a_bytes, flop_rate));
+}
+
+// gemm_time of a quantized matmul that runs compiled PyTorch's int4 tinygemm (constants.h): its issue time,
+// one pass per 16 rows, adds to its transfer time; the tensor-core side stays as it was.
+RoofTime tinygemm_time(const Rates& r, const GemmRows& rows, const GemmShape& g, double a_bytes, double flop_rate) {
+  const RoofTime t = gemm_time(r, rows, g, a_bytes, flop_rate);
+  if (!(r.tinygemm_seconds_per_weight > 0) || !t.any) return t;
+  const double passes = std::ceil(rows.m / kTinygemmRowsPerPass);
+  const double bytes = g.weight_bytes + (rows.m * g.k + rows.m * g.n) * a_bytes;
+  const double t_m = bytes / r.bandwidth + g.n * g.k * passes * r.tinygemm_seconds_per_weight;
+  return t_m > t.seconds ? RoofTime{t_m, false, true} : t;
 }
 
 // Ring all-reduce of `bytes` over n devices: 2(n-1)/n x bytes over the bus bandwidth, plus latency.
@@ -321,11 +339,11 @@ TokenCosts token_costs(const PerfArch& a, const Workload& w, const PerfRun& run,
       lin[i] = &copy[i];
     }
   }
-  add_roof(tc.gemm, gemm_time(r, rows, *lin[0], ab, rate));
-  add_roof(tc.gemm, gemm_time(r, rows, *lin[1], ab, rate));
+  add_roof(tc.gemm, tinygemm_time(r, rows, *lin[0], ab, rate));
+  add_roof(tc.gemm, tinygemm_time(r, rows, *lin[1], ab, rate));
   if (sh.mlp) {
-    add_roof(tc.gemm, gemm_time(r, rows, *lin[2], ab, rate));
-    add_roof(tc.gemm, gemm_time(r, rows, *lin[3], ab, rate));
+    add_roof(tc.gemm, tinygemm_time(r, rows, *lin[2], ab, rate));
+    add_roof(tc.gemm, tinygemm_time(r, rows, *lin[3], ab, rate));
   }
   // Per call: one dequantize kernel per linear on the copy path, and LLM.int8's decomposition kernels.
   tc.gemm.overhead += ((cublas_copy ? run.linears_per_layer : 0.0) + run.extra_kernels_per_layer) * r.kernel_seconds;
@@ -336,8 +354,8 @@ TokenCosts token_costs(const PerfArch& a, const Workload& w, const PerfRun& run,
     const double touched = e * (1.0 - std::pow(1.0 - k / e, tokens));
     const GemmRows expert_rows = gemm_rows(tokens * k / touched);
     Cost one;
-    add_roof(one, gemm_time(r, expert_rows, sh.expert_up, ab, rate));
-    add_roof(one, gemm_time(r, expert_rows, sh.expert_down, ab, rate));
+    add_roof(one, tinygemm_time(r, expert_rows, sh.expert_up, ab, rate));
+    add_roof(one, tinygemm_time(r, expert_rows, sh.expert_down, ab, rate));
     tc.gemm.add(one, touched);
   }
   if (cublas_copy) {
@@ -786,6 +804,7 @@ PerfDevice perf_device(const Target& t) {
   d.compute_fraction = t.compute_fraction();
   d.count = t.count;
   d.sm_count = t.sm_count();
+  d.sm_clock_hz = t.ref.gpu->number("boost_clock_mhz", 0) * 1e6;
   d.persistent_gemm = arch == "hopper" || arch == "blackwell";
   d.devices_per_node = kDevicesPerNode;
   return d;
@@ -976,7 +995,8 @@ SweepConstants sweep_constants(const PerfArch& a, const Workload& w, const PerfR
   SweepConstants k;
   k.fast = !a.cnn && !sh.experts && !(run.prefill_chunk_tokens > 0) && !(run.cublas_above_rows > 0) &&
            !masked_mha_decode(w) && !(host_seconds_per_sequence(w) > 0) &&  // old releases: the generic path
-           !(r.python_op_seconds > 0) &&  // generate()'s host/GPU overlap: the generic path
+           !(r.python_op_seconds > 0) &&            // generate()'s host/GPU overlap: the generic path
+           !(r.tinygemm_seconds_per_weight > 0) &&  // tinygemm's passes per 16 rows: the generic path
            !(engine_perf_at(w.engine, w.engine_version).context_enqueue_seconds_per_layer > 0);  // GptSession
   const double tp = std::max(1, w.tp);
   k.ab = run.activation_bytes;

@@ -152,6 +152,12 @@ PerfRun run_for(const PerfSetup& s, const PerfDevice& device, int count) {
         break;
     }
   }
+  // Compiled PyTorch runs int4 weight-only linears with tinygemm (gpt-fast quantize.py
+  // WeightOnlyInt4Linear, torchao int4 weight-only's tensor-core tiled layout): constants.h, "tinygemm".
+  if (s.workload.task == Task::kInfer && s.workload.engine == Engine::kTorchCompile &&
+      (s.workload.weights == WeightFormat::kInt4Gptq || s.workload.weights == WeightFormat::kInt4Awq)) {
+    w.tinygemm = true;
+  }
   if (w.dp <= 0) w.dp = std::max(1, count / std::max(1, s.workload.tp * s.workload.pp));
   return w;
 }

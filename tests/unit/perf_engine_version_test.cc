@@ -244,5 +244,27 @@ TEST(VllmVersions, MaxNumSeqsIs1024OnLargeGpusFrom09ButNotOnTheA100) {
   EXPECT_EQ(serving_batch("l40s", "vllm"), perf::kVllmMaxNumSeqs);            // 48 GB: under 70 GiB
 }
 
+TEST(Tinygemm, CompiledInt4AddsItsIssueTimeToItsTransfer) {
+  // constants.h, "tinygemm": compiled PyTorch's int4 linears run _weight_int4pack_mm, whose ~145 warp
+  // instructions per 1024 weights add to the transfer time at 4 issues per SM per clock.
+  Json req{{"model", "llama-2-7b"}, {"weights", "int4-gptq"}, {"engine", "torch-compile"}, {"batch", 1},
+           {"input_tokens", 5},     {"output_tokens", 200}};
+  Predicted p = predict("a100-80gb-sxm4", req);
+  EXPECT_TRUE(p.run.tinygemm);
+  const auto d = perf_device(Target::linked(*Catalog::embedded()->resolve("a100-80gb-sxm4"), 1));
+  EXPECT_DOUBLE_EQ(d.sm_clock_hz, 1410e6);
+  const double with = p.perf.tpot_seconds;
+  p.run.tinygemm = false;
+  const double without = predict_inference(p.setup.arch, d, p.setup.workload, p.run, p.setup.efficiency).tpot_seconds;
+  // Llama-2-7B's 32 layers of 4 x 4096^2 + 3 x 4096 x 11008 quantized weights, one 16-row pass.
+  const double weights = 32.0 * (4.0 * 4096 * 4096 + 3.0 * 4096 * 11008);
+  const double issue =
+      weights * perf::kTinygemmWarpInstructionsPerWeight / (108 * perf::kWarpIssuesPerSmPerCycle * 1410e6);
+  EXPECT_NEAR(with - without, issue, 0.01 * issue);
+  // Other engines' int4 kernels keep the dequantizing roofline.
+  req["engine"] = "vllm";
+  EXPECT_FALSE(predict("a100-80gb-sxm4", req).run.tinygemm);
+}
+
 }  // namespace
 }  // namespace gpuplan
