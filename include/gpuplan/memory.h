@@ -82,6 +82,7 @@ struct PreparedWorkload {
   double load_peak_bytes = 0;       // MemoryBreakdown::load_peak_bytes, resolved once (it reads no batch)
   double load_transient_bytes = 0;  // what loading allocates and frees beside the weights (torchao 0.1 NF4)
   bool preallocated_kv = false;     // the KV cache of batch x context exists from load (AutoAWQ fused modules)
+  bool kv_concat_copy = false;      // each decode step builds a new cache beside the old (transformers < 4.42)
   double eager_score_bytes = 0;     // bytes per eager attention score when the engine fixes them (AutoAWQ)
   double prompt_logit_bytes = 0;    // the head runs on every token of a step: bytes per logit (AutoAWQ)
 };

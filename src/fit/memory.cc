@@ -212,6 +212,40 @@ constexpr double kAutoawqEagerScoreBytes = k16BitBytes + kFp32Bytes + kFp32Bytes
 // model"; up to 4.45 LlamaForCausalLM ran `logits = logits.float()`).
 constexpr EngineVersion kAutoawqSdpaSince{{0, 2, 7}, true, 3, '.'};
 
+// ---- transformers' generate() by release (issue #17, session 8; docs/model.md "transformers' generate() by
+// release") --------------------------------------------------------------------------------------------------
+// Before 4.45 every CausalLM forward ran the head on every position (`logits = self.lm_head(hidden_states)`)
+// and the Llama-like models upcast the result (`logits = logits.float()`, LlamaForCausalLM.forward of 4.3x,
+// modeling_qwen2.py of v4.41.2 line 1163, as issue 30860 quotes it): the prefill holds batch x prompt x vocab
+// logits in 16 bits and their fp32 copy at once, beside the last hidden states. PR 31292 (num_logits_to_keep,
+// ready to merge 2024-08-23, after the 4.44 branch) makes generate() ask for the last position only; the first
+// release with it is 4.45.0.
+constexpr EngineVersion kTransformersLastLogitSince{{4, 45, 0}, true, 3, '.'};
+// Llama-like models got torch SDPA attention in 4.36 (issue 28005: "In Transformers 4.36, we started adding
+// native support of torch.nn.functional.scaled_dot_product_attention (SDPA), enabled by default"); before, their
+// attention is eager whatever the workload says.
+constexpr EngineVersion kTransformersSdpaSince{{4, 36, 0}, true, 3, '.'};
+// Eager LlamaAttention: `softmax(attn_weights, dim=-1, dtype=torch.float32).to(query_states.dtype)` holds the
+// 16-bit scores (the softmax input), their fp32 softmax (ATen's half-to-float softmax, no copy of the input) and
+// its 16-bit cast at once: 2 + 4 + 2 B per score (modeling_llama.py, LlamaAttention.forward, 4.3x and eager
+// since).
+constexpr double kTransformersLlamaEagerScoreBytes = k16BitBytes + kFp32Bytes + k16BitBytes;
+
+// Each decode step builds a new cache beside the old: the attention layers grow it with `key_states =
+// torch.cat([past_key_value[0], key_states], dim=2)` (tuples, and DynamicCache.from_legacy_cache over them from 4.36)
+// while generate()'s model_kwargs still hold the previous step's cache until the forward returns, and the first
+// step's outputs (its logits of every prompt token) stay referenced into the second step. transformers PR 30536
+// ("Reduce by 2 the memory requirement in generate()", comment of 2024-05-07: "the memory peak consisted of
+// 2*past_KV + first_iteration_logits") removed both; 4.41.0 (2024-05-17) was branched before it, so the first
+// release without them is taken as 4.42.0.
+constexpr EngineVersion kTransformersSingleCacheSince{{4, 42, 0}, true, 3, '.'};
+
+// The architectures whose transformers forward upcasts the logits and whose attention follows LlamaAttention.
+bool transformers_llama_like(const Model& m) {
+  return m.architecture == "llama" || m.architecture == "mistral" || m.architecture == "mixtral" ||
+         m.architecture == "qwen2";
+}
+
 // Weight bytes per GPU of `wb` split as the workload splits its model: pipeline stages hold ceil(L/pp)
 // layers and the stage with the embedding (or head) holds it too; tensor parallelism divides each.
 double per_gpu_weight_bytes(const Workload& w, const WeightBytes& wb, double layer_fraction) {
@@ -508,6 +542,19 @@ Result<PreparedWorkload> prepare(const Workload& requested) {
     // upcast to fp32 by the transformers of the releases before 0.2.7.
     p.prompt_logit_bytes = k16BitBytes + (before_sdpa ? kFp32Bytes : 0.0);
   }
+  if (requested.engine == Engine::kTransformers && !is_training(w.task) && m.kind == ModelKind::kDecoder &&
+      transformers_llama_like(m) && requested.engine_version.given) {
+    // A release before 4.45 computes the logits of every prompt token (fp16 + fp32 upcast); before 4.36 the
+    // attention is eager. No release given: today's transformers (last position only, SDPA).
+    if (version_before(requested.engine_version, kTransformersLastLogitSince)) {
+      p.prompt_logit_bytes = k16BitBytes + kFp32Bytes;
+    }
+    if (version_before(requested.engine_version, kTransformersSdpaSince)) p.eager_inference = true;
+    p.kv_concat_copy = version_before(requested.engine_version, kTransformersSingleCacheSince);
+  }
+  if (requested.engine == Engine::kTransformers && p.eager_inference && transformers_llama_like(m)) {
+    p.eager_score_bytes = kTransformersLlamaEagerScoreBytes;
+  }
   p.rms_norm = m.architecture != "falcon" && m.architecture != "bloom" && m.architecture != "gpt_bigcode" &&
                m.architecture != "gptj" && m.architecture != "opt" && m.architecture != "bert" &&
                m.architecture != "gpt2";
@@ -644,8 +691,17 @@ void add_inference(const PreparedWorkload& p, int64_t batch, int64_t context, Me
                                                          : b * kv_bytes_per_sequence(p, prompt);
   const double at_prefill = kv_prompt + r.activations_bytes;
   const InferAct decode = m.kind == ModelKind::kDecoder ? inference_activations(p, batch, 1) : act;
-  const double at_end = r.kv_cache_bytes + decode.total();
-  const double dynamic = std::max(at_prefill, at_end);
+  // transformers before 4.42 holds the previous step's cache beside the new one once a decode step runs, and the
+  // second step still holds the first step's fp32 logits of every prompt token (kTransformersSingleCacheSince).
+  const bool decodes = p.kv_concat_copy && m.kind == ModelKind::kDecoder && context - prompt >= 2;
+  const double old_kv = decodes ? b * kv_bytes_per_sequence(p, context - 1) : 0.0;
+  const double at_end = r.kv_cache_bytes + old_kv + decode.total();
+  const double leaked_logits =
+      p.prompt_logit_bytes > 0 ? b * static_cast<double>(prompt) * static_cast<double>(m.vocab) * kFp32Bytes : 0.0;
+  const double at_second = decodes ? b * (kv_bytes_per_sequence(p, prompt) + kv_bytes_per_sequence(p, prompt + 1)) +
+                                         leaked_logits + decode.total()
+                                   : 0.0;
+  const double dynamic = std::max({at_prefill, at_end, at_second});
   r.allocator_slack_bytes = kAllocatorSlackFraction * dynamic;
   r.runtime_overhead_bytes = r.cuda_context_bytes + r.workspace_bytes + r.communication_bytes + r.allocator_slack_bytes;
   r.total_bytes = r.weights_bytes + dynamic + r.runtime_overhead_bytes;
@@ -990,7 +1046,8 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
                              num(static_cast<double>(md.hidden)) + " hidden) x " + num(activation_element_bytes(w)) +
                              " B" + (w.tp > 1 ? " (MLP / tp)" : "");
     if (a.logits_after_layers) {
-      aexp = std::string("Activations (AutoAWQ fused modules") +
+      aexp = std::string(p.preallocated_kv ? "Activations (AutoAWQ fused modules"
+                                           : "Activations (transformers before 4.45: the head on every prompt token") +
              (p.eager_score_bytes > 0
                   ? ", eager prefill: fp16 scores + fp32 softmax, " + num(p.eager_score_bytes) + " B per score"
                   : ", SDPA prefill") +

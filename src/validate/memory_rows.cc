@@ -71,7 +71,11 @@ RowPrediction predict_memory_row(const Catalog& catalog, const Json& row) {
     p.value = metric == "total_bytes" ? torch_held - m.allocator_slack_bytes
                                       : (nvidia_smi ? torch_held + outside_torch : torch_held);
   } else if (metric == "total_bytes") {
-    p.value = m.allocated_bytes();
+    // optimum's benchmark_gptq.py reports PyTorch's peak allocated memory plus nvidia-smi's peak less
+    // PyTorch's peak reserved (tests/benchmark/benchmark_gptq.py, benchmark_memory): the memory outside
+    // PyTorch (CUDA context, communication buffers) rides on top of the allocated peak.
+    const bool plus_outside = means.find("plus the memory outside PyTorch") != std::string::npos;
+    p.value = m.allocated_bytes() + (plus_outside ? m.cuda_context_bytes + m.communication_bytes : 0.0);
   } else if (metric == "reserved_bytes") {
     // nvidia-smi's "used" also holds the CUDA context and communication buffers.
     p.value = nvidia_smi ? m.total_bytes : m.reserved_bytes();

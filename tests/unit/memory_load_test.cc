@@ -173,5 +173,41 @@ TEST(MemoryLoad, AutoawqFusedCacheAndEagerPrefill) {
   EXPECT_LT(estimate_memory(prepared("llama-2-7b", hf)).allocated_bytes(), sdpa);
 }
 
+// transformers' generate() by release (docs/model.md "transformers' generate() by release"): before 4.45 the head
+// runs on every prompt token (fp16 logits + their fp32 upcast), before 4.36 Llama's attention is eager (2 + 4 + 2 B
+// per score), and before 4.42 a decode step holds the previous step's cache beside the new one.
+TEST(MemoryLoad, TransformersGenerateByRelease) {
+  const nlohmann::ordered_json base = {
+      {"weights", "fp16"}, {"batch", 16}, {"input_tokens", 512}, {"output_tokens", 512}, {"context", 1024}};
+  nlohmann::ordered_json old = base;
+  old["engine"] = "transformers@4.32.0";
+  const PreparedWorkload p_old = prepared("llama-2-13b", old);
+  EXPECT_EQ(p_old.prompt_logit_bytes, 6.0);
+  EXPECT_TRUE(p_old.eager_inference);
+  EXPECT_EQ(p_old.eager_score_bytes, 8.0);
+  EXPECT_TRUE(p_old.kv_concat_copy);
+  nlohmann::ordered_json now = base;
+  now["engine"] = "transformers";
+  const PreparedWorkload p_now = prepared("llama-2-13b", now);
+  EXPECT_EQ(p_now.prompt_logit_bytes, 0.0);
+  EXPECT_FALSE(p_now.eager_inference);
+  EXPECT_FALSE(p_now.kv_concat_copy);
+  nlohmann::ordered_json mid = base;
+  mid["engine"] = "transformers@4.44.2";  // one cache, SDPA, still every prompt token's logits
+  const PreparedWorkload p_mid = prepared("llama-2-13b", mid);
+  EXPECT_EQ(p_mid.prompt_logit_bytes, 6.0);
+  EXPECT_FALSE(p_mid.eager_inference);
+  EXPECT_FALSE(p_mid.kv_concat_copy);
+  // At the end of generation 4.32 holds two caches: 16 x 1023 tokens x 40 layers x 2 x 5120 x 2 B more.
+  const double extra = estimate_memory(p_old).allocated_bytes() - estimate_memory(p_now).allocated_bytes();
+  EXPECT_GT(extra, 0.99 * 16.0 * 1023 * 40 * 2 * 5120 * 2);
+  // A prefill-only call (one new token) runs no decode step: no second cache.
+  nlohmann::ordered_json prefill = old;
+  prefill["output_tokens"] = 1;
+  prefill["context"] = 513;
+  const MemoryBreakdown m_prefill = estimate_memory(prepared("llama-2-13b", prefill));
+  EXPECT_LT(m_prefill.allocated_bytes(), estimate_memory(p_old).allocated_bytes() - extra / 2);
+}
+
 }  // namespace
 }  // namespace gpuplan
