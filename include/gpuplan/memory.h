@@ -100,9 +100,15 @@ MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch = -1, i
 // Memory a target offers a workload: NVML's total (or the MIG instance's) less the driver's reserve.
 double capacity_bytes(const Target& t);
 
+// SGLang's default --mem-fraction-static for workload `w` (its tp, pp and engine version) on a GPU of
+// `gpu_total_bytes` (nvidia-smi's memory.total): the share of the memory free at start-up that weights and
+// the KV pool may take (server_args.py; memory.cc has the three generations of the rule and their sources).
+double sglang_mem_fraction_static(const Workload& w, double gpu_total_bytes);
+
 struct TargetFit {
   double capacity_bytes = 0;  // per GPU
-  double limit_bytes = 0;     // what the engine may use of it (vLLM: gpu_memory_utilization x capacity)
+  double limit_bytes = 0;     // what the engine may use of it (vLLM: gpu_memory_utilization x capacity;
+                           // SGLang: context + mem_fraction_static of the rest + what activations use of the reserve)
   double total_bytes = 0;     // per GPU
   double headroom_bytes = 0;  // limit - total
   bool fits = false;          // false when refused: a configuration no engine runs does not fit
@@ -112,8 +118,8 @@ struct TargetFit {
   std::optional<RefusalCode> refusal;
   int64_t max_batch = 0;       // at the workload's context
   int64_t max_context = 0;     // at the workload's batch, capped at the model's max positions
-  double kv_pool_bytes = 0;    // vLLM: KV cache it allocates
-  int64_t kv_pool_tokens = 0;  // vLLM: tokens that pool holds (blocks x 16)
+  double kv_pool_bytes = 0;    // vLLM / SGLang: KV cache it allocates
+  int64_t kv_pool_tokens = 0;  // vLLM: tokens that pool holds (blocks x 16); SGLang: token-granular pages
   MemoryBreakdown memory;
 };
 

@@ -45,6 +45,7 @@ enum class Engine {
   kExllama,
   kTorchCompile,  // compiled PyTorch: torch.compile reduce-overhead + static KV cache (gpt-fast, torchchat)
   kAutoawq,       // AutoAWQ with fused modules: transformers' loader, its own attention and preallocated KV cache
+  kSglang,        // SGLang's runtime: token-granular KV pool in mem_fraction_static of the GPU, CUDA graphs
   kAuto
 };
 // A version of an engine, `--engine NAME@VERSION`: up to three numbers separated by '.' or '-', a release

@@ -45,6 +45,32 @@ constexpr int64_t kVllmBlockTokens = 16;
 constexpr double kVllmMaxNumSeqs = 256;
 // vLLM V1 default max_num_batched_tokens for serving with chunked prefill (vllm/engine/arg_utils.py).
 constexpr int64_t kVllmDefaultChunkTokens = 8192;
+// SGLang (python/sglang/srt, github.com/sgl-project/sglang). model_executor/model_runner.py
+// profile_max_num_token sizes the KV pool from the memory free at start-up (total_gpu_memory, measured after
+// CUDA initialisation) and the memory free after loading: rest = available - total_gpu_memory x (1 -
+// mem_fraction_static), max_total_num_tokens = rest / cell_size, cell_size = kv_heads / tp x head_dim x layers
+// x 2 x element bytes per token (page size 1: no block rounding). So weights + KV pool take mem_fraction_static
+// of the free memory; activations, CUDA graph buffers and sampling live in the rest ("mem_fraction_static =
+// (model weights + KV cache pool) / GPU memory capacity", docs/advanced_features/hyperparameter_tuning.md).
+// The default fraction (server_args.py __post_init__ / _handle_gpu_memory_settings), three generations:
+// - before 0.4.7, by tensor-parallel degree: tp >= 16: 0.79, >= 8: 0.81 (0.83 in the 0.2/0.3 server_args),
+//   >= 4: 0.85, >= 2: 0.87, else 0.88.
+// - PR #7054 ("Simplify the heuristics for setting --mem-fraction-static", 2025-06-10; 0.4.7 is the first
+//   release after it): reserve by GPU memory, parallel = tp x pp: below 35 GiB (2.8 + parallel / 10) GiB,
+//   below 90 GiB (9.5 + parallel / 2) GiB (H100, A100), below 160 GiB (12 + parallel / 2) GiB (H20, H200),
+//   else 32 GiB (B200, MI300); fraction = (memory - reserve) / memory.
+// - PR #10975 ("Use more general heuristics to set the default value of --mem-fraction-static",
+//   2025-09-27; 0.5.3 the first release after it) and the current release: reserve in MiB = 512 + 1.5 x
+//   max(chunked_prefill_size, 2048) (activations) + 2 x cuda_graph_max_bs (graph buffers) + tp x pp / 8 x
+//   1024, at least 10 GiB on GPUs over 60 GiB, with chunked_prefill_size 2048 below 35 GiB, 8192 below 160
+//   GiB, else 16384, and cuda_graph_max_bs 24 / 256 / 512 in the same buckets (an H100 80GB: 13440 MiB,
+//   0.836). Rounded to 3 decimals as SGLang does.
+constexpr EngineVersion kSglangGpuMemoryReserveSince{{0, 4, 7}, true, 3, '.'};
+constexpr EngineVersion kSglangGeneralReserveSince{{0, 5, 3}, true, 3, '.'};
+constexpr EngineVersion kSglangTp8Fraction081Since{{0, 4, 0}, true, 3, '.'};
+// SGLang's default chunked prefill (server_args.py: 8192; 2048 below 25 GiB before 0.4.7 and below 35 GiB
+// after): the largest forward step, whose activations the reserve holds.
+constexpr int64_t kSglangChunkTokens = 8192;
 // TGI default --max-batch-prefill-tokens (text-generation-launcher docs).
 constexpr int64_t kTgiPrefillTokens = 4096;
 // TGI warm-up with prefill log-probs: the gathered logits and their log_softmax, both tokens x vocab in
@@ -333,6 +359,11 @@ InferAct inference_activations(const PreparedWorkload& p, int64_t batch, int64_t
       seqs = kVllmMaxNumSeqs;
       break;
     }
+    case Engine::kSglang:
+      // SGLang keeps the rest of the GPU for its largest step, one chunk of the chunked prefill, whatever
+      // the requests are (the reserve of server_args.py is sized from chunked_prefill_size).
+      tokens = static_cast<double>(w.max_num_batched_tokens > 0 ? w.max_num_batched_tokens : kSglangChunkTokens);
+      break;
     case Engine::kTgi:
       // TGI's warm-up prefills its whole --max-batch-prefill-tokens budget before serving, whatever the
       // requests will be (router warmup: requests until the budget is filled).
@@ -358,7 +389,7 @@ InferAct inference_activations(const PreparedWorkload& p, int64_t batch, int64_t
   a.attn_bytes = tokens * (qkv + h / tp + 2.0 * h) * e;
   // Eager attention materialises batch x heads x prompt x prompt scores (and softmax output); models
   // that upcast the softmax to fp32 (BLOOM, StarCoder) hold fp32 copies too (p.eager_inference).
-  if (p.eager_inference && w.engine != Engine::kVllm && w.engine != Engine::kTgi) {
+  if (p.eager_inference && w.engine != Engine::kVllm && w.engine != Engine::kTgi && w.engine != Engine::kSglang) {
     const double score_bytes =
         p.eager_score_bytes > 0 ? p.eager_score_bytes : 2.0 * e + (m.eager_fp32_softmax ? 8.0 : 0.0);
     const double p2 = static_cast<double>(prompt) * static_cast<double>(prompt);
@@ -379,7 +410,7 @@ InferAct inference_activations(const PreparedWorkload& p, int64_t batch, int64_t
   }
   // 4-bit kernels dequantize the weight they multiply to fp16 for prefill (bitsandbytes 4-bit,
   // AutoGPTQ exllama temp_dq, AutoAWQ for long inputs): one largest matrix per GPU.
-  if (quantized_dequant(w.weights) && w.engine != Engine::kVllm) {
+  if (quantized_dequant(w.weights) && w.engine != Engine::kVllm && w.engine != Engine::kSglang) {
     a.dequant_bytes = p.weights.largest_matrix_parameters * 2.0 / tp;
   }
   return a;
@@ -675,8 +706,9 @@ void add_inference(const PreparedWorkload& p, int64_t batch, int64_t context, Me
   const InferAct act = inference_activations(p, batch, context);
   r.activations_bytes = act.total();
   r.workspace_bytes += act.dequant_bytes;
-  if (w.engine == Engine::kVllm) {
-    // vLLM allocates the KV pool once (no slack); the profile run's activations are freed.
+  if (w.engine == Engine::kVllm || w.engine == Engine::kSglang) {
+    // vLLM allocates the KV pool once (no slack); the profile run's activations are freed. SGLang too
+    // allocates its pool at start-up; its largest step is a prefill chunk.
     r.allocator_slack_bytes = kAllocatorSlackFraction * r.activations_bytes;
     r.runtime_overhead_bytes =
         r.cuda_context_bytes + r.workspace_bytes + r.communication_bytes + r.allocator_slack_bytes;
@@ -892,9 +924,50 @@ double MemorySweep::total_bytes(int64_t batch, int64_t prompt_tokens, int64_t co
 
 double capacity_bytes(const Target& t) { return t.memory_total_bytes() * (1.0 - kDriverReserveFraction); }
 
+double sglang_mem_fraction_static(const Workload& w, double gpu_total_bytes) {
+  const EngineVersion& v = w.engine_version;
+  const int tp = std::max(1, w.tp);
+  if (version_before(v, kSglangGpuMemoryReserveSince)) {
+    if (tp >= 16) return 0.79;
+    if (tp >= 8) return version_before(v, kSglangTp8Fraction081Since) ? 0.83 : 0.81;
+    if (tp >= 4) return 0.85;
+    if (tp >= 2) return 0.87;
+    return 0.88;
+  }
+  const double gpu_mib = gpu_total_bytes / kBytesPerMib;
+  if (gpu_mib <= 0) return 0.88;  // SGLang's fallback when the capacity is unknown
+  const double parallel = static_cast<double>(tp) * std::max(1, w.pp);
+  double reserve_mib = 0;
+  if (version_before(v, kSglangGeneralReserveSince)) {
+    const double gib = gpu_mib < 35 * 1024.0    ? 2.8 + parallel / 10
+                       : gpu_mib < 90 * 1024.0  ? 9.5 + parallel / 2
+                       : gpu_mib < 160 * 1024.0 ? 12 + parallel / 2
+                                                : 32;
+    reserve_mib = gib * 1024;
+  } else {
+    const double chunk = gpu_mib < 35 * 1024.0 ? 2048 : gpu_mib < 160 * 1024.0 ? 8192 : 16384;
+    const double graph_bs = gpu_mib < 35 * 1024.0 ? 24 : gpu_mib < 160 * 1024.0 ? 256 : 512;
+    reserve_mib = 512 + 1.5 * std::max(chunk, 2048.0) + 2 * graph_bs + parallel / 8 * 1024;
+    if (gpu_mib > 60 * 1024.0) reserve_mib = std::max(reserve_mib, 10 * 1024.0);
+  }
+  return std::round((gpu_mib - reserve_mib) / gpu_mib * 1000) / 1000;
+}
+
 namespace {
 
-double limit_for(const PreparedWorkload& p, double capacity) {
+// SGLang: the CUDA context, mem_fraction_static of the memory free after it (weights, KV pool, buffers
+// allocated at start-up), and the activations in the rest; activations larger than the rest eat into the
+// fraction (SGLang would run out of memory at its first long prefill).
+double sglang_limit(const PreparedWorkload& p, const Target& t, double capacity) {
+  const MemoryBreakdown m = estimate_memory(p, 1, 1, t.link);
+  const double free_at_start = std::max(0.0, capacity - m.cuda_context_bytes);
+  const double fraction = sglang_mem_fraction_static(p.workload, t.memory_total_bytes());
+  const double dynamic = m.activations_bytes + m.allocator_slack_bytes + m.workspace_bytes;
+  return m.cuda_context_bytes + fraction * free_at_start + std::min(dynamic, (1.0 - fraction) * free_at_start);
+}
+
+double limit_for(const PreparedWorkload& p, const Target& t, double capacity) {
+  if (p.workload.engine == Engine::kSglang) return sglang_limit(p, t, capacity);
   return p.workload.engine == Engine::kVllm ? capacity * p.workload.gpu_memory_utilization : capacity;
 }
 
@@ -923,7 +996,7 @@ TargetFit fit_target(const PreparedWorkload& p, const Target& t) {
   const Workload& w = p.workload;
   TargetFit f;
   f.capacity_bytes = capacity_bytes(t);
-  f.limit_bytes = limit_for(p, f.capacity_bytes);
+  f.limit_bytes = limit_for(p, t, f.capacity_bytes);
   f.memory = estimate_memory(p, -1, -1, t.link);
   f.total_bytes = f.memory.total_bytes;
   f.headroom_bytes = f.limit_bytes - f.total_bytes;
@@ -951,6 +1024,14 @@ TargetFit fit_target(const PreparedWorkload& p, const Target& t) {
     const double block_bytes = p.kv_full_bytes_per_token * kVllmBlockTokens;
     const double blocks = block_bytes > 0 ? std::floor(f.kv_pool_bytes / block_bytes) : 0;
     f.kv_pool_tokens = static_cast<int64_t>(blocks) * kVllmBlockTokens;
+  }
+  if (w.engine == Engine::kSglang && w.model->kind == ModelKind::kDecoder) {
+    // profile_max_num_token: what the fraction leaves after weights and start-up buffers, in tokens.
+    const MemoryBreakdown& m = f.memory;
+    f.kv_pool_bytes = std::max(0.0, limit - (m.total_bytes - m.kv_cache_bytes));
+    f.kv_pool_tokens = p.kv_full_bytes_per_token > 0
+                           ? static_cast<int64_t>(std::floor(f.kv_pool_bytes / p.kv_full_bytes_per_token))
+                           : 0;
   }
   const int64_t max_positions = w.model->max_positions > 0 ? w.model->max_positions : (int64_t{1} << 24);
   if (w.model->kind == ModelKind::kCnn) {
@@ -1125,7 +1206,7 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
            (m.communication_bytes > 0 ? " + communication buffers " + format_gib(m.communication_bytes) : "") + " = " +
            format_gib(m.runtime_overhead_bytes)});
   std::string texp = "Peak per GPU";
-  if (w.task == Task::kInfer && w.engine != Engine::kVllm)
+  if (w.task == Task::kInfer && w.engine != Engine::kVllm && w.engine != Engine::kSglang)
     texp += " (live set at prefill or at the last token, whichever is larger)";
   const bool one_gradient = w.cpu_offload || (w.optimizer_in_backward && w.task == Task::kTrain);
   if (w.task != Task::kInfer && one_gradient)

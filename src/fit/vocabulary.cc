@@ -85,6 +85,14 @@ constexpr EngineRow kEngineTable[] = {
      "memory and rules of transformers",
      {E::kTransformers, E::kTransformers, E::kTransformers},
      E::kAutoawq},
+    // SGLang sizes its KV pool from mem_fraction_static (memory.cc) and refuses what vLLM refuses: the same
+    // kernels (FlashInfer / FA3, Marlin, fp8) and formats, a paged (token-granular) KV cache, no training.
+    {"sglang",
+     "sgl sglang-runtime",
+     "SGLang: KV pool in mem_fraction_static of the GPU (0.88 at tp 1 before 0.4.7), CUDA graphs, overlapped "
+     "scheduler from 0.4; vLLM's refusal rules",
+     {E::kSglang, E::kVllm, E::kVllm},
+     E::kSglang},
     // "auto": the perf model's tuned engine. Inference runs as a tuned serving engine (vLLM's refusal
     // rules, max_num_seqs), training as PyTorch; both are sized with the transformers memory profile.
     {"auto",

@@ -199,6 +199,27 @@ inline constexpr EngineVersion kVllmLargeGpuDefaultsSince{{0, 9, 0}, true, 3, '.
 //   A request's first step after an idle engine still waits for its schedule (prefill keeps the host step).
 inline constexpr EngineVersion kVllmAsyncSchedulingSince{{0, 14, 0}, true, 3, '.'};
 inline constexpr int64_t kVllmMaxNumSeqs = 256;
+// SGLang (github.com/sgl-project/sglang):
+// - The overlap ("zero-overhead") scheduler: "The scheduler runs one batch ahead and prepares all the metadata
+//   required for the next batch ... we can keep the GPUs always busy" (SGLang v0.4 blog, lmsys.org
+//   2024-12-04, "Zero-Overhead Batch Scheduler"; managers/tp_worker_overlap_thread.py, scheduler.py
+//   event_loop_overlap; default since PR #2067 "Enable overlap by default", 2024-11-19, announced with v0.4.0;
+//   --disable-overlap-schedule turns it off). As vLLM's async scheduling: a busy decode step costs
+//   max(GPU, host). bench_one_batch drives the model runner without the scheduler; gpuplan does not tell
+//   the two apart.
+inline constexpr EngineVersion kSglangOverlapScheduleSince{{0, 4, 0}, true, 3, '.'};
+// - Host work per step: SGLang runs tokenization (TokenizerManager), the scheduler with the model runner,
+//   and detokenization (DetokenizerManager) in separate processes (managers/), the layout vLLM V1 adopted,
+//   so its per-step host critical path is priced as V1's (kStepSecondsVllmV1, 0.5 ms); not fitted to a row.
+inline constexpr double kStepSecondsSglang = kStepSecondsVllmV1;
+// - Attention on Hopper: FlashAttention 3 is the default backend on sm90 "since v0.4.5.post1" (issue #5514,
+//   zhyncs 2025-04-18; server_args.py picks fa3 for sm90 when the model supports it); EngineVersion has no
+//   post-releases, so from 0.4.6. Before it FlashInfer (the default from 0.2), held to FA2's Hopper share.
+inline constexpr EngineVersion kSglangFa3DefaultSince{{0, 4, 6}, true, 3, '.'};
+// - Requests in flight: the request-to-token pool holds at most 4096 requests (model_runner.py
+//   init_memory_pool: max_num_reqs = min(max(max_total_num_tokens / context_len * 512, 2048), 4096));
+//   below it the KV pool bounds them.
+inline constexpr int64_t kSglangMaxRunningRequests = 4096;
 inline constexpr int64_t kVllmMaxNumSeqsLargeGpu = 1024;
 inline constexpr double kVllmLargeGpuMinBytes = 70.0 * 1024 * 1024 * 1024;
 // vLLM before 0.6.0 (the V0 engine of 0.4 and 0.5): the step's outputs (sampler results into sequence
@@ -344,6 +365,10 @@ inline constexpr EnginePerf kEnginePerfTable[] = {
     {Engine::kTorchCompile, kKernelsPerLayerCompiled, kStepSecondsCompiled, true, false, false, true},
     // AutoAWQ's fused modules: a transformers model driven from Python, as transformers is priced.
     {Engine::kAutoawq, kKernelsPerLayerEager, kStepSecondsEager, false, false, false, false},
+    // SGLang: per layer python/sglang/srt/models/llama.py runs fused add+RMSNorm (sgl-kernel), qkv_proj,
+    // rotary, KV write, attention, o_proj, fused add+RMSNorm, gate_up_proj, SiluAndMul, down_proj: a
+    // serving engine's 10; CUDA graphs for decode (cuda_graph_runner.py) unless --disable-cuda-graph.
+    {Engine::kSglang, kKernelsPerLayerServing, kStepSecondsSglang, true, false, false, true},
     // "auto", the tuned engine: a serving engine's kernels and vLLM's host work.
     {Engine::kAuto, kKernelsPerLayerServing, kStepSecondsVllm, true, false, false, true},
 };
@@ -370,6 +395,10 @@ constexpr EnginePerf engine_perf_at(Engine e, const EngineVersion& v) {
   }
   if (e == Engine::kTensorrtLlm && version_before(v, kTensorrtLlmExecutorSince)) {
     p.context_enqueue_seconds_per_layer = kTensorrtSessionContextEnqueueSecondsPerLayer;
+  }
+  if (e == Engine::kSglang) {
+    p.overlapped_host = !version_before(v, kSglangOverlapScheduleSince);
+    p.hopper_attention = !version_before(v, kSglangFa3DefaultSince);
   }
   return p;
 }

@@ -228,7 +228,9 @@ Result<MemoryVerdict> MemoryCache::verdict(const Target& t) {
     v.serving_max_batch = sf.kv_pool_tokens > 0
                               ? static_cast<int64_t>(std::floor(static_cast<double>(sf.kv_pool_tokens) / mean_tokens))
                               : sf.max_batch;
-    if (serve->rules_engine == Engine::kVllm) {  // vLLM, and "auto" inference
+    if (s_.workload.engine == Engine::kSglang) {  // its request pool (constants.h kSglangMaxRunningRequests)
+      v.serving_max_batch = std::min(v.serving_max_batch, kSglangMaxRunningRequests);
+    } else if (serve->rules_engine == Engine::kVllm) {  // vLLM, and "auto" inference
       v.serving_max_batch = std::min(v.serving_max_batch, vllm_max_num_seqs(s_.workload, tc));
     }
     if (s_.workload.engine == Engine::kTensorrtLlm) {  // trtllm-bench's max batch (constants.h)
