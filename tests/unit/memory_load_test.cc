@@ -8,6 +8,7 @@
 #include "gpuplan/memory.h"
 #include "gpuplan/perf.h"
 #include "gpuplan/sweep.h"
+#include "workload_test_util.h"
 
 namespace gpuplan {
 namespace {
@@ -15,21 +16,8 @@ namespace {
 // Bytes of one GB as the sources print them (decimal).
 constexpr double kGb = 1e9;
 
-PreparedWorkload prepared(const char* model, nlohmann::ordered_json extra) {
-  extra["model"] = model;
-  auto w = parse_workload(extra);
-  EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message);
-  auto p = prepare(*w);
-  EXPECT_TRUE(p.ok());
-  return *p;
-}
-
-Target gpus(const char* id, int count) {
-  auto catalog = Catalog::embedded();
-  auto ref = catalog->resolve(id);
-  EXPECT_TRUE(ref.ok());
-  return Target::linked(*ref, count);
-}
+using testing_util::gpus;
+using testing_util::prepared;
 
 // TensorRT-LLM issue 1331, maintainer: "A BF16 LLaMA 70B is about 140G, a FP8 LLaMA 70B is about 70G. So,
 // the peak GPU memory consumption when doing FP8 quantizaton is more than 210G ... we need a node with 4*

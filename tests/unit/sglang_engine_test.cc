@@ -8,24 +8,13 @@
 #include "gpuplan/memory.h"
 #include "gpuplan/workload.h"
 #include "perf/constants.h"
+#include "workload_test_util.h"
 
 namespace gpuplan {
 namespace {
 
-PreparedWorkload prepared(const char* model, nlohmann::ordered_json extra) {
-  extra["model"] = model;
-  auto w = parse_workload(extra);
-  EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message);
-  auto p = prepare(*w);
-  EXPECT_TRUE(p.ok());
-  return *p;
-}
-
-Target gpus(const char* id, int count) {
-  auto ref = Catalog::embedded()->resolve(id);
-  EXPECT_TRUE(ref.ok());
-  return Target::linked(*ref, count);
-}
+using testing_util::gpus;
+using testing_util::prepared;
 
 Workload sglang(const char* engine, int tp) {
   auto w = parse_workload({{"model", "llama-3.1-8b"}, {"engine", engine}, {"tp", tp}, {"count", tp}});
