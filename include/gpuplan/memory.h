@@ -100,6 +100,11 @@ MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch = -1, i
 // Memory a target offers a workload: NVML's total (or the MIG instance's) less the driver's reserve.
 double capacity_bytes(const Target& t);
 
+// Engines that allocate their KV pool once, at start-up, from a share of the GPU (vLLM's gpu_memory_utilization,
+// SGLang's mem_fraction_static): a fit reports that pool (limit_bytes, kv_pool_bytes, kv_pool_tokens), their
+// attention kernels never materialise scores, and their quantized kernels keep no dequantized matrix.
+bool kv_pool_at_startup(Engine e);
+
 // SGLang's default --mem-fraction-static for workload `w` (its tp, pp and engine version) on a GPU of
 // `gpu_total_bytes` (nvidia-smi's memory.total): the share of the memory free at start-up that weights and
 // the KV pool may take (server_args.py; memory.cc has the three generations of the rule and their sources).

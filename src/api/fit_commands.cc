@@ -156,7 +156,7 @@ Result<Json> fit(const Context& ctx, const Json& body) {
              {"headroom_bytes", bytes_json(f.headroom_bytes)},
              {"max_batch", f.max_batch},
              {"max_context", f.max_context}};
-    if (w->engine == Engine::kVllm || w->engine == Engine::kSglang) {
+    if (kv_pool_at_startup(w->engine)) {
       row["limit_bytes"] = bytes_json(f.limit_bytes);
       row["kv_pool_bytes"] = bytes_json(f.kv_pool_bytes);
       row["kv_pool_tokens"] = f.kv_pool_tokens;

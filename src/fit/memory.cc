@@ -389,7 +389,7 @@ InferAct inference_activations(const PreparedWorkload& p, int64_t batch, int64_t
   a.attn_bytes = tokens * (qkv + h / tp + 2.0 * h) * e;
   // Eager attention materialises batch x heads x prompt x prompt scores (and softmax output); models
   // that upcast the softmax to fp32 (BLOOM, StarCoder) hold fp32 copies too (p.eager_inference).
-  if (p.eager_inference && w.engine != Engine::kVllm && w.engine != Engine::kTgi && w.engine != Engine::kSglang) {
+  if (p.eager_inference && !kv_pool_at_startup(w.engine) && w.engine != Engine::kTgi) {
     const double score_bytes =
         p.eager_score_bytes > 0 ? p.eager_score_bytes : 2.0 * e + (m.eager_fp32_softmax ? 8.0 : 0.0);
     const double p2 = static_cast<double>(prompt) * static_cast<double>(prompt);
@@ -410,7 +410,7 @@ InferAct inference_activations(const PreparedWorkload& p, int64_t batch, int64_t
   }
   // 4-bit kernels dequantize the weight they multiply to fp16 for prefill (bitsandbytes 4-bit,
   // AutoGPTQ exllama temp_dq, AutoAWQ for long inputs): one largest matrix per GPU.
-  if (quantized_dequant(w.weights) && w.engine != Engine::kVllm && w.engine != Engine::kSglang) {
+  if (quantized_dequant(w.weights) && !kv_pool_at_startup(w.engine)) {
     a.dequant_bytes = p.weights.largest_matrix_parameters * 2.0 / tp;
   }
   return a;
@@ -706,7 +706,7 @@ void add_inference(const PreparedWorkload& p, int64_t batch, int64_t context, Me
   const InferAct act = inference_activations(p, batch, context);
   r.activations_bytes = act.total();
   r.workspace_bytes += act.dequant_bytes;
-  if (w.engine == Engine::kVllm || w.engine == Engine::kSglang) {
+  if (kv_pool_at_startup(w.engine)) {
     // vLLM allocates the KV pool once (no slack); the profile run's activations are freed. SGLang too
     // allocates its pool at start-up; its largest step is a prefill chunk.
     r.allocator_slack_bytes = kAllocatorSlackFraction * r.activations_bytes;
@@ -921,6 +921,8 @@ double MemorySweep::total_bytes(int64_t batch, int64_t prompt_tokens, int64_t co
   const double kv_cache_bytes = static_cast<double>(batch) * kv_bytes_per_sequence(p_, blocks * kVllmBlockTokens);
   return weights_bytes_ + kv_cache_bytes + activations_bytes_ + runtime_overhead_bytes_;
 }
+
+bool kv_pool_at_startup(Engine e) { return e == Engine::kVllm || e == Engine::kSglang; }
 
 double capacity_bytes(const Target& t) { return t.memory_total_bytes() * (1.0 - kDriverReserveFraction); }
 
@@ -1206,7 +1208,7 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
            (m.communication_bytes > 0 ? " + communication buffers " + format_gib(m.communication_bytes) : "") + " = " +
            format_gib(m.runtime_overhead_bytes)});
   std::string texp = "Peak per GPU";
-  if (w.task == Task::kInfer && w.engine != Engine::kVllm && w.engine != Engine::kSglang)
+  if (w.task == Task::kInfer && !kv_pool_at_startup(w.engine))
     texp += " (live set at prefill or at the last token, whichever is larger)";
   const bool one_gradient = w.cpu_offload || (w.optimizer_in_backward && w.task == Task::kTrain);
   if (w.task != Task::kInfer && one_gradient)

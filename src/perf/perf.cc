@@ -319,6 +319,13 @@ struct TokenCosts {
   RoofTime head;
 };
 
+// llama.cpp's cuBLAS path (constants.h, "llama.cpp kernels"): above run.cublas_above_rows rows the weights are
+// first dequantized to an fp16 copy (read the quantized bytes, write 2 bytes per weight), then multiplied at the
+// dense rate.
+bool cublas_copy_path(const PerfRun& run, double rows) {
+  return run.cublas_above_rows > 0 && rows > run.cublas_above_rows;
+}
+
 TokenCosts token_costs(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const MatmulShapes& sh,
                        double tokens, double logit_rows) {
   TokenCosts tc;
@@ -326,9 +333,7 @@ TokenCosts token_costs(const PerfArch& a, const Workload& w, const PerfRun& run,
   const double ab = run.activation_bytes;
   const double h = dbl(a.hidden);
   const GemmRows rows = gemm_rows(tokens);
-  // llama.cpp's cuBLAS path (constants.h, "llama.cpp kernels"): the weights are first dequantized to an
-  // fp16 copy (read the quantized bytes, write 2 bytes per weight), then multiplied at the dense rate.
-  const bool cublas_copy = run.cublas_above_rows > 0 && tokens > run.cublas_above_rows;
+  const bool cublas_copy = cublas_copy_path(run, tokens);
   const double rate = cublas_copy ? r.dense_gemm_flops : r.gemm_flops;
   // cuBLAS reads the 16-bit copy, not the packed weights.
   const GemmShape* lin[] = {&sh.qkv, &sh.out, &sh.up, &sh.down};
@@ -437,8 +442,9 @@ AttentionCosts attention_costs(const PerfArch& a, const Workload& w, const PerfR
           run.prefill_chunk_tokens > 0 ? std::max(1.0, std::floor(run.prefill_chunk_tokens / s.batch)) : s.q;
       const double passes = std::ceil(s.q / chunk);
       const double full = passes - 1, n_last = s.q - full * chunk;
-      const double kv_sum = s.ctx0 * full + chunk * full * passes / 2.0 + (s.ctx0 + s.q);  // cells read, per pass
-      const double rect = chunk * (s.ctx0 * full + chunk * full * passes / 2.0) + (s.ctx0 + s.q) * n_last;
+      const double cells_before_last = s.ctx0 * full + chunk * full * passes / 2.0;  // summed over the full passes
+      const double kv_sum = cells_before_last + (s.ctx0 + s.q);                      // cells read, per pass
+      const double rect = chunk * cells_before_last + (s.ctx0 + s.q) * n_last;
       const double pairs = s.batch * rect;
       const double flops = 4.0 * pairs * heads * d;
       flops_out = flops;
@@ -543,11 +549,11 @@ Cost inference_step(const PerfArch& a, const Workload& w, const PerfRun& run, co
     // transformers' generate(): Python launches every op of every layer (and the bitsandbytes kernels of
     // each linear call) ahead of the GPU, and the loop waits for the GPU once per step, so the step is
     // the longer of the two (constants.h, kEagerHostOpsPerLayer).
-    const bool cublas_copy = run.cublas_above_rows > 0 && s.batch * s.q > run.cublas_above_rows;
-    const double ops_per_layer =
-        kEagerHostOpsPerLayer + (cublas_copy ? run.linears_per_layer : 0.0) + run.extra_kernels_per_layer;
-    const double host = dbl(a.global_layers + a.window_layers) * ops_per_layer * r.python_op_seconds + host_step;
-    out.overhead += std::max(0.0, host - out.total());
+    const double ops_per_layer = kEagerHostOpsPerLayer +
+                                 (cublas_copy_path(run, s.batch * s.q) ? run.linears_per_layer : 0.0) +
+                                 run.extra_kernels_per_layer;
+    const double launches = dbl(a.global_layers + a.window_layers) * ops_per_layer * r.python_op_seconds;
+    out.overhead += visible_host_seconds(launches + host_step, out.total(), true);
     return out;
   }
   out.overhead += visible_host_seconds(host_step, out.total(), busy && host_overlaps_gpu(w));
@@ -559,30 +565,10 @@ Cost inference_step(const PerfArch& a, const Workload& w, const PerfRun& run, co
   return inference_step(a, w, run, r, s, eff, token_costs(a, w, run, r, sh, s.batch * s.q, s.logit_rows), busy);
 }
 
-// Prefill of `batch` prompts of `input` tokens. An engine that splits prompts into micro-batches
-// (run.prefill_chunk_tokens: llama.cpp's n_ubatch) runs one forward pass per micro-batch: its matmuls,
-// kernels and host work repeat per pass, at the pass's row count; attention covers the same query-key
-// pairs as one pass over the whole prompt, so it is counted once over the whole prompt.
-Cost prefill_passes(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const MatmulShapes& sh,
-                    double batch, double input, double q, double passes, const PerfEfficiency& eff);
-
-// A context pass the host enqueues layer by layer without a CUDA graph (TensorRT-LLM's GptSession,
-// constants.h kTensorrtSessionContextEnqueueSecondsPerLayer) ends no earlier than that enqueue and the
-// host step: each pass takes max(GPU + host step, layers x enqueue + host step).
-Cost prefill_step(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const MatmulShapes& sh,
-                  double batch, double input, const PerfEfficiency& eff) {
-  const double chunk = run.prefill_chunk_tokens;
-  const double q = chunk > 0 ? std::max(1.0, std::floor(chunk / batch)) : input;  // prompt tokens per pass
-  const double passes = std::ceil(input / q);
-  Cost out = prefill_passes(a, w, run, r, sh, batch, input, q, passes, eff);
-  const double enqueue = engine_perf_at(w.engine, w.engine_version).context_enqueue_seconds_per_layer;
-  if (enqueue > 0) {
-    const double per_pass = dbl(a.global_layers + a.window_layers) * enqueue + engine_step_seconds(w, eff);
-    out.overhead += std::max(0.0, passes * per_pass - out.total());
-  }
-  return out;
-}
-
+// Prefill of `batch` prompts of `input` tokens in `passes` passes of `q` tokens. An engine that splits prompts
+// into micro-batches (run.prefill_chunk_tokens: llama.cpp's n_ubatch) runs one forward pass per micro-batch:
+// its matmuls, kernels and host work repeat per pass, at the pass's row count; attention covers the same
+// query-key pairs as one pass over the whole prompt, so it is counted once over the whole prompt.
 Cost prefill_passes(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const MatmulShapes& sh,
                     double batch, double input, double q, double passes, const PerfEfficiency& eff) {
   if (passes <= 1) return inference_step(a, w, run, r, sh, StepShape{batch, input, 0, batch, false}, eff);
@@ -615,6 +601,23 @@ Cost prefill_passes(const PerfArch& a, const Workload& w, const PerfRun& run, co
   add_roof(out, last.head);  // once, on the last stage, for the prompt's last pass
   out.comm += in_flight > 1 ? hops * stage_times / pp : hops;
   out.overhead += passes * engine_step_seconds(w, eff);
+  return out;
+}
+
+// A context pass the host enqueues layer by layer without a CUDA graph (TensorRT-LLM's GptSession,
+// constants.h kTensorrtSessionContextEnqueueSecondsPerLayer) ends no earlier than that enqueue and the
+// host step: each pass takes max(GPU + host step, layers x enqueue + host step).
+Cost prefill_step(const PerfArch& a, const Workload& w, const PerfRun& run, const Rates& r, const MatmulShapes& sh,
+                  double batch, double input, const PerfEfficiency& eff) {
+  const double chunk = run.prefill_chunk_tokens;
+  const double q = chunk > 0 ? std::max(1.0, std::floor(chunk / batch)) : input;  // prompt tokens per pass
+  const double passes = std::ceil(input / q);
+  Cost out = prefill_passes(a, w, run, r, sh, batch, input, q, passes, eff);
+  const double enqueue = engine_perf_at(w.engine, w.engine_version).context_enqueue_seconds_per_layer;
+  if (enqueue > 0) {
+    const double per_pass = dbl(a.global_layers + a.window_layers) * enqueue + engine_step_seconds(w, eff);
+    out.overhead += visible_host_seconds(passes * per_pass, out.total(), true);
+  }
   return out;
 }
 

@@ -63,10 +63,10 @@ RowPrediction predict_memory_row(const Catalog& catalog, const Json& row) {
   p.ok = true;
   const std::string means = row.value("means", "");
   const bool nvidia_smi = means.find("nvidia-smi") != std::string::npos;
+  const double outside_torch = m.cuda_context_bytes + m.communication_bytes;  // what nvidia-smi sees beyond torch
   if (vllm_holds && metric != "kv_cache_bytes") {
     // The pool takes what the budget leaves: PyTorch holds weights + pool + the profile's cached
     // activations; nvidia-smi adds the CUDA context and communication buffers.
-    const double outside_torch = m.cuda_context_bytes + m.communication_bytes;
     const double torch_held = f.kv_pool_bytes + (m.total_bytes - m.kv_cache_bytes) - outside_torch;
     p.value = metric == "total_bytes" ? torch_held - m.allocator_slack_bytes
                                       : (nvidia_smi ? torch_held + outside_torch : torch_held);
@@ -75,7 +75,7 @@ RowPrediction predict_memory_row(const Catalog& catalog, const Json& row) {
     // PyTorch's peak reserved (tests/benchmark/benchmark_gptq.py, benchmark_memory): the memory outside
     // PyTorch (CUDA context, communication buffers) rides on top of the allocated peak.
     const bool plus_outside = means.find("plus the memory outside PyTorch") != std::string::npos;
-    p.value = m.allocated_bytes() + (plus_outside ? m.cuda_context_bytes + m.communication_bytes : 0.0);
+    p.value = m.allocated_bytes() + (plus_outside ? outside_torch : 0.0);
   } else if (metric == "reserved_bytes") {
     // nvidia-smi's "used" also holds the CUDA context and communication buffers.
     p.value = nvidia_smi ? m.total_bytes : m.reserved_bytes();
