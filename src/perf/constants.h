@@ -70,6 +70,17 @@ inline constexpr double kWarpIssuesPerSmPerCycle = 4;
 //   (ggml-cuda.cu of early 2024: "max batch size to use MMQ kernels when tensor cores are available"),
 //   the same dequantize + FP16 cuBLAS path (ggml_cuda_op_mul_mat_cublas: to_fp16_cuda(src0) into a pool
 //   buffer, then cublasGemmEx), on every call, so once per matrix per micro-batch.
+// MMQ's conversion pipe (issue #17, session 9): the int8 MMA accumulates one 32-value block (the m16n8k32
+// K) into int32, and the loop converts every result to float before scaling it by the two block scales
+// (mmq.cuh@00cd208554e3f21e967084e9845c4de64dc761c0, vec_dot_q8_0_q8_1_mma: `sum[...] += C.x[l]*dA*dB`
+// with tile_C = tile<16, 8, int>; the Q4_0 and Q4_K paths share that shape): one int32 -> fp32 conversion per
+// output element per 32 multiply-adds. GPUs convert 16 results per clock per SM ("all other type
+// conversions", CUDA C++ Programming Guide, Throughput of Native Arithmetic Instructions, compute capability
+// 7.x-9.0), the same on every architecture, while the int8 MMA rate per SM doubles on GA100 and again on
+// GH100: so MMQ runs at most SMs x clock x 16 x 32 multiply-adds per second, a bound below the int8 tensor
+// path on A100, A30, H100 and H200 and above it on GA102/AD102 boards. Not fitted to a row.
+inline constexpr double kConversionsPerSmPerCycle = 16;
+inline constexpr double kMmqMacsPerConversion = 32;
 inline constexpr double kLlamaCppCublasAboveRowsOld = 32;
 inline constexpr double kLlamaCppCublasAboveRowsDp4a = 64;
 // The fp16 copy the dequantize kernel writes per weight (to_fp16_cuda), read back by cuBLAS.

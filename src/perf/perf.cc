@@ -114,6 +114,13 @@ Rates make_rates(const PerfDevice& d, Engine engine, const EngineVersion& versio
   // A dequantized copy is multiplied by 16-bit cuBLAS (llama.cpp's cuBLAS path, constants.h).
   r.dense_gemm_flops = run.weights.dequantize ? peak16 * eff.gemm_peak_fraction : r.gemm_flops;
   if (run.weights.dequantize) r.gemm_flops *= eff.dequant_gemm_fraction;
+  // llama.cpp's MMQ on int8 MMA: at most one int32 -> float conversion per 32 multiply-adds at the GPU's
+  // conversion rate (constants.h, "MMQ's conversion pipe"); the roofline's compute rate is the lower one.
+  if (engine == Engine::kLlamaCpp && p == Precision::kInt8 && run.weights.dequantize && d.sm_count > 0 &&
+      d.sm_clock_hz > 0) {
+    const double conversion_flops = 2.0 * d.sm_count * d.sm_clock_hz * kConversionsPerSmPerCycle * kMmqMacsPerConversion;
+    r.gemm_flops = std::min(r.gemm_flops, conversion_flops);
+  }
   const double attn_peak = (p == Precision::kTf32 || p == Precision::kFp32) ? compute_peak(d, p) : peak_16bit(d);
   double attn_frac = eff.attention_peak_fraction;
   if (d.persistent_gemm && !engine_perf_at(engine, version).hopper_attention) {
