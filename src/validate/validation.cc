@@ -7,6 +7,8 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <ranges>
+#include <set>
 
 #include "catalog/yaml_util.h"
 #include "core/format.h"
@@ -188,12 +190,35 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
+// The median of |errors| with every source group weighing the same: a row weighs 1 / (its group's rows),
+// so 192 rows of one repository count as much as 3 of another. With equal groups it is the median.
+// Ties at exactly half the weight average the two values, as the plain median does.
+double source_weighted_median(std::vector<std::pair<double, std::string>> errs) {
+  if (errs.empty()) return 0;
+  std::map<std::string, int> per_group;
+  for (const auto& e : errs) ++per_group[e.second];
+  std::sort(errs.begin(), errs.end());
+  const double half = static_cast<double>(per_group.size()) / 2;
+  constexpr double kTieWeight = 1e-9;  // weights are sums of 1/n: equality within rounding
+  double cumulative = 0;
+  for (size_t i = 0; i < errs.size(); ++i) {
+    cumulative += 1.0 / per_group[errs[i].second];
+    if (cumulative >= half - kTieWeight) {
+      if (std::fabs(cumulative - half) <= kTieWeight && i + 1 < errs.size())
+        return (errs[i].first + errs[i + 1].first) / 2;
+      return errs[i].first;
+    }
+  }
+  return errs.back().first;
+}
+
 Json summarize_if(const Json& rows, const std::function<bool(const Json&)>& select) {
   int selected = 0, numeric = 0, within10 = 0, within25 = 0, verdicts = 0, right = 0, skipped = 0, comparable = 0;
   int banded = 0, in_band = 0;
   double max_err = 0;
   std::string max_id;
   std::vector<double> errs;
+  std::vector<std::pair<double, std::string>> grouped_errs;
   for (const auto& r : rows) {
     if (!select(r)) continue;
     ++selected;
@@ -214,30 +239,36 @@ Json summarize_if(const Json& rows, const std::function<bool(const Json&)>& sele
     within10 += e <= kCloseErrorPercent ? 1 : 0;
     within25 += e <= kFairErrorPercent ? 1 : 0;
     errs.push_back(e);
+    grouped_errs.emplace_back(e, r.value("source_group", std::string("unknown")));
     if (e > max_err) max_err = e, max_id = r["id"].get<std::string>();
     if (r.contains("in_band")) {
       ++banded;
       in_band += r["in_band"].get<bool>() ? 1 : 0;
     }
   }
-  return Json{{"rows", selected},
-              {"comparable_rows", comparable},
-              {"skipped_rows", skipped},
-              {"numeric_rows", numeric},
-              {"within_10_percent", within10},
-              {"within_10_percent_share", share(within10, numeric)},
-              {"within_25_percent", within25},
-              {"within_25_percent_share", share(within25, numeric)},
-              {"median_error_percent", round_to(median(std::move(errs)), kPercentDecimals)},
-              {"max_error_percent", round_to(max_err, kPercentDecimals)},
-              {"max_error_row", max_id},
-              {"verdict_rows", verdicts},
-              {"verdicts_right", right},
-              {"verdicts_wrong", verdicts - right},
-              {"verdict_accuracy", verdicts ? share(right, verdicts) : 1.0},
-              {"banded_rows", banded},
-              {"in_band", in_band},
-              {"band_coverage", banded ? Json(share(in_band, banded)) : Json(nullptr)}};
+  return Json{
+      {"rows", selected},
+      {"comparable_rows", comparable},
+      {"skipped_rows", skipped},
+      {"numeric_rows", numeric},
+      {"within_10_percent", within10},
+      {"within_10_percent_share", share(within10, numeric)},
+      {"within_25_percent", within25},
+      {"within_25_percent_share", share(within25, numeric)},
+      {"median_error_percent", round_to(median(std::move(errs)), kPercentDecimals)},
+      {"source_groups",
+       std::set<std::string>(std::views::values(grouped_errs).begin(), std::views::values(grouped_errs).end()).size()},
+      {"source_weighted_median_error_percent",
+       round_to(source_weighted_median(std::move(grouped_errs)), kPercentDecimals)},
+      {"max_error_percent", round_to(max_err, kPercentDecimals)},
+      {"max_error_row", max_id},
+      {"verdict_rows", verdicts},
+      {"verdicts_right", right},
+      {"verdicts_wrong", verdicts - right},
+      {"verdict_accuracy", verdicts ? share(right, verdicts) : 1.0},
+      {"banded_rows", banded},
+      {"in_band", in_band},
+      {"band_coverage", banded ? Json(share(in_band, banded)) : Json(nullptr)}};
 }
 
 Json summarize(const Json& rows, const std::string& kind) {
@@ -347,6 +378,14 @@ Json group_summaries(const Json& rows) {
   Json by_design = Json::object();
   for (const char* d : {kDesignUsed, kDesignHeldOut})
     by_design[d] = summarize_if(rows, [&](const Json& r) { return r["design"] == d; });
+  // Memory and speed apart (issue #17 sets one target for each), used and held-out rows apart.
+  Json by_kind_design = Json::object();
+  for (const auto& r : rows) {
+    const std::string k = r["kind"].get<std::string>();
+    if (by_kind_design.contains(k)) continue;
+    for (const char* d : {kDesignUsed, kDesignHeldOut})
+      by_kind_design[k][d] = summarize_if(rows, [&](const Json& x) { return x["kind"] == k && x["design"] == d; });
+  }
   // Per metric kind and per source group, used and held-out rows apart, in the order of the files.
   std::vector<std::string> metric_kinds, groups;
   for (const auto& r : rows) {
@@ -375,7 +414,10 @@ Json group_summaries(const Json& rows) {
       }
     }
   }
-  return Json{{"summary_by_design", by_design}, {"by_metric_kind", by_metric_kind}, {"by_source_group", by_group}};
+  return Json{{"summary_by_design", by_design},
+              {"summary_by_kind_and_design", by_kind_design},
+              {"by_metric_kind", by_metric_kind},
+              {"by_source_group", by_group}};
 }
 
 Result<Json> run_validation(const Catalog& catalog, const std::string& kind) {
@@ -398,6 +440,7 @@ Result<Json> run_validation(const Catalog& catalog, const std::string& kind) {
               {"summary", summary},
               {"summary_by_kind", by_kind},
               {"summary_by_design", groups["summary_by_design"]},
+              {"summary_by_kind_and_design", groups["summary_by_kind_and_design"]},
               {"by_metric_kind", groups["by_metric_kind"]},
               {"by_source_group", groups["by_source_group"]},
               {"calibrated_bands", calibrate_bands(rows)}};

@@ -101,6 +101,14 @@ TEST(Validation, GroupsSplitUsedFromHeldOutWithTheirOwnMedians) {
   EXPECT_EQ(held["numeric_rows"], 3);
   EXPECT_DOUBLE_EQ(held["median_error_percent"].get<double>(), 20.0);
   EXPECT_EQ(held["verdicts_wrong"], 1);
+  // Source-weighted: gpt-fast's 50 and 20 weigh 1/2 each, torchtune's 5 weighs 1; half the weight (1)
+  // is reached exactly at 5, so the median is between 5 and 20.
+  EXPECT_EQ(held["source_groups"], 2);
+  EXPECT_DOUBLE_EQ(held["source_weighted_median_error_percent"].get<double>(), 12.5);
+  EXPECT_DOUBLE_EQ(used["source_weighted_median_error_percent"].get<double>(), 8.0);  // one group: the median
+  // Memory and speed apart: every fixture row but the verdict is perf.
+  EXPECT_EQ(g["summary_by_kind_and_design"]["perf"]["held_out"]["numeric_rows"], 3);
+  EXPECT_EQ(g["summary_by_kind_and_design"]["memory"]["held_out"]["verdict_rows"], 1);
   // decode used, decode held-out, training held-out, verdict held-out: in the order they appear.
   const Json& kinds = g["by_metric_kind"];
   ASSERT_EQ(kinds.size(), 4u) << kinds.dump();
