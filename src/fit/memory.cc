@@ -24,6 +24,15 @@ constexpr double kDriverReserveFraction = 0.01;
 // CUDA context + loaded kernels (cuBLAS, cuDNN, PyTorch) outside PyTorch's allocator. ~300-600 MiB with
 // lazy module loading (CUDA >= 11.7); gpu_poor uses 650 MB, vLLM logs show 0.25-1.8 GiB non-torch.
 constexpr double kCudaContextBytes = 512.0 * kBytesPerMib;
+// What an eager PyTorch process (transformers, plain PyTorch loops, torch.compile) holds outside PyTorch's
+// allocator once a transformer has run: CUDA context and the modules of the kernels it loaded (PyTorch's own,
+// cuBLAS, cuDNN), with lazy module loading on (torch/cuda/__init__.py _lazy_init sets CUDA_MODULE_LOADING=LAZY
+// when unset, PyTorch >= 1.13). Measured as NVML used - torch.cuda.max_memory_reserved = 1386 MB in each of the
+// ten fp16 readings of optimum-benchmark's running-llamas report of 2023-10-31 (9a0db86, Llama-2-7B, generate()
+// and forward at batch 1-16, PyTorch 2.1.0+cu118, one A100-SXM4-80GB); the HF "Efficient training on one GPU"
+// guide measured 1343 MiB (1408 MB) of CUDA context on a V100 under PyTorch 1.x without lazy loading. Lazy
+// loading defers modules, but a forward loads the ones it needs: the two agree within 2%.
+constexpr double kEagerTorchOutsideBytes = 1386e6;
 // cuBLAS workspace: CUBLAS_WORKSPACE_CONFIG default ":4096:8" = 8 x 4 MiB on Hopper (PyTorch docs,
 // "Reproducibility"); allocated through PyTorch's caching allocator.
 constexpr double kCublasWorkspaceBytes = 32.0 * kBytesPerMib;
@@ -270,6 +279,12 @@ constexpr EngineVersion kTransformersSingleCacheSince{{4, 42, 0}, true, 3, '.'};
 bool transformers_llama_like(const Model& m) {
   return m.architecture == "llama" || m.architecture == "mistral" || m.architecture == "mixtral" ||
          m.architecture == "qwen2";
+}
+
+// Memory outside PyTorch's allocator for the memory profile `e` (memory_engine): eager PyTorch processes hold what
+// they measured (kEagerTorchOutsideBytes); the serving engines' own rows calibrate the rest around the context.
+double outside_torch_bytes(Engine e) {
+  return e == Engine::kTransformers || e == Engine::kPytorch ? kEagerTorchOutsideBytes : kCudaContextBytes;
 }
 
 // Weight bytes per GPU of `wb` split as the workload splits its model: pipeline stages hold ceil(L/pp)
@@ -611,7 +626,9 @@ Result<PreparedWorkload> prepare(const Workload& requested) {
   p.weights_per_gpu_bytes = per_gpu_weight_bytes(w, p.weights, p.layer_fraction);
   // Inference here: training loaders shard (ZeRO-3, FSDP) or stage one matrix while states dwarf both
   // (torchao 0.1's whole-matrix NF4 quantization, below, is the exception).
-  if (!is_training(w.task)) p.load_peak_bytes = kCudaContextBytes + p.weights_per_gpu_bytes + load_staging_bytes(p);
+  if (!is_training(w.task)) {
+    p.load_peak_bytes = outside_torch_bytes(w.engine) + p.weights_per_gpu_bytes + load_staging_bytes(p);
+  }
   p.active_weights_per_gpu_bytes =
       p.weights.total_bytes > 0 ? p.weights_per_gpu_bytes * p.weights.active_bytes / p.weights.total_bytes : 0;
   // KV per token per GPU: each GPU holds ceil(kv_heads / tp) heads (replicated when kv_heads < tp).
@@ -649,7 +666,7 @@ Result<PreparedWorkload> prepare(const Workload& requested) {
     // in place (torchtune builds the LoRA modules before it loads the checkpoint).
     p.load_transient_bytes = p.weights.largest_matrix_parameters / tp * kTorchaoWholeTensorNf4Bytes;
     p.load_peak_bytes =
-        kCudaContextBytes + p.weights_per_gpu_bytes + p.adapter_parameters * k16BitBytes + p.load_transient_bytes;
+        outside_torch_bytes(w.engine) + p.weights_per_gpu_bytes + p.adapter_parameters * k16BitBytes + p.load_transient_bytes;
   }
   // Results count bytes in 64-bit integers: a workload whose own memory is beyond 2^53 bytes (8 PiB per
   // GPU, 50,000x an H200; where doubles stop counting bytes exactly) has no answer to print.
@@ -849,7 +866,7 @@ MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_
   // GPUs exchange activations (tp, pp) or gradients (data parallel training); inference replicas
   // (count > tp x pp) do not talk.
   const bool multi = w.tp * w.pp > 1 || (is_training(w.task) && w.gpus() > 1);
-  r.cuda_context_bytes = kCudaContextBytes;
+  r.cuda_context_bytes = outside_torch_bytes(w.engine);
   r.communication_bytes = multi ? communication_bytes(w, link) : 0;
   r.workspace_bytes = kCublasWorkspaceBytes;
   r.weights_bytes = p.weights_per_gpu_bytes;
@@ -888,7 +905,7 @@ MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_
     // now): training's reserved memory never drops below the load's allocated peak plus its slack. The
     // allocated peak of training is unchanged.
     const double load_reserved =
-        p.load_peak_bytes - kCudaContextBytes + kAllocatorSlackFraction * p.load_transient_bytes;
+        p.load_peak_bytes - r.cuda_context_bytes + kAllocatorSlackFraction * p.load_transient_bytes;
     const double extra = load_reserved - r.reserved_bytes();
     if (extra > 0) {
       r.allocator_slack_bytes += extra;

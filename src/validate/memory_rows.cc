@@ -1,5 +1,8 @@
 #include "validate/memory_rows.h"
 
+#include <limits>
+
+#include "fit/caching_allocator.h"
 #include "gpuplan/memory.h"
 #include "gpuplan/refusal.h"
 #include "gpuplan/target.h"
@@ -76,6 +79,20 @@ RowPrediction predict_memory_row(const Catalog& catalog, const Json& row) {
     // PyTorch (CUDA context, communication buffers) rides on top of the allocated peak.
     const bool plus_outside = means.find("plus the memory outside PyTorch") != std::string::npos;
     p.value = m.allocated_bytes() + (plus_outside ? outside_torch : 0.0);
+  } else if (metric == "reserved_bytes" && generate_reserve_applies(*prepared)) {
+    // transformers' generate(): the weights and workspaces, plus what PyTorch's caching allocator reserves over
+    // the call (caching_allocator.h), its peak for torch.cuda.max_memory_reserved and for nvidia-smi watched
+    // during the run, what it still holds when the call returns for an NVML reading taken right after it.
+    double limit = std::numeric_limits<double>::infinity();
+    if (!gpu.empty()) {
+      if (auto ref = catalog.resolve(gpu)) {
+        limit = capacity_bytes(Target::linked(*ref, w->gpus())) - outside_torch - m.weights_bytes - m.workspace_bytes;
+      }
+    }
+    const GenerateReserve g = generate_reserve(*prepared, limit);
+    const bool read_after = nvidia_smi && means.find("right after") != std::string::npos;
+    const double torch_reserved = m.weights_bytes + m.workspace_bytes + (read_after ? g.end_bytes : g.peak_bytes);
+    p.value = nvidia_smi ? torch_reserved + outside_torch : torch_reserved;
   } else if (metric == "reserved_bytes") {
     // nvidia-smi's "used" also holds the CUDA context and communication buffers.
     p.value = nvidia_smi ? m.total_bytes : m.reserved_bytes();

@@ -15,6 +15,10 @@ namespace {
 
 // Bytes of one GB as the sources print them (decimal).
 constexpr double kGb = 1e9;
+// What an eager PyTorch process (the transformers and pytorch memory profiles) holds outside PyTorch's allocator,
+// beside the weights at load: 1386 MB, measured (memory.cc kEagerTorchOutsideBytes; docs/model.md "What the
+// counters read"). Was the 512 MiB CUDA context before 2026-12-02; the staging each test checks is unchanged.
+constexpr double kEagerTorchOutsideBytes = 1386e6;
 
 using testing_util::gpus;
 using testing_util::prepared;
@@ -81,12 +85,12 @@ TEST(MemoryLoad, BitsandbytesStagesOneMatrix) {
   const double staged = p.load_peak_bytes - p.weights_per_gpu_bytes;
   // Llama-2-13B's largest matrix is an MLP projection, 5120 x 13824 (config.json).
   const double matrix = 5120.0 * 13824.0;
-  EXPECT_NEAR(staged - 512.0 * 1024 * 1024, matrix * 3, 1);  // beside the 512 MiB CUDA context
+  EXPECT_NEAR(staged - kEagerTorchOutsideBytes, matrix * 3, 1);  // beside the memory outside PyTorch
   // Below the steady state: it does not decide the verdict.
   EXPECT_LT(p.load_peak_bytes, estimate_memory(p).total_bytes);
   // A GPTQ checkpoint loads as stored: no staging.
   const PreparedWorkload g = prepared("llama-2-13b", {{"weights", "int4-gptq"}, {"context", 1024}});
-  EXPECT_NEAR(g.load_peak_bytes - g.weights_per_gpu_bytes, 512.0 * 1024 * 1024, 1);
+  EXPECT_NEAR(g.load_peak_bytes - g.weights_per_gpu_bytes, kEagerTorchOutsideBytes, 1);
 }
 
 TEST(MemoryLoad, SweepAgreesWhenTheModelDoesNotLoad) {
@@ -130,7 +134,7 @@ TEST(MemoryLoad, TorchaoWholeMatrixNf4QuantizationBeforeTheChunkedRelease) {
   const MemoryBreakdown m_now = estimate_memory(p_now);
   EXPECT_NEAR(m_old.allocated_bytes(), m_now.allocated_bytes(), 1.0);
   EXPECT_GT(m_old.reserved_bytes(), m_now.reserved_bytes());
-  EXPECT_GE(m_old.reserved_bytes(), p_old.load_peak_bytes - 512.0 * 1024 * 1024);
+  EXPECT_GE(m_old.reserved_bytes(), p_old.load_peak_bytes - kEagerTorchOutsideBytes);
 }
 
 // AutoAWQ's fused modules allocate the whole fp16 cache (batch x max_seq_len) at load and, before 0.2.7,
