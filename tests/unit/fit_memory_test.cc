@@ -224,6 +224,31 @@ TEST(FitTarget, VllmPoolIsWhatIsLeftOfItsShare) {
   EXPECT_LT(f.kv_pool_tokens, 500000);
 }
 
+// TensorRT-LLM's executor: kv_cache_free_gpu_mem_fraction (gpu_memory_utilization) of the memory loading leaves
+// free, in whole blocks of 64 tokens; the limit stays the whole capacity and the fraction scales the pool.
+TEST(FitTarget, TensorrtLlmPoolIsItsFractionOfTheFreeMemory) {
+  auto catalog = Catalog::embedded();
+  auto h100 = catalog->resolve("h100-80gb-sxm5");
+  ASSERT_TRUE(h100.ok());
+  const Target t{*h100, 1, Link::kPcie};
+  const auto fit_at = [&](double fraction) {
+    return fit_target(prepared("llama-2-7b", {{"engine", "tensorrt-llm"},
+                                              {"weights", "fp8"},
+                                              {"context", 4098},
+                                              {"gpu_memory_utilization", fraction}}),
+                      t);
+  };
+  const TargetFit f90 = fit_at(0.9);
+  const TargetFit f99 = fit_at(0.99);
+  EXPECT_EQ(f90.limit_bytes, f90.capacity_bytes);
+  EXPECT_EQ(f90.kv_pool_tokens % 64, 0);
+  const MemoryBreakdown& m = f90.memory;
+  const double free_bytes = f90.capacity_bytes - (m.total_bytes - m.kv_cache_bytes - m.allocator_slack_bytes);
+  EXPECT_LE(f90.kv_pool_bytes, 0.9 * free_bytes);
+  EXPECT_GT(f90.kv_pool_bytes, 0.9 * free_bytes - 64 * 256 * 1024.0);  // within one block (fp8 KV: 256 KiB a token)
+  EXPECT_NEAR(static_cast<double>(f99.kv_pool_tokens) / f90.kv_pool_tokens, 0.99 / 0.9, 0.001);
+}
+
 // Training applies the config's dropout: BERT-large (0.1 on the residual branches and the attention
 // probabilities) keeps a 1-byte mask per element of each residual dropout and, in eager attention, the
 // probabilities' mask and dropped-out copy; the same model without dropout keeps neither.
