@@ -123,8 +123,8 @@ struct TargetFit {
   std::optional<RefusalCode> refusal;
   int64_t max_batch = 0;       // at the workload's context
   int64_t max_context = 0;     // at the workload's batch, capped at the model's max positions
-  double kv_pool_bytes = 0;    // vLLM / SGLang: KV cache it allocates
-  int64_t kv_pool_tokens = 0;  // vLLM: tokens that pool holds (blocks x 16); SGLang: token-granular pages
+  double kv_pool_bytes = 0;    // vLLM / SGLang / TensorRT-LLM (fraction of the free memory): KV cache it allocates
+  int64_t kv_pool_tokens = 0;  // vLLM: blocks x 16 tokens; SGLang: token-granular pages; TensorRT-LLM: blocks x 64
   MemoryBreakdown memory;
 };
 

@@ -80,6 +80,14 @@ constexpr EngineVersion kSglangTp8Fraction081Since{{0, 4, 0}, true, 3, '.'};
 // SGLang's default chunked prefill (server_args.py: 8192; 2048 below 25 GiB before 0.4.7 and below 35 GiB
 // after): the largest forward step, whose activations the reserve holds.
 constexpr int64_t kSglangChunkTokens = 8192;
+// TensorRT-LLM's executor sizes its paged KV pool from the memory free once the engine, its execution context
+// and the runtime buffers are allocated: kv_cache_free_gpu_mem_fraction of it, 0.9 by default
+// (docs/source/examples/kvcacheconfig.md: "TensorRT-LLM tries to allocate 90% of free GPU memory (after loading
+// weights) for KV cache"; the 0.12 perf-benchmarking.md log: "available: 63.62 GiB" then "Allocated 62.99 GiB for
+// max tokens in paged KV cache" at "KV Memory Percentage: 99.0%"). gpuplan reads the fraction from
+// gpu_memory_utilization, whose default 0.9 is TensorRT-LLM's too. The pool is whole blocks of trtllm-build's
+// default --tokens_per_block, 64 (the same log: "Number of tokens per block: 64.").
+constexpr int64_t kTensorrtLlmBlockTokens = 64;
 // TGI default --max-batch-prefill-tokens (text-generation-launcher docs).
 constexpr int64_t kTgiPrefillTokens = 4096;
 // TGI warm-up with prefill log-probs: the gathered logits and their log_softmax, both tokens x vocab in
@@ -386,6 +394,12 @@ InferAct inference_activations(const PreparedWorkload& p, int64_t batch, int64_t
       break;
     case Engine::kLlamaCpp:
       tokens = std::min<double>(tokens, kLlamaCppUbatchTokens);
+      break;
+    case Engine::kTensorrtLlm:
+      // TensorRT sizes the execution context for the engine's largest shape, max_num_tokens tokens with packed
+      // (remove_input_padding) inputs, at build time (docs/source/reference/memory.md, "Activation size": "TensorRT
+      // pre-computes the activation tensors memory requirement at build time ... by using the max tensor shape").
+      if (w.max_num_batched_tokens > 0) tokens = static_cast<double>(w.max_num_batched_tokens);
       break;
     default:
       break;
@@ -1051,6 +1065,19 @@ TargetFit fit_target(const PreparedWorkload& p, const Target& t) {
     f.kv_pool_tokens = p.kv_full_bytes_per_token > 0
                            ? static_cast<int64_t>(std::floor(f.kv_pool_bytes / p.kv_full_bytes_per_token))
                            : 0;
+  }
+  if (w.engine == Engine::kTensorrtLlm && w.model->kind == ModelKind::kDecoder) {
+    // kv_cache_free_gpu_mem_fraction (gpu_memory_utilization) of what loading leaves free, in whole blocks. No
+    // caching-allocator slack: the runtime allocates its buffers and the pool once, through its own buffer
+    // manager (cudaMallocAsync, tensorrt_llm/runtime/tllmBuffers.h, in the trace of TensorRT-LLM issue 401).
+    const MemoryBreakdown& m = f.memory;
+    const double loaded = m.total_bytes - m.kv_cache_bytes - m.allocator_slack_bytes;
+    const double free_after_load = std::max(0.0, f.capacity_bytes - loaded);
+    const double pool = w.gpu_memory_utilization * free_after_load;
+    const double block_bytes = p.kv_full_bytes_per_token * kTensorrtLlmBlockTokens;
+    const double blocks = block_bytes > 0 ? std::floor(pool / block_bytes) : 0;
+    f.kv_pool_bytes = blocks * block_bytes;
+    f.kv_pool_tokens = static_cast<int64_t>(blocks) * kTensorrtLlmBlockTokens;
   }
   const int64_t max_positions = w.model->max_positions > 0 ? w.model->max_positions : (int64_t{1} << 24);
   if (w.model->kind == ModelKind::kCnn) {

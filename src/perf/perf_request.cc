@@ -225,7 +225,9 @@ Result<MemoryVerdict> MemoryCache::verdict(const Target& t) {
     GPUPLAN_TRY(serve, prepared(serving_, true));
     const TargetFit sf = fit_target(*serve, tc);
     const double mean_tokens = serving_tokens_per_sequence(s_.workload);
-    v.serving_max_batch = sf.kv_pool_tokens > 0
+    // vLLM's and SGLang's pools; TensorRT-LLM's (memory.cc) is not read here: its sequences in flight stay the
+    // largest batch that fits, as the speed rows were calibrated.
+    v.serving_max_batch = sf.kv_pool_tokens > 0 && kv_pool_at_startup(s_.workload.engine)
                               ? static_cast<int64_t>(std::floor(static_cast<double>(sf.kv_pool_tokens) / mean_tokens))
                               : sf.max_batch;
     if (s_.workload.engine == Engine::kSglang) {  // its request pool (constants.h kSglangMaxRunningRequests)

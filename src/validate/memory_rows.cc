@@ -47,8 +47,11 @@ RowPrediction predict_memory_row(const Catalog& catalog, const Json& row) {
   // vLLM fills its share of the GPU with the KV pool, so what it holds depends on the GPU.
   const bool vllm_holds = w->engine == Engine::kVllm &&
                           (metric == "kv_cache_bytes" || metric == "total_bytes" || metric == "reserved_bytes");
-  const bool needs_target =
-      metric == "fits" || metric == "max_context" || metric == "max_batch" || metric == "kv_cache_tokens" || vllm_holds;
+  // Engines that size a KV pool from a share of the GPU (fit_target): vLLM, SGLang, TensorRT-LLM's executor.
+  const bool sizes_pool =
+      w->engine == Engine::kVllm || w->engine == Engine::kSglang || w->engine == Engine::kTensorrtLlm;
+  const bool needs_target = metric == "fits" || metric == "max_context" || metric == "max_batch" ||
+                            metric == "kv_cache_tokens" || vllm_holds || (metric == "kv_cache_bytes" && sizes_pool);
   TargetFit f;
   if (needs_target) {
     if (gpu.empty()) {
@@ -97,7 +100,7 @@ RowPrediction predict_memory_row(const Catalog& catalog, const Json& row) {
     // nvidia-smi's "used" also holds the CUDA context and communication buffers.
     p.value = nvidia_smi ? m.total_bytes : m.reserved_bytes();
   } else if (metric == "kv_cache_bytes") {
-    p.value = w->engine == Engine::kVllm ? f.kv_pool_bytes : m.kv_cache_bytes;
+    p.value = sizes_pool ? f.kv_pool_bytes : m.kv_cache_bytes;
   } else if (metric == "kv_cache_tokens") {
     p.value = static_cast<double>(f.kv_pool_tokens);
   } else if (metric == "max_context") {
