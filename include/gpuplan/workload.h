@@ -146,6 +146,17 @@ struct Workload {
   // Activation offloading (torchtune enable_activation_offloading, with checkpointing): the checkpointed
   // layer inputs are copied to host memory in forward and back in backward.
   bool activation_offload = false;
+  // transformers' use_cache=True kept in training (the config's default; only transformers' own gradient
+  // checkpointing turns it off) under a checkpoint wrapper that is not transformers' own (FSDP's
+  // apply_activation_checkpointing, llama-recipes before Sept 2023): every layer's K and V are held until
+  // the forward pass returns.
+  bool use_cache = false;
+  // FSDP1 gradient accumulation inside no_sync (Lightning Fabric no_backward_sync in Lit-GPT's finetune
+  // scripts): the units' gradients stay unsharded between micro-batches, beside the next one's activations.
+  bool fsdp_no_sync = false;
+  // LoRA under FSDP1 with use_orig_params and one unit per block holding the frozen base and the adapters
+  // (Lit-GPT's FSDPStrategy(auto_wrap_policy={Block})): each unit's gradient covers all its parameters.
+  bool fsdp_mixed_units = false;
   // The training loss over this many chunks of the sequence's logits (torchtune CEWithChunkedOutputLoss:
   // 8); 1 = the whole logits at once (torch.nn.CrossEntropyLoss, transformers); 0 = the engine's default.
   int loss_chunks = 0;

@@ -455,6 +455,7 @@ struct TrainAct {
   double logits_bytes = 0;
   double cast_copy_bytes = 0;  // autocast's 16-bit weight copies held for backward
   double offloaded_bytes = 0;  // saved activations copied to host memory (activation offloading)
+  double cache_bytes = 0;      // K and V every layer returns under use_cache, held until forward ends
   double total = 0;
 };
 
@@ -563,6 +564,17 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
       w.activation_offload ? offload_layers(layers, kept_per_layer, t.offloaded_bytes) : layers * kept_per_layer;
   t.total = w.checkpointing == Checkpointing::kFull ? kept + std::max(t.per_layer_bytes, t.logits_bytes)
                                                     : kept + t.logits_bytes;
+  // transformers with use_cache=True in training (the config's default; only transformers' own gradient
+  // checkpointing turns it off, modeling_llama.py "`use_cache=True` is incompatible with gradient
+  // checkpointing"): each decoder layer returns its K and V (present_key_value, later a DynamicCache) and the
+  // model holds them until its forward returns. Without recomputation they are the very tensors attention
+  // saves for backward; under a checkpoint wrapper that is not transformers' own (FSDP
+  // apply_activation_checkpointing in llama-recipes before its PR 165, which measured "~4 GB" on LLaMA-7B)
+  // they are extra, held beside the layer inputs while the head and the loss run at the end of forward.
+  if (w.use_cache && w.checkpointing == Checkpointing::kFull && m.kind == ModelKind::kDecoder) {
+    t.cache_bytes = b * m.kv_elements(seq) * e / tp * p.layer_fraction;
+    t.total = std::max(t.total, kept + t.cache_bytes + t.logits_bytes);
+  }
   t.total += t.cast_copy_bytes;
   return t;
 }
@@ -789,7 +801,8 @@ double add_full_training(const PreparedWorkload& p, MemoryBreakdown& r) {
   } else {
     r.optimizer_bytes += state_bytes;
   }
-  r.gradients_bytes = params * param_bytes / (w.zero >= 2 ? dp : 1.0);
+  // FSDP1's no_sync keeps every unit's gradient unsharded between micro-batches (fsdp_no_sync).
+  r.gradients_bytes = params * param_bytes / (w.zero >= 2 && !w.fsdp_no_sync ? dp : 1.0);
   if (w.zero >= 3) {
     r.weights_bytes /= dp;
     add_allocator_communication(r, zero3_gather_bytes(p));
@@ -812,6 +825,16 @@ double add_adapter_training(const PreparedWorkload& p, MemoryBreakdown& r) {
   const double a_bytes = bf16_adapters ? k16BitBytes : kFp32Bytes;
   r.adapter_bytes = p.adapter_parameters * a_bytes;
   r.gradients_bytes = p.adapter_parameters * a_bytes;
+  if (w.fsdp_mixed_units) {
+    // FSDP1 with use_orig_params flattens a block's frozen base and its adapters into one FlatParameter, and
+    // the flat gradient covers all of it (torch/distributed/fsdp/_wrap_utils.py _validate_frozen_params: "the
+    // gradient memory usage will be higher than expected (<all> numel instead of <trained> numel before
+    // sharding via reduce-scatter)"), in the base's 16-bit dtype; reduce-scatter leaves each GPU its shard,
+    // and under no_sync the whole unsharded gradient stays (FSDP1 no_sync, fsdp_no_sync).
+    const double unit_params =
+        static_cast<double>(w.model->linear_parameters()) / w.tp * p.layer_fraction + p.adapter_parameters;
+    r.gradients_bytes = unit_params * k16BitBytes / (w.fsdp_no_sync ? 1.0 : w.data_parallel());
+  }
   const double state_bytes = p.adapter_parameters * optimizer_state_bytes(w.optimizer, a_bytes);
   if (paged_optimizer(w.optimizer)) {
     r.host_bytes += state_bytes;
@@ -908,6 +931,11 @@ MemoryBreakdown estimate_memory(const PreparedWorkload& p, int64_t batch, int64_
   if (w.cpu_offload || (w.optimizer_in_backward && w.task == Task::kTrain)) {
     at_backward = r.activations_bytes + r.gradients_bytes + step_temp;
     at_step = 0;
+  } else if (w.fsdp_no_sync) {
+    // Gradient accumulation inside FSDP1's no_sync (torch.distributed.fsdp FullyShardedDataParallel.no_sync:
+    // gradients "accumulated ... in unsharded form", more memory; Lightning Fabric's no_backward_sync wraps it):
+    // the unsharded gradients of the earlier micro-batches are held while the next one's activations are.
+    at_backward = r.activations_bytes + r.gradients_bytes;
   }
   const double dynamic = std::max(at_backward, at_step);
   r.allocator_slack_bytes = kAllocatorSlackFraction * dynamic;
@@ -1201,8 +1229,11 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
                       format_gib(a.logits_bytes) + ")"
                 : num(static_cast<double>(md.layers)) + " layers x " + format_gib(a.per_layer_bytes) +
                       " + loss buffers (logits) " + format_gib(a.logits_bytes)) +
-           (a.cast_copy_bytes > 0 ? " + autocast 16-bit weight copies " + format_gib(a.cast_copy_bytes) : "") + " = " +
-           format_gib(m.activations_bytes);
+           (a.cast_copy_bytes > 0 ? " + autocast 16-bit weight copies " + format_gib(a.cast_copy_bytes) : "") +
+           (a.cache_bytes > 0 ? "; at the end of forward the K/V every layer returns (use_cache) " +
+                                    format_gib(a.cache_bytes) + " beside the layer inputs and loss buffers"
+                              : "") +
+           " = " + format_gib(m.activations_bytes);
   }
   out.push_back({"activations_bytes", m.activations_bytes, aexp});
   if (w.task != Task::kInfer) {
@@ -1210,13 +1241,20 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
     std::string gexp =
         "Gradients: " + billions(w.task == Task::kTrain ? p.trainable_parameters_per_gpu : p.adapter_parameters) +
         " trainable params" +
-        (w.zero >= 2 && w.task == Task::kTrain ? " / " + num(w.data_parallel()) + " (ZeRO-" + num(w.zero) + ")" : "");
+        (w.zero >= 2 && w.task == Task::kTrain && !w.fsdp_no_sync
+             ? " / " + num(w.data_parallel()) + " (ZeRO-" + num(w.zero) + ")"
+             : "");
     if (in_backward) {
       gexp = "Gradients: the optimizer steps in backward and frees each gradient, so only the largest parameter's (" +
              billions(largest_trained_parameter(p)) + " params) is live";
     } else if (w.cpu_offload && w.task == Task::kTrain) {
       gexp = "Gradients: offloaded to the host; one layer's unsharded gradient is live before its reduce-scatter";
+    } else if (w.fsdp_mixed_units) {
+      gexp = "Gradients: FSDP units hold the frozen base with the adapters, so the flat gradient covers every block "
+             "parameter (16-bit)" +
+             std::string(w.fsdp_no_sync ? ", unsharded under no_sync" : " / " + num(w.data_parallel()) + " GPUs");
     }
+    if (w.fsdp_no_sync) gexp += "; held beside the next micro-batch's activations (FSDP no_sync)";
     out.push_back({"gradients_bytes", m.gradients_bytes, gexp + " = " + format_gib(m.gradients_bytes)});
     out.push_back(
         {"optimizer_bytes", m.optimizer_bytes,

@@ -223,6 +223,9 @@ Status read_training_and_engine(const Request& req, Workload& w) {
   GPUPLAN_TRY(in_backward, req.boolean("optimizer_in_backward"));
   GPUPLAN_TRY(cpu_offload, req.boolean("cpu_offload"));
   GPUPLAN_TRY(activation_offload, req.boolean("activation_offload"));
+  GPUPLAN_TRY(use_cache, req.boolean("use_cache"));
+  GPUPLAN_TRY(fsdp_no_sync, req.boolean("fsdp_no_sync"));
+  GPUPLAN_TRY(fsdp_mixed_units, req.boolean("fsdp_mixed_units"));
   GPUPLAN_TRY(loss_chunks, req.whole("loss_chunks"));
   GPUPLAN_TRY(quantize_on_load, req.boolean("quantize_on_load"));
   GPUPLAN_TRY(util, req.real("gpu_memory_utilization"));
@@ -232,6 +235,9 @@ Status read_training_and_engine(const Request& req, Workload& w) {
   w.optimizer_in_backward = in_backward;
   w.cpu_offload = cpu_offload;
   w.activation_offload = activation_offload;
+  w.use_cache = use_cache;
+  w.fsdp_no_sync = fsdp_no_sync;
+  w.fsdp_mixed_units = fsdp_mixed_units;
   w.loss_chunks = static_cast<int>(loss_chunks);
   w.quantize_on_load = quantize_on_load;
   w.gpu_memory_utilization = util.value_or(w.gpu_memory_utilization);
@@ -257,6 +263,22 @@ Status check_combination(const Workload& w) {
         w.optimizer_in_backward ? "optimizer_in_backward"
         : w.cpu_offload         ? "cpu_offload"
                                 : "activation_offload");
+  }
+  if (w.task == Task::kInfer && (w.use_cache || w.fsdp_no_sync || w.fsdp_mixed_units)) {
+    return usage_error(
+        "--use-cache, --fsdp-no-sync and --fsdp-mixed-units describe training runs; give a training task (train, "
+        "lora, qlora) or leave them out",
+        w.use_cache ? "use_cache" : w.fsdp_no_sync ? "fsdp_no_sync" : "fsdp_mixed_units");
+  }
+  if ((w.fsdp_no_sync || w.fsdp_mixed_units) && w.zero < 3) {
+    return usage_error("--fsdp-no-sync and --fsdp-mixed-units are FSDP settings: give --zero 3 (FSDP full sharding)",
+                       w.fsdp_no_sync ? "fsdp_no_sync" : "fsdp_mixed_units");
+  }
+  if (w.fsdp_mixed_units && w.task != Task::kLora) {
+    return usage_error(
+        "--fsdp-mixed-units is a LoRA setting (FSDP units holding the frozen 16-bit base and the adapters): give "
+        "--task lora",
+        "fsdp_mixed_units");
   }
   if (w.cpu_offload && w.zero < 3) {
     return usage_error("--cpu-offload is FSDP's CPUOffload of sharded parameters: give --zero 3 (FSDP full sharding)",
@@ -311,6 +333,9 @@ Json workload_json(const Workload& w) {
     if (w.optimizer_in_backward) j["optimizer_in_backward"] = true;
     if (w.cpu_offload) j["cpu_offload"] = true;
     if (w.activation_offload) j["activation_offload"] = true;
+    if (w.use_cache) j["use_cache"] = true;
+    if (w.fsdp_no_sync) j["fsdp_no_sync"] = true;
+    if (w.fsdp_mixed_units) j["fsdp_mixed_units"] = true;
     if (w.loss_chunks > 0) j["loss_chunks"] = w.loss_chunks;
   }
   if (w.task == Task::kLora || w.task == Task::kQlora) {

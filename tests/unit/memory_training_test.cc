@@ -1,5 +1,6 @@
 // Training recipes' memory (issue #17, session 7): optimizer state in the dtype it steps, paged
-// optimizers, optimizer step in backward, FSDP CPU offload, activation offloading, loss chunks.
+// optimizers, optimizer step in backward, FSDP CPU offload, activation offloading, loss chunks; session 9:
+// use_cache under a foreign checkpoint wrapper, FSDP1 units mixing frozen and trained weights, no_sync.
 // Expected values come from the mechanisms' sources (docs/model.md "Training recipes"), not from the
 // model's own output.
 #include <gtest/gtest.h>
@@ -120,6 +121,55 @@ TEST(MemoryTraining, OffloadNeedsTrainingAndFsdp) {
   auto infer = parse_workload(Json{{"model", "llama-2-7b"}, {"optimizer_in_backward", true}});
   ASSERT_FALSE(infer.ok());
   EXPECT_EQ(infer.error().field, "optimizer_in_backward");
+}
+
+// transformers with use_cache=True under FSDP's own checkpoint wrapper (llama-recipes before its PR 165): every
+// layer's K and V, 2 x b x s x kv_heads x head_dim x 2 B, are held with the layer inputs and the loss buffers at
+// the end of forward. Llama-2-7B, 4 x 2048 tokens: 32 x 2 x 8192 x 4096 x 2 B = 4.29 GB, "~4 GB" in PR 165.
+// Without recomputation they are the tensors attention saves anyway.
+TEST(MemoryTraining, UseCacheHoldsEveryLayersKvUnderFullCheckpointing) {
+  const Json base = {{"task", "lora"},      {"lora_rank", 8}, {"batch", 4}, {"context", 2048}, {"count", 4},
+                     {"zero", 3},           {"engine", "transformers"},   {"checkpointing", "full"}};
+  Json cached = base;
+  cached["use_cache"] = true;
+  const double kv = 32.0 * 2 * 4 * 2048 * 4096 * 2;
+  EXPECT_NEAR(memory("llama-2-7b", cached).activations_bytes - memory("llama-2-7b", base).activations_bytes, kv, 1e3);
+  Json plain = base;
+  plain["checkpointing"] = "none";
+  Json plain_cached = plain;
+  plain_cached["use_cache"] = true;
+  EXPECT_DOUBLE_EQ(memory("llama-2-7b", plain_cached).activations_bytes, memory("llama-2-7b", plain).activations_bytes);
+}
+
+// Lit-GPT's FSDP LoRA: a block's frozen base and adapters share one FlatParameter (use_orig_params), whose
+// gradient covers the block: Llama-2-7B's 32 x (4 x 4096^2 + 3 x 4096 x 11008) = 6,476,005,376 matrix
+// parameters + 4,194,304 adapter parameters (r 8 on q, v), 2 B each, sharded over 2 GPUs after the
+// reduce-scatter, and whole under no_sync, where they are held beside the next micro-batch's activations.
+TEST(MemoryTraining, FsdpMixedUnitsGradientCoversTheBlock) {
+  const Json base = {{"task", "lora"}, {"lora_rank", 8},       {"batch", 1},         {"context", 1304},
+                     {"count", 2},     {"zero", 3},            {"engine", "pytorch"}, {"checkpointing", "full"},
+                     {"master_weights", false}, {"fsdp_mixed_units", true}};
+  const double unit = (6476005376.0 + 4194304.0) * 2;
+  const MemoryBreakdown sharded = memory("llama-2-7b", base);
+  EXPECT_NEAR(sharded.gradients_bytes, unit / 2, 1e3);
+  Json no_sync = base;
+  no_sync["fsdp_no_sync"] = true;
+  const MemoryBreakdown whole = memory("llama-2-7b", no_sync);
+  EXPECT_NEAR(whole.gradients_bytes, unit, 1e3);
+  EXPECT_GE(whole.total_bytes, whole.weights_bytes + whole.gradients_bytes + whole.activations_bytes);
+}
+
+TEST(MemoryTraining, FsdpAndCacheSettingsNeedTheirTraining) {
+  auto infer = parse_workload(Json{{"model", "llama-2-7b"}, {"use_cache", true}});
+  ASSERT_FALSE(infer.ok());
+  EXPECT_EQ(infer.error().field, "use_cache");
+  auto no_zero = parse_workload(Json{{"model", "llama-2-7b"}, {"task", "lora"}, {"fsdp_no_sync", true}});
+  ASSERT_FALSE(no_zero.ok());
+  EXPECT_EQ(no_zero.error().field, "fsdp_no_sync");
+  auto qlora =
+      parse_workload(Json{{"model", "llama-2-7b"}, {"task", "qlora"}, {"zero", 3}, {"count", 2}, {"fsdp_mixed_units", true}});
+  ASSERT_FALSE(qlora.ok());
+  EXPECT_EQ(qlora.error().field, "fsdp_mixed_units");
 }
 
 }  // namespace
