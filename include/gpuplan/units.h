@@ -14,6 +14,9 @@ inline constexpr double kBytesPerMib = 1024.0 * 1024.0;
 inline constexpr double kBytesPerGib = 1024.0 * 1024.0 * 1024.0;
 inline constexpr double kBytesPerMb = 1e6;
 inline constexpr double kBytesPerGb = 1e9;
+// Bytes of one element of a tensor: fp32, and bf16 / fp16.
+inline constexpr double kFp32Bytes = 4;
+inline constexpr double k16BitBytes = 2;
 
 // Time: clouds price by the hour, training runs are stated in days.
 inline constexpr double kSecondsPerMinute = 60.0;

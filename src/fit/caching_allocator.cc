@@ -42,9 +42,6 @@ bool should_split(bool small, uint64_t remaining) {
 
 uint64_t to_bytes(double bytes) { return bytes <= 0 ? 0 : static_cast<uint64_t>(std::llround(bytes)); }
 
-constexpr double kFp32Bytes = 4;
-constexpr double k16BitBytes = 2;
-
 }  // namespace
 
 CachingAllocatorSim::CachingAllocatorSim(double limit_bytes)

@@ -123,8 +123,6 @@ constexpr double kDeepSpeedFp32GradBytes = 4;
 
 // torch.autocast casts each fp32 weight to a 16-bit copy for its matmul (2 bytes per parameter).
 constexpr double kAutocastCopyBytes = 2;
-// Bytes of an fp32 element.
-constexpr double kFp32Bytes = 4;
 // K and V: the two tensors attention caches per layer and KV head.
 constexpr int kKvTensors = 2;
 // Slack under a layer count before its ceiling: a pipeline stage's share of 32 layers x 0.25 from
@@ -134,8 +132,6 @@ constexpr double kCeilSlack = 1e-9;
 constexpr double kParametersPerBillion = 1e9;
 // Below 10^15 a double holds every integer exactly, so "%.0f" prints it; above it "%.4g".
 constexpr double kExactIntegerLimit = 1e15;
-// Bytes of a 16-bit (bf16 / fp16) element.
-constexpr double k16BitBytes = 2;
 // FSDP / ZeRO-3 hold two layers' full weights at once: the one computing and the next, prefetched
 // (FSDP forward_prefetch / backward_prefetch; DeepSpeed stage3 prefetch bucket).
 constexpr double kZero3GatheredLayers = 2;
@@ -691,8 +687,8 @@ Result<PreparedWorkload> prepare(const Workload& requested) {
     // Loading peaks while the largest base matrix is quantized, with the NF4 weights and the bf16 adapters
     // in place (torchtune builds the LoRA modules before it loads the checkpoint).
     p.load_transient_bytes = p.weights.largest_matrix_parameters / tp * kTorchaoWholeTensorNf4Bytes;
-    p.load_peak_bytes =
-        outside_torch_bytes(w.engine) + p.weights_per_gpu_bytes + p.adapter_parameters * k16BitBytes + p.load_transient_bytes;
+    p.load_peak_bytes = outside_torch_bytes(w.engine) + p.weights_per_gpu_bytes + p.adapter_parameters * k16BitBytes +
+                        p.load_transient_bytes;
   }
   // Results count bytes in 64-bit integers: a workload whose own memory is beyond 2^53 bytes (8 PiB per
   // GPU, 50,000x an H200; where doubles stop counting bytes exactly) has no answer to print.
@@ -1250,9 +1246,10 @@ std::vector<MemoryLine> explain_memory(const PreparedWorkload& p, const MemoryBr
     } else if (w.cpu_offload && w.task == Task::kTrain) {
       gexp = "Gradients: offloaded to the host; one layer's unsharded gradient is live before its reduce-scatter";
     } else if (w.fsdp_mixed_units) {
-      gexp = "Gradients: FSDP units hold the frozen base with the adapters, so the flat gradient covers every block "
-             "parameter (16-bit)" +
-             std::string(w.fsdp_no_sync ? ", unsharded under no_sync" : " / " + num(w.data_parallel()) + " GPUs");
+      gexp =
+          "Gradients: FSDP units hold the frozen base with the adapters, so the flat gradient covers every block "
+          "parameter (16-bit)" +
+          std::string(w.fsdp_no_sync ? ", unsharded under no_sync" : " / " + num(w.data_parallel()) + " GPUs");
     }
     if (w.fsdp_no_sync) gexp += "; held beside the next micro-batch's activations (FSDP no_sync)";
     out.push_back({"gradients_bytes", m.gradients_bytes, gexp + " = " + format_gib(m.gradients_bytes)});

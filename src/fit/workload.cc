@@ -268,7 +268,9 @@ Status check_combination(const Workload& w) {
     return usage_error(
         "--use-cache, --fsdp-no-sync and --fsdp-mixed-units describe training runs; give a training task (train, "
         "lora, qlora) or leave them out",
-        w.use_cache ? "use_cache" : w.fsdp_no_sync ? "fsdp_no_sync" : "fsdp_mixed_units");
+        w.use_cache      ? "use_cache"
+        : w.fsdp_no_sync ? "fsdp_no_sync"
+                         : "fsdp_mixed_units");
   }
   if ((w.fsdp_no_sync || w.fsdp_mixed_units) && w.zero < 3) {
     return usage_error("--fsdp-no-sync and --fsdp-mixed-units are FSDP settings: give --zero 3 (FSDP full sharding)",

@@ -118,7 +118,8 @@ Rates make_rates(const PerfDevice& d, Engine engine, const EngineVersion& versio
   // conversion rate (constants.h, "MMQ's conversion pipe"); the roofline's compute rate is the lower one.
   if (engine == Engine::kLlamaCpp && p == Precision::kInt8 && run.weights.dequantize && d.sm_count > 0 &&
       d.sm_clock_hz > 0) {
-    const double conversion_flops = 2.0 * d.sm_count * d.sm_clock_hz * kConversionsPerSmPerCycle * kMmqMacsPerConversion;
+    const double conversion_flops =
+        2.0 * d.sm_count * d.sm_clock_hz * kConversionsPerSmPerCycle * kMmqMacsPerConversion;
     r.gemm_flops = std::min(r.gemm_flops, conversion_flops);
   }
   const double attn_peak = (p == Precision::kTf32 || p == Precision::kFp32) ? compute_peak(d, p) : peak_16bit(d);

@@ -66,7 +66,7 @@ TEST(CachingAllocatorSim, ACudaMallocPastTheLimitReleasesTheCachedSegments) {
 // transformers before 4.42 holds the previous step's cache until the step returns, so two sets of growing
 // cache tensors strand segments; from 4.42 DynamicCache frees each old tensor as the new one replaces it.
 TEST(GenerateReserve, TheOldCacheHeldThroughTheStepStrandsMore) {
-  const nlohmann::ordered_json base = {{"weights", "fp16"}, {"kv_cache", "fp16"}, {"batch", 8},
+  const nlohmann::ordered_json base = {{"weights", "fp16"},   {"kv_cache", "fp16"},   {"batch", 8},
                                        {"input_tokens", 256}, {"output_tokens", 512}, {"context", 768}};
   nlohmann::ordered_json old_release = base;
   old_release["engine"] = "transformers@4.34.1";

@@ -232,11 +232,11 @@ TEST(FitTarget, TensorrtLlmPoolIsItsFractionOfTheFreeMemory) {
   ASSERT_TRUE(h100.ok());
   const Target t{*h100, 1, Link::kPcie};
   const auto fit_at = [&](double fraction) {
-    return fit_target(prepared("llama-2-7b", {{"engine", "tensorrt-llm"},
-                                              {"weights", "fp8"},
-                                              {"context", 4098},
-                                              {"gpu_memory_utilization", fraction}}),
-                      t);
+    return fit_target(
+        prepared(
+            "llama-2-7b",
+            {{"engine", "tensorrt-llm"}, {"weights", "fp8"}, {"context", 4098}, {"gpu_memory_utilization", fraction}}),
+        t);
   };
   const TargetFit f90 = fit_at(0.9);
   const TargetFit f99 = fit_at(0.99);

@@ -128,8 +128,9 @@ TEST(MemoryTraining, OffloadNeedsTrainingAndFsdp) {
 // the end of forward. Llama-2-7B, 4 x 2048 tokens: 32 x 2 x 8192 x 4096 x 2 B = 4.29 GB, "~4 GB" in PR 165.
 // Without recomputation they are the tensors attention saves anyway.
 TEST(MemoryTraining, UseCacheHoldsEveryLayersKvUnderFullCheckpointing) {
-  const Json base = {{"task", "lora"},      {"lora_rank", 8}, {"batch", 4}, {"context", 2048}, {"count", 4},
-                     {"zero", 3},           {"engine", "transformers"},   {"checkpointing", "full"}};
+  const Json base = {
+      {"task", "lora"},           {"lora_rank", 8},         {"batch", 4}, {"context", 2048}, {"count", 4}, {"zero", 3},
+      {"engine", "transformers"}, {"checkpointing", "full"}};
   Json cached = base;
   cached["use_cache"] = true;
   const double kv = 32.0 * 2 * 4 * 2048 * 4096 * 2;
@@ -146,9 +147,16 @@ TEST(MemoryTraining, UseCacheHoldsEveryLayersKvUnderFullCheckpointing) {
 // parameters + 4,194,304 adapter parameters (r 8 on q, v), 2 B each, sharded over 2 GPUs after the
 // reduce-scatter, and whole under no_sync, where they are held beside the next micro-batch's activations.
 TEST(MemoryTraining, FsdpMixedUnitsGradientCoversTheBlock) {
-  const Json base = {{"task", "lora"}, {"lora_rank", 8},       {"batch", 1},         {"context", 1304},
-                     {"count", 2},     {"zero", 3},            {"engine", "pytorch"}, {"checkpointing", "full"},
-                     {"master_weights", false}, {"fsdp_mixed_units", true}};
+  const Json base = {{"task", "lora"},
+                     {"lora_rank", 8},
+                     {"batch", 1},
+                     {"context", 1304},
+                     {"count", 2},
+                     {"zero", 3},
+                     {"engine", "pytorch"},
+                     {"checkpointing", "full"},
+                     {"master_weights", false},
+                     {"fsdp_mixed_units", true}};
   const double unit = (6476005376.0 + 4194304.0) * 2;
   const MemoryBreakdown sharded = memory("llama-2-7b", base);
   EXPECT_NEAR(sharded.gradients_bytes, unit / 2, 1e3);
@@ -166,8 +174,8 @@ TEST(MemoryTraining, FsdpAndCacheSettingsNeedTheirTraining) {
   auto no_zero = parse_workload(Json{{"model", "llama-2-7b"}, {"task", "lora"}, {"fsdp_no_sync", true}});
   ASSERT_FALSE(no_zero.ok());
   EXPECT_EQ(no_zero.error().field, "fsdp_no_sync");
-  auto qlora =
-      parse_workload(Json{{"model", "llama-2-7b"}, {"task", "qlora"}, {"zero", 3}, {"count", 2}, {"fsdp_mixed_units", true}});
+  auto qlora = parse_workload(
+      Json{{"model", "llama-2-7b"}, {"task", "qlora"}, {"zero", 3}, {"count", 2}, {"fsdp_mixed_units", true}});
   ASSERT_FALSE(qlora.ok());
   EXPECT_EQ(qlora.error().field, "fsdp_mixed_units");
 }
