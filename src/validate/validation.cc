@@ -7,7 +7,6 @@
 #include <cmath>
 #include <functional>
 #include <map>
-#include <ranges>
 #include <set>
 
 #include "catalog/yaml_util.h"
@@ -219,6 +218,7 @@ Json summarize_if(const Json& rows, const std::function<bool(const Json&)>& sele
   std::string max_id;
   std::vector<double> errs;
   std::vector<std::pair<double, std::string>> grouped_errs;
+  std::set<std::string> groups;
   for (const auto& r : rows) {
     if (!select(r)) continue;
     ++selected;
@@ -240,35 +240,34 @@ Json summarize_if(const Json& rows, const std::function<bool(const Json&)>& sele
     within25 += e <= kFairErrorPercent ? 1 : 0;
     errs.push_back(e);
     grouped_errs.emplace_back(e, r.value("source_group", std::string("unknown")));
+    groups.insert(grouped_errs.back().second);
     if (e > max_err) max_err = e, max_id = r["id"].get<std::string>();
     if (r.contains("in_band")) {
       ++banded;
       in_band += r["in_band"].get<bool>() ? 1 : 0;
     }
   }
-  return Json{
-      {"rows", selected},
-      {"comparable_rows", comparable},
-      {"skipped_rows", skipped},
-      {"numeric_rows", numeric},
-      {"within_10_percent", within10},
-      {"within_10_percent_share", share(within10, numeric)},
-      {"within_25_percent", within25},
-      {"within_25_percent_share", share(within25, numeric)},
-      {"median_error_percent", round_to(median(std::move(errs)), kPercentDecimals)},
-      {"source_groups",
-       std::set<std::string>(std::views::values(grouped_errs).begin(), std::views::values(grouped_errs).end()).size()},
-      {"source_weighted_median_error_percent",
-       round_to(source_weighted_median(std::move(grouped_errs)), kPercentDecimals)},
-      {"max_error_percent", round_to(max_err, kPercentDecimals)},
-      {"max_error_row", max_id},
-      {"verdict_rows", verdicts},
-      {"verdicts_right", right},
-      {"verdicts_wrong", verdicts - right},
-      {"verdict_accuracy", verdicts ? share(right, verdicts) : 1.0},
-      {"banded_rows", banded},
-      {"in_band", in_band},
-      {"band_coverage", banded ? Json(share(in_band, banded)) : Json(nullptr)}};
+  return Json{{"rows", selected},
+              {"comparable_rows", comparable},
+              {"skipped_rows", skipped},
+              {"numeric_rows", numeric},
+              {"within_10_percent", within10},
+              {"within_10_percent_share", share(within10, numeric)},
+              {"within_25_percent", within25},
+              {"within_25_percent_share", share(within25, numeric)},
+              {"median_error_percent", round_to(median(std::move(errs)), kPercentDecimals)},
+              {"source_groups", groups.size()},
+              {"source_weighted_median_error_percent",
+               round_to(source_weighted_median(std::move(grouped_errs)), kPercentDecimals)},
+              {"max_error_percent", round_to(max_err, kPercentDecimals)},
+              {"max_error_row", max_id},
+              {"verdict_rows", verdicts},
+              {"verdicts_right", right},
+              {"verdicts_wrong", verdicts - right},
+              {"verdict_accuracy", verdicts ? share(right, verdicts) : 1.0},
+              {"banded_rows", banded},
+              {"in_band", in_band},
+              {"band_coverage", banded ? Json(share(in_band, banded)) : Json(nullptr)}};
 }
 
 Json summarize(const Json& rows, const std::string& kind) {
