@@ -78,6 +78,10 @@ struct WeightBytes {
   // embedding and the head: what a pipeline stage holds besides its layers.
   double non_layer_bytes = 0;
   double largest_edge_bytes = 0;
+  // The LM head's tensor (a tied embedding standing in for it), at the bits its format stores it in: what
+  // a step's logits read (GGUF: Q6_K or Q8_0; 16-bit where a format keeps the head unquantized).
+  double head_bytes = 0;
+  double head_parameters = 0;
 };
 WeightBytes model_weight_bytes(const Model& model, WeightFormat f, int group_size = 0);
 

@@ -164,6 +164,14 @@ struct PerfRun {
   // Prompt micro-batches in flight on different pipeline stages at once (llama.cpp's pipeline
   // parallelism); 1 = one pass at a time, every stage in turn.
   double pipeline_copies = 1;
+  // Prompt tokens per engine call (llama.cpp's n_batch per llama_decode): micro-batches overlap on the
+  // pipeline within one call only, and every call fills and drains it; 0 = the whole prompt in one call.
+  double pipeline_call_tokens = 0;
+  // llama.cpp's mat-vec kernels (mmvq for quantized weights, dequantize_mul_mat_vec for F16): a matmul of
+  // up to matvec_max_rows rows runs one, whose memory throughput is bounded per SM by the loads each SM
+  // keeps in flight (Little's law): at most matvec_bytes_per_sm_second per SM. 0 = no such bound.
+  double matvec_max_rows = 0;
+  double matvec_bytes_per_sm_second = 0;
   // Bytes per element of the tokens x hidden activations handed from one pipeline stage to the next
   // (llama.cpp: F32); 0 = the hand-off's latency alone.
   double handoff_element_bytes = 0;

@@ -259,8 +259,12 @@ void note_edges(WeightBytes& w, const TensorGroup& t, double bytes) {
 }
 
 // Adds one tensor group's bytes to the totals, as quantized or as kept in its original precision.
-void add_tensor_bytes(WeightBytes& w, const TensorGroup& t, double n, double bytes, bool quantized) {
+void add_tensor_bytes(WeightBytes& w, const Model& m, const TensorGroup& t, double n, double bytes, bool quantized) {
   note_edges(w, t, bytes);
+  if (t.role == TensorRole::kHead || (t.role == TensorRole::kEmbedding && m.tied_embeddings)) {
+    w.head_bytes += bytes;
+    w.head_parameters += n;
+  }
   w.total_bytes += bytes;
   if (quantized) {
     w.quantized_bytes += bytes;
@@ -303,7 +307,7 @@ WeightBytes gguf_bytes(const Model& m, WeightFormat f) {
       bits = gguf_bits(base, t.cols);
     }
     const double bytes = n * bits / 8;
-    add_tensor_bytes(w, t, n, bytes, quantized);
+    add_tensor_bytes(w, m, t, n, bytes, quantized);
   }
   return w;
 }
@@ -354,7 +358,7 @@ WeightBytes weight_bytes_all(const Model& m, WeightFormat f, int group_size) {
     const bool quantized = is_quantized(f) && (is_linear_role(t.role) || t.role == TensorRole::kConv);
     const double bytes =
         quantized ? n * matrix_bits_per_weight(f, t.rows, t.cols, group_size) / 8 : n * info.unquantized_bytes;
-    add_tensor_bytes(w, t, n, bytes, quantized);
+    add_tensor_bytes(w, m, t, n, bytes, quantized);
   }
   return w;
 }

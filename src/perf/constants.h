@@ -113,6 +113,20 @@ inline constexpr double kLlamaCppCublasConvertKernels = 2;
 // F16 weights: one row runs dequantize_mul_mat_vec, more rows go to cuBLAS (ggml_cuda_mul_mat of 2024:
 // `use_dequantize_mul_mat_vec = ... && src1->ne[1] == 1`, else ggml_cuda_op_mul_mat_cublas).
 inline constexpr double kLlamaCppFp16CublasAboveRows = 1;
+// Quantized weights: up to MMVQ_MAX_BATCH_SIZE = 8 rows run mul_mat_vec_q (mmvq.cuh), one block of a few
+// warps per output row.
+inline constexpr double kLlamaCppMmvqMaxRows = 8;
+// Those mat-vec kernels read the weights at a rate bounded per SM, not by the DRAM: each block keeps a few
+// warps' loads in flight for its row (mmvq: nwarps = 4 warps per output row for one vector), so by Little's
+// law (throughput = bytes in flight / latency; V. Volkov, "Understanding Latency Hiding on GPUs", UC
+// Berkeley 2016, ch. 4) an SM moves a bounded number of bytes per second whatever the DRAM could give.
+// GDDR GPUs stay DRAM-bound (RTX 4090: 128 SMs x 11 GB/s = 1.4 TB/s above its 1.0 TB/s); HBM GPUs do not
+// (A100: 108 x 11 = 1.19 TB/s of 2.04). Fixed from two GPUs' measurements where the weight reads are ~85%
+// of the step: XiongjieDai's Llama-3-70B Q4_K_M tg512 (42.5 GB per token) on one A100 SXM4 80GB, 24.61
+// tokens/s, and one H100 PCIe, 25.03 tokens/s (rows xd-llamabench-llama-3-70b-q4-k-m-{a100-sxm4,h100-pcie}-
+// tg512): 10.8 and 11.1 GB/s per SM after the step's fixed costs. The llama.cpp scoreboard's A100 80GB
+// (discussion #15013, Llama-2-7B Q4_0, 190.9 tokens/s, a 2025 build) comes out within 9% of it.
+inline constexpr double kLlamaCppMatVecBytesPerSmSecond = 11e9;
 // llama.cpp's q, k, v (and gate, up) are separate mul_mat calls on the same input (llama.cpp's
 // llm_build_llama: wq, wk, wv; ffn_gate, ffn_up): each converts that input to F16 again.
 inline constexpr double kLlamaCppQkvInputs = 3;
@@ -146,6 +160,15 @@ inline constexpr EngineVersion kLlamaCppFlashAttnDefaultSince{{2025, 8, 30}, tru
 // prompt are in flight on different GPUs at once. Decode (one micro-batch) still runs the GPUs in turn.
 inline constexpr EngineVersion kLlamaCppPipelineSince{{2024, 3, 13}, true, 3, '-'};
 inline constexpr double kLlamaCppSchedMaxCopies = 4;
+// The overlap holds within one llama_decode call only: PR #6017 splits a call's batch of up to n_batch
+// tokens into n_ubatch micro-batches and queues them asynchronously ("this allows current applications
+// to take advantage of pipeline parallelism by setting a larger n_batch"), and llama-bench's test_prompt
+// (like llama-server's prompt loop) calls llama_decode once per n_batch tokens, n_batch = 2048 by default
+// (llama-bench cmd_params_defaults `n_batch {2048}, n_ubatch {512}`; common.h n_batch 2048). So a prompt
+// of 4096 tokens runs two calls of 4 micro-batches, each filling and draining the pipeline: speedup
+// 4P/(P+3) over P GPUs in turn, not 8P/(P+7). Checked against the ratio of two independent measurements,
+// XiongjieDai's RTX 4090 x2/x4/x8 pp4096 over x1 (1.60/2.37/2.87x, the model 1.60/2.29/2.91x).
+inline constexpr double kLlamaCppPipelineCallTokens = 2048;
 // ggml hands the residual stream from one GPU's graph split to the next as an F32 tensor (the graph's
 // activations are F32; ggml_backend_tensor_copy_async of the split's input): 4 bytes per element of
 // tokens x hidden, over the link between the GPUs (PCIe without NVLink).

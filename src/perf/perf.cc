@@ -71,6 +71,10 @@ struct Rates {
   double allreduce_bw;  // bus bandwidth of tensor-parallel all-reduces
   double allreduce_latency;
   double inv_bandwidth;        // 1 / bandwidth, to tell the bound side of a GEMM without dividing
+  // Matmuls of up to matvec_max_rows rows read their weights at matvec_bandwidth (<= bandwidth): llama.cpp's
+  // mat-vec kernels, bounded per SM (PerfRun::matvec_bytes_per_sm_second). 0 rows = none.
+  double matvec_max_rows;
+  double matvec_bandwidth;
   double inv_cuda_core_flops;  // 1 / cuda_core_flops (0 when there is none)
   // gemm_flops without the in-loop dequantization: 16-bit cuBLAS on a dequantized copy (llama.cpp).
   double dense_gemm_flops;
@@ -149,6 +153,11 @@ Rates make_rates(const PerfDevice& d, Engine engine, const EngineVersion& versio
   r.allreduce_bw = d.link_bytes_per_second * eff.link_fraction;
   r.allreduce_latency = d.nvlink ? kAllReduceLatencySeconds : kAllReduceLatencyPcieSeconds;
   r.inv_bandwidth = 1.0 / r.bandwidth;
+  r.matvec_bandwidth = r.bandwidth;
+  if (run.matvec_max_rows > 0 && run.matvec_bytes_per_sm_second > 0 && d.sm_count > 0) {
+    r.matvec_max_rows = run.matvec_max_rows;
+    r.matvec_bandwidth = std::min(r.bandwidth, d.sm_count * run.matvec_bytes_per_sm_second);
+  }
   r.inv_cuda_core_flops = r.cuda_core_flops > 0 ? 1.0 / r.cuda_core_flops : 0.0;
   r.tinygemm_seconds_per_weight = 0;
   if (run.tinygemm && d.sm_count > 0 && d.sm_clock_hz > 0) {
@@ -219,8 +228,9 @@ RoofTime gemm_time(const Rates& r, const GemmRows& rows, const GemmShape& g, dou
     t_c = std::min(t_c, flops / r.cuda_core_flops);
   }
   const double bytes = g.weight_bytes + (m * k + m * n) * a_bytes;
-  if (bytes * r.inv_bandwidth < t_c * (1 - kQuotientMargin)) return RoofTime{t_c, true, true};
-  const double t_m = bytes / r.bandwidth;
+  const bool matvec = m <= r.matvec_max_rows;
+  if (!matvec && bytes * r.inv_bandwidth < t_c * (1 - kQuotientMargin)) return RoofTime{t_c, true, true};
+  const double t_m = bytes / (matvec ? r.matvec_bandwidth : r.bandwidth);
   return t_c >= t_m ? RoofTime{t_c, true, true} : RoofTime{t_m, false, true};
 }
 
@@ -598,10 +608,22 @@ Cost prefill_passes(const PerfArch& a, const Workload& w, const PerfRun& run, co
   stage.overhead += passes * layers * engine_perf(w.engine).kernels_per_layer * r.kernel_seconds;
   // Every pass crosses every stage. One pass at a time, the prompt takes pp x the stage's time. With
   // `in_flight` passes on different stages at once (llama.cpp's pipeline parallelism, constants.h), a
-  // pass still takes pp stage-times of its own, but in_flight of them run together: pp x passes /
-  // in_flight pass-stage-times, plus in_flight - 1 to fill the pipeline (in_flight = pp: passes + pp - 1).
-  const double in_flight = std::min({run.pipeline_copies, pp, passes});
-  const double stage_times = in_flight > 1 ? (pp * passes / in_flight + in_flight - 1) / passes : pp;
+  // pass still takes pp stage-times of its own, but in_flight of them run together: pp x k / in_flight
+  // pass-stage-times for k passes, plus in_flight - 1 to fill the pipeline (in_flight = pp: k + pp - 1).
+  // The passes overlap within one engine call (run.pipeline_call_tokens) and each call fills and drains
+  // the pipeline again.
+  const double per_call = run.pipeline_call_tokens > 0
+                              ? std::clamp(std::floor(run.pipeline_call_tokens / (batch * q)), 1.0, passes)
+                              : passes;
+  const auto call_stage_times = [&](double k) {
+    const double m = std::min({run.pipeline_copies, pp, k});
+    return m > 1 ? pp * k / m + m - 1 : pp * k;
+  };
+  const double full_calls = std::floor(passes / per_call);
+  const double rest = passes - full_calls * per_call;
+  const double stage_times =
+      (full_calls * call_stage_times(per_call) + (rest > 0 ? call_stage_times(rest) : 0.0)) / passes;
+  const double in_flight = std::min({run.pipeline_copies, pp, per_call});
   const double hops =
       (passes - 1) * handoff_seconds(a, run, r, pp, batch * q) + handoff_seconds(a, run, r, pp, batch * last_q);
   Cost out;
@@ -825,7 +847,13 @@ PerfWeights perf_weights(WeightFormat format, const Model& model, const PerfDevi
   PerfWeights pw;
   const WeightBytes wb = model_weight_bytes(model, format);
   if (wb.quantized_parameters > 0) pw.bits_per_weight = wb.quantized_bytes * 8.0 / wb.quantized_parameters;
-  if (wb.other_parameters > 0) pw.head_bits = std::max(kMinHeadBits, wb.other_bytes * 8.0 / wb.other_parameters);
+  // The head at the bits its tensor is stored in (GGUF's Q6_K output); without a head tensor, the
+  // unquantized rest's mean, never below kMinHeadBits.
+  if (wb.head_parameters > 0) {
+    pw.head_bits = wb.head_bytes * 8.0 / wb.head_parameters;
+  } else if (wb.other_parameters > 0) {
+    pw.head_bits = std::max(kMinHeadBits, wb.other_bytes * 8.0 / wb.other_parameters);
+  }
   const bool has_bf16 = device.peak(Precision::kBf16) > 0;
   const Precision half = has_bf16 ? Precision::kBf16 : Precision::kFp16;
   switch (format) {

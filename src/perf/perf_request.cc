@@ -124,12 +124,16 @@ PerfRun run_for(const PerfSetup& s, const PerfDevice& device, int count) {
       }
     }
     w.prefill_chunk_tokens = kLlamaCppUbatchTokens;
+    w.matvec_max_rows = w.weights.dequantize ? kLlamaCppMmvqMaxRows : kLlamaCppFp16CublasAboveRows;
+    w.matvec_bytes_per_sm_second = kLlamaCppMatVecBytesPerSmSecond;
     w.layer_split = llama_cpp_layer_split(s.workload, count, s.run.dp > 0);
     if (w.layer_split > 1) {
       w.dp = 1;
       w.handoff_element_bytes = kLlamaCppHandoffBytesPerElement;
-      if (!version_before(s.workload.engine_version, kLlamaCppPipelineSince))
+      if (!version_before(s.workload.engine_version, kLlamaCppPipelineSince)) {
         w.pipeline_copies = kLlamaCppSchedMaxCopies;
+        w.pipeline_call_tokens = kLlamaCppPipelineCallTokens;
+      }
     }
   }
   const double linears =
