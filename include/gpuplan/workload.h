@@ -163,6 +163,9 @@ struct Workload {
   // The checkpoint is 16-bit and the engine quantizes it to `weights` on the GPU while loading (vLLM
   // --quantization fp8 on a bf16 model, TensorRT-LLM's quantize step): a load-time peak (memory.h).
   bool quantize_on_load = false;
+  // QLoRA's 4-bit base is torchao's NF4Tensor (torchtune), not bitsandbytes' Linear4bit (qlora_kernel;
+  // default: torchao for engine pytorch). Only bitsandbytes keeps each base linear's input for backward.
+  bool qlora_torchao = false;
 
   int data_parallel() const;
   int gpus() const { return count > 0 ? count : tp * pp; }

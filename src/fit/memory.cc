@@ -522,7 +522,17 @@ TrainAct training_activations(const PreparedWorkload& p, int64_t batch, int64_t 
       if (w.lora_targets & (1u << i)) lora_dropout += in_dims[i] * (e + kDropoutMaskBytes);
     }
   }
-  t.per_layer_bytes = n * (norms + attn + mlp + residual_masks + lora_dropout);
+  // bitsandbytes' 4-bit matmul keeps its input for backward whenever an input needs a gradient
+  // (bitsandbytes autograd/_functions.py MatMul4Bit.forward: `if any(ctx.needs_input_grad[:2]):
+  // ctx.tensors = (A, B)`), though its backward needs only B: every frozen base linear of QLoRA keeps its
+  // input. Beyond what the layer keeps anyway: o_proj's input (the attention output reshaped, a copy),
+  // and the MLP's inputs the frozen up and down projections would not keep (mlp_in, down_input above).
+  double bnb_inputs = 0;
+  if (w.task == Task::kQlora && !w.qlora_torchao &&
+      weight_format_info(w.weights).family == FormatFamily::kBitsAndBytes && w.weights != WeightFormat::kLlmInt8) {
+    bnb_inputs = (q / tp + (h - mlp_in) + (1.0 - down_input) * inner / tp) * e;
+  }
+  t.per_layer_bytes = n * (norms + attn + mlp + residual_masks + lora_dropout + bnb_inputs);
   if (p.eager_training) {
     // Softmax output (kept for its backward), fp32 copies where the model upcasts, and with dropout on
     // the probabilities its mask and output (the input of probs x V). Flash/SDPA kernels regenerate

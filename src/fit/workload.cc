@@ -245,6 +245,8 @@ Status read_training_and_engine(const Request& req, Workload& w) {
   GPUPLAN_TRY(amp, req.text("amp"));
   GPUPLAN_TRY(a, parse_amp(amp));
   w.amp = a;
+  GPUPLAN_TRY(qlora_kernel, req.text("qlora_kernel"));
+  w.qlora_torchao = qlora_kernel.empty() ? w.engine == Engine::kPytorch : qlora_kernel == "torchao";
   return Status::Ok();
 }
 
@@ -349,6 +351,7 @@ Json workload_json(const Workload& w) {
     }
     j["lora_targets"] = t;
     if (w.lora_dropout > 0) j["lora_dropout"] = w.lora_dropout;
+    if (w.task == Task::kQlora) j["qlora_kernel"] = w.qlora_torchao ? "torchao" : "bitsandbytes";
   }
   if (w.amp != Amp::kNone) j["amp"] = amp_name(w.amp);
   j["flash_attention"] = w.flash_attention;

@@ -70,7 +70,7 @@ struct Rates {
   double kernel_seconds;
   double allreduce_bw;  // bus bandwidth of tensor-parallel all-reduces
   double allreduce_latency;
-  double inv_bandwidth;        // 1 / bandwidth, to tell the bound side of a GEMM without dividing
+  double inv_bandwidth;  // 1 / bandwidth, to tell the bound side of a GEMM without dividing
   // Matmuls of up to matvec_max_rows rows read their weights at matvec_bandwidth (<= bandwidth): llama.cpp's
   // mat-vec kernels, bounded per SM (PerfRun::matvec_bytes_per_sm_second). 0 rows = none.
   double matvec_max_rows;

@@ -180,5 +180,37 @@ TEST(MemoryTraining, FsdpAndCacheSettingsNeedTheirTraining) {
   EXPECT_EQ(qlora.error().field, "fsdp_mixed_units");
 }
 
+// bitsandbytes' MatMul4Bit keeps its input A for backward whenever an input needs a gradient
+// (autograd/_functions.py: `ctx.tensors = (A, B)`): with LoRA on q and v only, the frozen 4-bit o_proj,
+// gate/up and down projections each keep an input the bf16 layer would not: the attention output
+// (4096), the normed MLP input (4096) and the gated product (11008), 2 B each, per token and layer.
+// torchao's NF4Tensor (torchtune) keeps none of them.
+TEST(MemoryTraining, BitsandbytesQloraKeepsTheFrozenLinearsInputs) {
+  Json q = {{"task", "qlora"},
+            {"weights", "nf4"},
+            {"engine", "pytorch"},
+            {"batch", 1},
+            {"context", 1024},
+            {"checkpointing", "none"},
+            {"lora_targets", {"q_proj", "v_proj"}}};
+  q["qlora_kernel"] = "torchao";
+  const MemoryBreakdown torchao = memory("llama-2-7b", q);
+  q["qlora_kernel"] = "bitsandbytes";
+  const MemoryBreakdown bnb = memory("llama-2-7b", q);
+  const double expected = 1024.0 * 32 * (4096 + 4096 + 11008) * 2;
+  EXPECT_NEAR(bnb.activations_bytes - torchao.activations_bytes, expected, 1e-6 * expected);
+  // The default follows the engine: torchtune (pytorch) runs torchao, PEFT (transformers) bitsandbytes.
+  q.erase("qlora_kernel");
+  EXPECT_DOUBLE_EQ(memory("llama-2-7b", q).activations_bytes, torchao.activations_bytes);
+  // A bf16 LoRA keeps none of them either way.
+  Json lora = q;
+  lora["task"] = "lora";
+  lora["weights"] = "bf16";
+  lora["qlora_kernel"] = "bitsandbytes";
+  const MemoryBreakdown l = memory("llama-2-7b", lora);
+  lora["qlora_kernel"] = "torchao";
+  EXPECT_DOUBLE_EQ(memory("llama-2-7b", lora).activations_bytes, l.activations_bytes);
+}
+
 }  // namespace
 }  // namespace gpuplan

@@ -88,13 +88,11 @@ TEST(LlamaCppLayerSplit, PromptMicroBatchesOverlapFromPipelineParallelism) {
   // A prompt of one call (2048 tokens, 4 micro-batches) gets the same overlap as two: 16 / 7.
   const Split call_before = predict(4, llama_cpp("llama.cpp@2024-03-01", "llama-3-8b", "fp16", 2048, 1));
   const Split call_after = predict(4, llama_cpp("llama.cpp@2024-05", "llama-3-8b", "fp16", 2048, 1));
-  EXPECT_NEAR(call_after.perf.prefill_tokens_per_second / call_before.perf.prefill_tokens_per_second,
-              16.0 / 7.0, 0.1);
+  EXPECT_NEAR(call_after.perf.prefill_tokens_per_second / call_before.perf.prefill_tokens_per_second, 16.0 / 7.0, 0.1);
   // Two micro-batches over 4 stages: 8 stage-times in turn, 4 + 1 = 5 with the second one stage behind.
   const Split two_before = predict(4, llama_cpp("llama.cpp@2024-03-01", "llama-3-8b", "fp16", 1024, 1));
   const Split two_after = predict(4, llama_cpp("llama.cpp@2024-05", "llama-3-8b", "fp16", 1024, 1));
-  EXPECT_NEAR(two_after.perf.prefill_tokens_per_second / two_before.perf.prefill_tokens_per_second,
-              8.0 / 5.0, 0.1);
+  EXPECT_NEAR(two_after.perf.prefill_tokens_per_second / two_before.perf.prefill_tokens_per_second, 8.0 / 5.0, 0.1);
   // A prompt of one micro-batch has nothing to overlap.
   const Split short_before = predict(4, llama_cpp("llama.cpp@2024-03-01", "llama-3-8b", "fp16", 512, 1));
   const Split short_after = predict(4, llama_cpp("llama.cpp@2024-05", "llama-3-8b", "fp16", 512, 1));
