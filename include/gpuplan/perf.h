@@ -105,6 +105,7 @@ struct PerfDevice {
   double internode_bytes_per_second = 0;  // per GPU, between nodes (data parallel beyond one node)
   double memory_bytes = 0;
   double compute_fraction = 1;  // MIG: share of the SMs
+  bool mig = false;             // the devices are MIG slices (one per process: no split over them)
   int count = 1;
   int sm_count = 0;              // streaming multiprocessors of one device (a MIG slice's own), 0 = unknown
   bool persistent_gemm = false;  // Hopper and later: persistent GEMM kernels spread the last wave
@@ -139,11 +140,11 @@ PerfWeights perf_weights(WeightFormat format, const Model& model, const PerfDevi
 // target's device, bytes per element, and the perf request's layout and runtime switches. Built once per
 // target (perf_request.h: run_for), it costs nothing to pass.
 struct PerfRun {
-  PerfWeights weights;              // perf_weights() of the workload's format on the target's device
-  double activation_bytes = 2;      // activation_element_bytes(workload): bf16/fp16, 4 for fp32
-  double kv_bytes = 2;              // kv_bytes_per_element(workload.kv_cache)
-  int dp = 1;                       // data-parallel ranks: count / (tp x pp) unless the request said
-  int layer_split = 1;              // llama.cpp's --split-mode layer: GPUs whose layer slices run in turn
+  PerfWeights weights;          // perf_weights() of the workload's format on the target's device
+  double activation_bytes = 2;  // activation_element_bytes(workload): bf16/fp16, 4 for fp32
+  double kv_bytes = 2;          // kv_bytes_per_element(workload.kv_cache)
+  int dp = 1;                   // data-parallel ranks: count / (tp x pp) unless the request said
+  int layer_split = 1;  // layer split (llama.cpp --split-mode layer, device_map="auto"): GPUs whose slices run in turn
   int64_t global_batch = 0;         // sequences per optimizer step over all ranks (0 = batch x dp)
   bool fsdp = false;                // FSDP full shard (as ZeRO-3)
   int vp = 1;                       // virtual pipeline stages per GPU (Megatron's interleaved 1F1B); 1 = plain 1F1B

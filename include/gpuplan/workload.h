@@ -192,10 +192,12 @@ double lora_parameters(const Model& model, uint32_t targets, int64_t rank);
 // The workload as a request object (the inverse of parse_workload, for results and validation).
 nlohmann::ordered_json workload_json(const Workload& w);
 
-// llama.cpp over `count` GPUs with no tp or pp given runs its default `--split-mode layer`: `count`
-// pipeline stages, one slice of the layers and of their KV cache per GPU. 1 for one GPU, another engine,
-// a build before the layer split, or when replicas were asked for (`data_parallel`). The one rule that
-// fit, perf and plan read (src/fit/workload.cc gives its source).
-int llama_cpp_layer_split(const Workload& w, int count, bool data_parallel = false);
+// An inference over `count` GPUs with no tp or pp given that an engine runs as a layer split: `count`
+// pipeline stages run in turn, one slice of the layers and of their KV cache per GPU. llama.cpp's default
+// `--split-mode layer`, and transformers' device_map="auto" (exllama's gpu_split, AutoAWQ's device_map
+// alike). 1 for one GPU, another engine, a llama.cpp build before the layer split, when replicas were
+// asked for (`data_parallel`), or on MIG slices (a process sees one: several slices are replicas). The one
+// rule that fit, perf and plan read (src/fit/workload.cc gives its sources).
+int layer_split(const Workload& w, int count, bool data_parallel = false, bool mig = false);
 
 }  // namespace gpuplan

@@ -99,14 +99,16 @@ Result<Json> fit(const Context& ctx, const Json& body) {
   auto targets = fit_targets(*ctx.catalog, body, w->gpus());
   if (!targets) return targets.error();
 
-  // One prepared workload per device count (the count sets data-parallel sharding and buffers).
+  // One prepared workload per device count (the count sets data-parallel sharding and buffers) and kind
+  // (MIG slices are replicas where whole GPUs would hold a layer split).
   std::map<int, PreparedWorkload> prepared;
-  auto prepared_for = [&](int count) -> Result<const PreparedWorkload*> {
-    if (auto it = prepared.find(count); it != prepared.end()) return &it->second;
+  auto prepared_for = [&](int count, bool mig) -> Result<const PreparedWorkload*> {
+    const int key = 2 * count + (mig ? 1 : 0);
+    if (auto it = prepared.find(key); it != prepared.end()) return &it->second;
     Workload wc = *w;
     wc.count = count;
-    // llama.cpp's layer split: the GPUs hold slices of the layers, not replicas (as perf reads them).
-    if (const int stages = llama_cpp_layer_split(wc, count); stages > 1) wc.pp = stages;
+    // A layer split (llama.cpp, device_map="auto"): the GPUs hold slices of the layers, not replicas.
+    if (const int stages = layer_split(wc, count, false, mig); stages > 1) wc.pp = stages;
     if (wc.count < wc.tp * wc.pp) {
       return usage_error("a target of " + std::to_string(count) +
                              " GPUs cannot hold tp x pp = " + std::to_string(wc.tp * wc.pp) +
@@ -115,7 +117,7 @@ Result<Json> fit(const Context& ctx, const Json& body) {
     }
     auto p = prepare(wc);
     if (!p) return p.error();
-    return &prepared.emplace(count, std::move(p).value()).first->second;
+    return &prepared.emplace(key, std::move(p).value()).first->second;
   };
   // The breakdown shown above the table is for the targets' device count when they agree (--gpu NAMExN).
   int base_count = w->gpus();
@@ -124,7 +126,7 @@ Result<Json> fit(const Context& ctx, const Json& body) {
     base_count = targets->front().count;
   }
   w->count = base_count;
-  auto base = prepared_for(base_count);
+  auto base = prepared_for(base_count, !targets->empty() && targets->front().ref.is_mig());
   if (!base) return base.error();
   // With one kind of target (count and link), the breakdown includes what the link adds.
   const bool one_kind = !targets->empty() && std::all_of(targets->begin(), targets->end(), [&](const Target& t) {
@@ -144,7 +146,7 @@ Result<Json> fit(const Context& ctx, const Json& body) {
   Json tj = Json::array();
   for (const auto& t : *targets) {
     if (cancel_requested()) return cancelled_error();
-    auto p = prepared_for(t.count);
+    auto p = prepared_for(t.count, t.ref.is_mig());
     if (!p) return p.error();
     const TargetFit f = fit_target(**p, t);
     Json row{{"target", t.id()},

@@ -406,10 +406,17 @@ double lora_parameters(const Model& m, uint32_t targets, int64_t rank) {
 // contiguous slice of layers"), so a decode step is the sum of the GPUs' slices plus the hand-offs
 // between them, not a tensor-parallel step. (Earlier builds split every matrix by rows: not modelled.)
 constexpr EngineVersion kLlamaCppLayerSplitSince{{2024, 1, 12}, true, 3, '-'};
-int llama_cpp_layer_split(const Workload& w, int count, bool data_parallel) {
-  if (w.engine != Engine::kLlamaCpp || count <= 1 || w.tp > 1 || w.pp > 1 || data_parallel) return 1;
-  if (version_before(w.engine_version, kLlamaCppLayerSplitSince)) return 1;
-  return count;
+int layer_split(const Workload& w, int count, bool data_parallel, bool mig) {
+  if (count <= 1 || w.tp > 1 || w.pp > 1 || data_parallel || mig) return 1;
+  if (w.engine == Engine::kLlamaCpp) return version_before(w.engine_version, kLlamaCppLayerSplitSince) ? 1 : count;
+  // transformers' from_pretrained(device_map="auto"), Accelerate's big-model inference ("auto" and
+  // "balanced" split the model evenly over the visible GPUs; docs: concept_guides/big_model_inference):
+  // each GPU holds a contiguous run of the layers, the embedding on the first and the head on the last,
+  // and the forward pass runs them in turn (an AlignDevicesHook moves each block's inputs to its GPU).
+  // exllama(v2)'s gpu_split and AutoAWQ's from_quantized(device_map=...) place layers the same way.
+  const bool hf_loader =
+      w.engine == Engine::kTransformers || w.engine == Engine::kExllama || w.engine == Engine::kAutoawq;
+  return hf_loader && w.task == Task::kInfer ? count : 1;
 }
 
 }  // namespace gpuplan

@@ -152,7 +152,7 @@ inline constexpr double kLlamaCppKqPassBytesPerScore = 20;
 // given; current llama-bench defaults to LLAMA_FLASH_ATTN_TYPE_AUTO. 2025-08-30.
 inline constexpr EngineVersion kLlamaCppFlashAttnDefaultSince{{2025, 8, 30}, true, 3, '-'};
 // --- llama.cpp over several GPUs (issue #17, session 7) -----------------------------------------------
-// The layer split itself (since build 2024-01-12): llama_cpp_layer_split, src/fit/workload.cc.
+// The layer split itself (since build 2024-01-12): layer_split, src/fit/workload.cc.
 // Pipeline parallelism, PR #6017 (merged 2024-03-13, b2413): with every layer offloaded in the layer split
 // (llama-context.cpp: `n_devices() > 1 && n_gpu_layers > n_layer && split_mode == LAYER && offload_kqv`),
 // ggml_backend_sched keeps `n_copies = GGML_SCHED_MAX_COPIES` input copies (ggml/CMakeLists.txt:

@@ -836,6 +836,7 @@ PerfDevice perf_device(const Target& t) {
   d.memory_bytes = t.memory_total_bytes();
   d.compute_fraction = t.compute_fraction();
   d.count = t.count;
+  d.mig = t.ref.is_mig();
   d.sm_count = t.sm_count();
   d.sm_clock_hz = t.ref.gpu->number("boost_clock_mhz", 0) * 1e6;
   d.persistent_gemm = arch == "hopper" || arch == "blackwell";
@@ -981,7 +982,7 @@ InferencePerf inference_with(const PerfArch& a, const PerfDevice& d, const Workl
   return out;
 }
 
-// llama.cpp's layer split (PerfRun::layer_split, set by run_for): the target's GPUs as pipeline stages.
+// A layer split (PerfRun::layer_split, set by run_for): the target's GPUs as pipeline stages.
 Workload layer_split_stages(const Workload& w, const PerfRun& run) {
   Workload staged = w;
   staged.pp = run.layer_split;

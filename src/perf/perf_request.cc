@@ -126,15 +126,19 @@ PerfRun run_for(const PerfSetup& s, const PerfDevice& device, int count) {
     w.prefill_chunk_tokens = kLlamaCppUbatchTokens;
     w.matvec_max_rows = w.weights.dequantize ? kLlamaCppMmvqMaxRows : kLlamaCppFp16CublasAboveRows;
     w.matvec_bytes_per_sm_second = kLlamaCppMatVecBytesPerSmSecond;
-    w.layer_split = llama_cpp_layer_split(s.workload, count, s.run.dp > 0);
-    if (w.layer_split > 1) {
-      w.dp = 1;
+    if (layer_split(s.workload, count, s.run.dp > 0, device.mig) > 1) {
       w.handoff_element_bytes = kLlamaCppHandoffBytesPerElement;
       if (!version_before(s.workload.engine_version, kLlamaCppPipelineSince)) {
         w.pipeline_copies = kLlamaCppSchedMaxCopies;
         w.pipeline_call_tokens = kLlamaCppPipelineCallTokens;
       }
     }
+  }
+  w.layer_split = layer_split(s.workload, count, s.run.dp > 0, device.mig);
+  if (w.layer_split > 1) {
+    w.dp = 1;
+    // device_map="auto": the hook moves the hidden states in the model's dtype (llama.cpp: F32, above).
+    if (!(w.handoff_element_bytes > 0)) w.handoff_element_bytes = w.activation_bytes;
   }
   const double linears =
       kAttentionLinears + (s.arch.gated_mlp ? kGatedMlpLinears : kPlainMlpLinears);  // transformers' modules
@@ -194,11 +198,12 @@ int64_t vllm_max_num_seqs(const Workload& w, const Target& t) {
 Result<MemoryVerdict> MemoryCache::verdict(const Target& t) {
   const int count = std::max(t.count, s_.workload.tp * s_.workload.pp);
   auto prepared = [&](std::map<int, PreparedWorkload>& cache, bool serving) -> Result<const PreparedWorkload*> {
-    if (auto it = cache.find(count); it != cache.end()) return &it->second;
+    const int key = 2 * count + (t.ref.is_mig() ? 1 : 0);  // MIG slices are replicas, not a split
+    if (auto it = cache.find(key); it != cache.end()) return &it->second;
     Workload w = s_.workload;
     w.count = count;
-    // llama.cpp's layer split holds a slice of the layers (and of the KV cache) per GPU, as pipeline stages.
-    const int stages = llama_cpp_layer_split(s_.workload, count, s_.run.dp > 0);
+    // A layer split holds a slice of the layers (and of the KV cache) per GPU, as pipeline stages.
+    const int stages = layer_split(s_.workload, count, s_.run.dp > 0, t.ref.is_mig());
     if (stages > 1) w.pp = stages;
     if (serving) {
       // In flight, sequences are half-way through their output on average; TensorRT-LLM's scheduler
@@ -210,7 +215,7 @@ Result<MemoryVerdict> MemoryCache::verdict(const Target& t) {
     }
     auto p = prepare(w);
     if (!p) return p.error();
-    return &cache.emplace(count, std::move(p).value()).first->second;
+    return &cache.emplace(key, std::move(p).value()).first->second;
   };
   MemoryVerdict v;
   GPUPLAN_TRY(base, prepared(fit_, false));
