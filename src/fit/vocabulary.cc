@@ -65,7 +65,7 @@ constexpr EngineRow kEngineTable[] = {
      E::kTensorrtLlm},
     // ExLlama loads GPTQ/EXL2 checkpoints as transformers does: its memory and refusal rules.
     {"exllama",
-     "",
+     "exllamav2 exl2",
      "ExLlamaV2 GPTQ/EXL2 inference; memory and rules of transformers",
      {E::kTransformers, E::kTransformers, E::kTransformers},
      E::kExllama},
