@@ -523,8 +523,9 @@ inline constexpr double kTrainFlopsPerParam = 6;
 inline constexpr double kFrozenFlopsPerParamSaved = 2;
 inline constexpr double kAttentionTrainFlopsFactor = 12;
 // --- weights ---------------------------------------------------------------------------------------
-// Bits of the LM head and embeddings never below 8: quantized formats keep them at 8 bits or more
-// (GGUF Q6_K/Q8_0 output, fp16 elsewhere); fp32 weights keep them at 32.
+// Bits of the LM head where the model has no head tensor to read them from (perf_weights): the mean of
+// the unquantized rest, never below 8 (formats keep the head at 8 bits or more outside GGUF, whose Q6_K
+// head is read at its own bits); fp32 weights keep it at 32.
 inline constexpr double kMinHeadBits = 8;
 inline constexpr double kFp32Bits = 32;
 // --- fixed costs -----------------------------------------------------------------------------------

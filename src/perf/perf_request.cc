@@ -126,19 +126,20 @@ PerfRun run_for(const PerfSetup& s, const PerfDevice& device, int count) {
     w.prefill_chunk_tokens = kLlamaCppUbatchTokens;
     w.matvec_max_rows = w.weights.dequantize ? kLlamaCppMmvqMaxRows : kLlamaCppFp16CublasAboveRows;
     w.matvec_bytes_per_sm_second = kLlamaCppMatVecBytesPerSmSecond;
-    if (layer_split(s.workload, count, s.run.dp > 0, device.mig) > 1) {
+  }
+  w.layer_split = layer_split(s.workload, count, s.run.dp > 0, device.mig);
+  if (w.layer_split > 1) {
+    w.dp = 1;
+    if (s.workload.engine != Engine::kLlamaCpp) {
+      // device_map="auto": the hook moves the hidden states in the model's dtype.
+      w.handoff_element_bytes = w.activation_bytes;
+    } else {
       w.handoff_element_bytes = kLlamaCppHandoffBytesPerElement;
       if (!version_before(s.workload.engine_version, kLlamaCppPipelineSince)) {
         w.pipeline_copies = kLlamaCppSchedMaxCopies;
         w.pipeline_call_tokens = kLlamaCppPipelineCallTokens;
       }
     }
-  }
-  w.layer_split = layer_split(s.workload, count, s.run.dp > 0, device.mig);
-  if (w.layer_split > 1) {
-    w.dp = 1;
-    // device_map="auto": the hook moves the hidden states in the model's dtype (llama.cpp: F32, above).
-    if (!(w.handoff_element_bytes > 0)) w.handoff_element_bytes = w.activation_bytes;
   }
   const double linears =
       kAttentionLinears + (s.arch.gated_mlp ? kGatedMlpLinears : kPlainMlpLinears);  // transformers' modules
